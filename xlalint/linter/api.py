@@ -1,0 +1,33 @@
+"""The engine as a library: check or fix source text, with config found from its path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from xlalint.linter import engine, fixing
+from xlalint.linter.config import ConfigFinder, Settings
+from xlalint.linter.fixing import FixResult
+from xlalint.linter.model import Finding
+
+__all__ = ["FixResult", "Finding", "fix_source", "lint_source", "settings_for"]
+
+
+def settings_for(path: str | Path, config: str | Path | None = None) -> Settings:
+    finder = ConfigFinder(Path(config) if config else None)
+    return finder.for_path(Path(path).absolute())
+
+
+def lint_source(source: str, path: str, *, select: Iterable[str] | None = None, settings: Settings | None = None) -> list[Finding]:
+    return engine.lint_source(source, path, settings or settings_for(path), select=select)
+
+
+def fix_source(
+    source: str,
+    path: str,
+    *,
+    unsafe: bool = False,
+    select: Iterable[str] | None = None,
+    settings: Settings | None = None,
+) -> FixResult:
+    return fixing.fix_source(source, path, settings or settings_for(path), unsafe=unsafe, select=select)

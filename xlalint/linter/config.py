@@ -1,0 +1,235 @@
+"""Configuration: ``[tool.xlalint]`` in ``pyproject.toml``, or ``xlalint.toml``.
+
+The nearest file walking up from a checked file wins (``xlalint.toml`` before
+``pyproject.toml`` in the same folder; a ``pyproject.toml`` without a
+``[tool.xlalint]`` table is passed over). In ``xlalint.toml`` the keys are at the
+top level. Command-line options override the file. Unknown keys are errors that
+name the key.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TARGET = (2, 9)
+KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "per-file-ignores", "target-version", "rules"}
+
+# Folders never walked into (as ruff's default `exclude`).
+DEFAULT_EXCLUDE = (
+    ".bzr",
+    ".direnv",
+    ".eggs",
+    ".git",
+    ".hg",
+    ".mypy_cache",
+    ".nox",
+    ".pytest_cache",
+    ".ruff_cache",
+    ".svn",
+    ".tox",
+    ".venv",
+    ".xlalint_cache",
+    "__pypackages__",
+    "_build",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    "venv",
+)
+
+
+class ConfigError(Exception):
+    """A configuration problem, said in one line."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: tuple[str, ...] = ("ALL",)
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    target_version: tuple[int, int] = DEFAULT_TARGET
+    rule_settings: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    #: The folder the config file is in (globs are relative to it), or None.
+    root: str | None = None
+    source: str | None = None
+
+    # -- which rules run -------------------------------------------------------------
+    def enabled_codes(self, all_codes: Iterable[str], path: str | None = None) -> set[str]:
+        codes = sorted(all_codes)
+        enabled = {c for c in codes if _matches_any(c, self.select + self.extend_select)}
+        enabled -= {c for c in codes if _matches_any(c, self.ignore)}
+        if path is not None:
+            for glob, ignored in self.per_file_ignores:
+                if self._glob_matches(glob, path):
+                    enabled -= {c for c in codes if _matches_any(c, ignored)}
+        return enabled
+
+    def rule_options(self, code: str, declared: dict[str, Any]) -> dict[str, Any]:
+        values = {key: option.default for key, option in declared.items()}
+        for rule_code, options in self.rule_settings:
+            if rule_code != code:
+                continue
+            for key, value in options:
+                if key not in declared:
+                    known = ", ".join(sorted(declared)) or "none"
+                    raise ConfigError(f"unknown option `{key}` for rule {code} (known: {known})")
+                values[key] = declared[key].validate(key, value)
+        return values
+
+    def is_excluded(self, path: Path) -> bool:
+        return any(self._glob_matches(glob, str(path)) for glob in self.exclude)
+
+    def _glob_matches(self, glob: str, path: str) -> bool:
+        candidate = Path(path).resolve()
+        names = [candidate.name, candidate.as_posix()]
+        if self.root:
+            try:
+                names.append(candidate.relative_to(Path(self.root).resolve()).as_posix())
+            except ValueError:
+                pass
+        else:
+            names.append(Path(path).as_posix())
+        return any(fnmatch.fnmatch(name, glob) or fnmatch.fnmatch(name, f"{glob}/*") for name in names) or any(
+            fnmatch.fnmatch(part, glob) for part in candidate.parts
+        )
+
+    def with_overrides(self, **overrides: Any) -> Settings:
+        changes = {key: value for key, value in overrides.items() if value is not None}
+        return replace(self, **changes)
+
+
+def _matches_any(code: str, selectors: Iterable[str]) -> bool:
+    return any(sel == "ALL" or code.startswith(sel) for sel in selectors)
+
+
+def parse_target_version(value: str) -> tuple[int, int]:
+    try:
+        major, minor = (int(part) for part in str(value).split(".")[:2])
+    except ValueError:
+        raise ConfigError(f"target-version must look like \"2.9\", got {value!r}") from None
+    return major, minor
+
+
+def validate_selectors(selectors: Iterable[str], known_codes: Iterable[str], what: str) -> None:
+    known = list(known_codes) + ["XLA000"]
+    for sel in selectors:
+        if sel == "ALL":
+            continue
+        if not any(code.startswith(sel) for code in known):
+            raise ConfigError(f"{what}: unknown rule selector `{sel}`")
+
+
+def settings_from_table(table: dict[str, Any], source: str, root: str | None) -> Settings:
+    unknown = sorted(set(table) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(f"{source}: unknown key `{unknown[0]}` in xlalint settings")
+
+    def codes(key: str) -> tuple[str, ...]:
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{source}: `{key}` must be a list of rule codes")
+        return tuple(value)
+
+    per_file = table.get("per-file-ignores", {})
+    if not isinstance(per_file, dict):
+        raise ConfigError(f"{source}: `per-file-ignores` must be a table of glob = [codes]")
+    rules = table.get("rules", {})
+    if not isinstance(rules, dict) or not all(isinstance(v, dict) for v in rules.values()):
+        raise ConfigError(f"{source}: `rules` must be a table of [rules.CODE] tables")
+    settings = Settings(
+        select=codes("select") or ("ALL",),
+        ignore=codes("ignore"),
+        extend_select=codes("extend-select"),
+        exclude=codes("exclude"),
+        per_file_ignores=tuple((glob, tuple(v)) for glob, v in per_file.items()),
+        target_version=parse_target_version(table.get("target-version", "2.9")),
+        rule_settings=tuple((code, tuple(opts.items())) for code, opts in rules.items()),
+        root=root,
+        source=source,
+    )
+    _validate_rule_tables(settings, source)
+    return settings
+
+
+def _validate_rule_tables(settings: Settings, source: str) -> None:
+    from xlalint.rules import rules_by_code
+
+    known = rules_by_code()
+    for code, _ in settings.rule_settings:
+        if code not in known:
+            raise ConfigError(f"{source}: unknown rule `{code}` in [rules]")
+        try:
+            settings.rule_options(code, known[code].options)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+        except ValueError as exc:
+            raise ConfigError(f"{source}: rules.{code}: {exc}") from None
+    for sel_key, selectors in (
+        ("select", settings.select),
+        ("ignore", settings.ignore),
+        ("extend-select", settings.extend_select),
+    ):
+        validate_selectors(selectors, known, f"{source}: {sel_key}")
+
+
+def load_file(path: Path) -> Settings | None:
+    """Settings from one config file; None for a pyproject.toml without xlalint."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    if path.name == "pyproject.toml":
+        table = data.get("tool", {}).get("xlalint")
+        if table is None:
+            return None
+    else:
+        table = data.get("tool", {}).get("xlalint", data) if set(data) == {"tool"} else data
+    return settings_from_table(table, str(path), str(path.parent.resolve()))
+
+
+@dataclass
+class ConfigFinder:
+    """Finds (and caches per folder) the settings that apply to a path."""
+
+    explicit: Path | None = None
+    _by_dir: dict[Path, Settings] = field(default_factory=dict)
+
+    def for_path(self, path: Path) -> Settings:
+        if self.explicit is not None:
+            return self._explicit_settings()
+        folder = (path if path.is_dir() else path.parent).resolve()
+        return self._for_dir(folder)
+
+    def _explicit_settings(self) -> Settings:
+        key = Path("<explicit>")
+        if key not in self._by_dir:
+            assert self.explicit is not None
+            if not self.explicit.is_file():
+                raise ConfigError(f"{self.explicit}: config file not found")
+            self._by_dir[key] = load_file(self.explicit) or Settings(source=str(self.explicit))
+        return self._by_dir[key]
+
+    def _for_dir(self, folder: Path) -> Settings:
+        if folder in self._by_dir:
+            return self._by_dir[folder]
+        settings = None
+        for name in ("xlalint.toml", "pyproject.toml"):
+            candidate = folder / name
+            if candidate.is_file():
+                settings = load_file(candidate)
+                if settings is not None:
+                    break
+        if settings is None:
+            settings = Settings() if folder.parent == folder else self._for_dir(folder.parent)
+        self._by_dir[folder] = settings
+        return settings

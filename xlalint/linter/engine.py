@@ -1,0 +1,105 @@
+"""Checking one module: parse once, walk once, every selected rule on the way.
+
+``lint_source`` is a pure function of (source, path, settings, xlalint version):
+it reads no files and keeps no state, so files can be checked in parallel and
+their results cached.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+from xlalint.linter import noqa
+from xlalint.linter.config import Settings
+from xlalint.linter.model import Finding, Span
+from xlalint.linter.rule import Context, Rule
+from xlalint.linter.semantic import SCOPE_ROOTS, attach_parents
+
+SYNTAX_ERROR = ("XLA000", "syntax-error")
+# Cheap pre-filter: a file that never mentions a scope root is not parsed at all.
+_MENTIONS_SCOPE = re.compile("|".join(sorted(SCOPE_ROOTS)))
+
+
+def error_finding(path: str, message: str, line: int = 1, col: int = 0) -> Finding:
+    code, name = SYNTAX_ERROR
+    span = Span(line, col, line, col)
+    return Finding(code=code, name=name, message=message, path=path, span=span, noqa_row=line)
+
+
+def parse(source: str, path: str) -> ast.Module | Finding:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return ast.parse(source, filename=path)
+    except SyntaxError as exc:
+        line = exc.lineno or 1
+        col = max((exc.offset or 1) - 1, 0)
+        return error_finding(path, f"SyntaxError: {exc.msg}", line, col)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return error_finding(path, f"cannot parse: {exc}")
+
+
+def selected_rules(settings: Settings, path: str | None, select: Iterable[str] | None = None) -> list[type[Rule]]:
+    from xlalint.rules import all_rules
+
+    rules = all_rules()
+    enabled = settings.enabled_codes((r.code for r in rules), path)
+    if select is not None:
+        wanted = tuple(select)
+        enabled = {code for code in enabled if any(code.startswith(s) or s == "ALL" for s in wanted)}
+    return [rule for rule in rules if rule.code in enabled]
+
+
+def lint_source(
+    source: str,
+    path: str = "<stdin>",
+    settings: Settings | None = None,
+    *,
+    select: Iterable[str] | None = None,
+    rules: list[type[Rule]] | None = None,
+) -> list[Finding]:
+    """All findings for one module, sorted, with suppressions applied."""
+    settings = settings or Settings()
+    if not _MENTIONS_SCOPE.search(source):
+        return []
+    tree = parse(source, path)
+    if isinstance(tree, Finding):
+        return [tree]
+    if noqa.file_disabled(source):
+        return []
+    attach_parents(tree)
+    ctx = Context(source, path, tree, settings)
+    if not ctx.semantic.imports.imports_any():
+        return []
+    active = [rule(ctx) for rule in (rules if rules is not None else selected_rules(settings, path, select))]
+    _walk(tree, active)
+    suppressions = noqa.noqa_map(source)
+    findings = [
+        finding
+        for rule in active
+        for finding in rule.findings
+        if not noqa.is_suppressed(finding.code, finding.noqa_lines, suppressions)
+    ]
+    return sorted(set(findings), key=Finding.sort_key)
+
+
+def _walk(tree: ast.Module, rules: list[Rule]) -> None:
+    dispatch: dict[str, list[Callable[[ast.AST], None]]] = defaultdict(list)
+    for rule in rules:
+        for attr in dir(type(rule)):
+            if attr.startswith("visit_"):
+                dispatch[attr[len("visit_") :]].append(getattr(rule, attr))
+    for rule in rules:
+        rule.begin()
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        for visit in dispatch.get(type(node).__name__, ()):
+            visit(node)
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    for rule in rules:
+        rule.finish()

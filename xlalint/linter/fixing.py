@@ -1,0 +1,78 @@
+"""The fix loop: apply, re-parse, re-check, until nothing changes.
+
+At most ``MAX_PASSES`` passes; code that would not parse, or fixes that never settle,
+leave the original untouched and say why in ``FixResult.error``.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from xlalint.linter.config import Settings
+from xlalint.linter.engine import SYNTAX_ERROR, lint_source
+from xlalint.linter.model import Finding
+
+MAX_PASSES = 10
+
+
+@dataclass
+class FixResult:
+    source: str
+    applied: list[Finding] = field(default_factory=list)
+    remaining: list[Finding] = field(default_factory=list)
+    error: str | None = None
+
+    def changed(self, original: str) -> bool:
+        return self.source != original
+
+
+def wanted(finding: Finding, unsafe: bool) -> bool:
+    return finding.fix is not None and (finding.fix.applicability == "safe" or unsafe)
+
+
+def fix_source(
+    source: str,
+    path: str = "<stdin>",
+    settings: Settings | None = None,
+    *,
+    unsafe: bool = False,
+    select: Iterable[str] | None = None,
+) -> FixResult:
+    from xlalint.fixers.apply import apply_fixes
+
+    settings = settings or Settings()
+    select = tuple(select) if select is not None else None
+    current = source
+    applied: list[Finding] = []
+    for _ in range(MAX_PASSES):
+        findings = lint_source(current, path, settings, select=select)
+        if any(f.code == SYNTAX_ERROR[0] for f in findings):
+            return FixResult(current, applied, findings)
+        fixable = [f for f in findings if wanted(f, unsafe)]
+        if not fixable:
+            return FixResult(current, applied, findings)
+        fixes = list(dict.fromkeys(f.fix for f in fixable))
+        try:
+            new, used = apply_fixes(current, fixes)
+        except Exception as exc:  # a bug in a fixer must not cost the user their file
+            return _failed(source, path, settings, select, f"internal error while fixing: {type(exc).__name__}: {exc}")
+        if not used or new == current:
+            return FixResult(current, applied, findings)
+        try:
+            ast.parse(new)
+        except SyntaxError as exc:
+            codes = ", ".join(sorted({f.code for f in fixable if f.fix in used}))
+            return _failed(source, path, settings, select, f"a fix ({codes}) produced code that does not parse ({exc.msg}); file left unchanged")
+        applied.extend(f for f in fixable if f.fix in used)
+        current = new
+    findings = lint_source(current, path, settings, select=select)
+    if any(wanted(f, unsafe) for f in findings):
+        codes = ", ".join(sorted({f.code for f in findings if wanted(f, unsafe)}))
+        return _failed(source, path, settings, select, f"fixes ({codes}) did not converge after {MAX_PASSES} passes; file left unchanged")
+    return FixResult(current, applied, findings)
+
+
+def _failed(source: str, path: str, settings: Settings, select: tuple[str, ...] | None, error: str) -> FixResult:
+    return FixResult(source, [], lint_source(source, path, settings, select=select), error)

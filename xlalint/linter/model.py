@@ -1,0 +1,175 @@
+"""The plain data that flows between rules, fixers, the fix loop and the reporters.
+
+Everything here is picklable and free of libcst, so findings can cross process
+boundaries, be cached, and be produced on the check path without importing libcst.
+A fix is a list of *operations* (``ReplaceExpr``, ``SetKeyword``, ...): rules
+describe what to change by source positions; ``xlalint.fixers.apply`` carries the
+operations out on a libcst tree when, and only when, a file is being fixed.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Literal
+
+Applicability = Literal["safe", "unsafe"]
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    """A source range: 1-based lines, 0-based *character* columns, end exclusive.
+
+    Columns count characters (as libcst and editors do), not the UTF-8 bytes that
+    ``ast`` reports; ``Span.of`` converts.
+    """
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    @classmethod
+    def of(cls, node: ast.AST, lines: list[str]) -> Span:
+        line, end_line = node.lineno, node.end_lineno or node.lineno
+        return cls(
+            line,
+            _char_col(lines, line, node.col_offset),
+            end_line,
+            _char_col(lines, end_line, node.end_col_offset or 0),
+        )
+
+    def contains(self, other: Span) -> bool:
+        return (self.line, self.col) <= (other.line, other.col) and (
+            other.end_line,
+            other.end_col,
+        ) <= (self.end_line, self.end_col)
+
+    def overlaps(self, other: Span) -> bool:
+        return (self.line, self.col) < (other.end_line, other.end_col) and (
+            other.line,
+            other.col,
+        ) < (self.end_line, self.end_col)
+
+
+def _char_col(lines: list[str], line: int, byte_col: int) -> int:
+    if line - 1 >= len(lines):
+        return byte_col
+    text = lines[line - 1]
+    if text.isascii():
+        return byte_col
+    return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+
+
+# --- fix operations -----------------------------------------------------------------
+# Each operation names its target by a Span taken from the `ast` node; the applier
+# finds the libcst node at that span. Code templates are Python source in which
+# `{name}` is replaced by the exact source text (comments and all) of the node at
+# `parts[name]`; write `{{`/`}}` for literal braces.
+
+
+@dataclass(frozen=True)
+class ReplaceExpr:
+    """Replace the expression at ``span`` with ``template``."""
+
+    span: Span
+    template: str
+    parts: tuple[tuple[str, Span], ...] = ()
+
+
+@dataclass(frozen=True)
+class SetKeyword:
+    """Give the call at ``span`` the keyword ``name=value`` (replacing one that is
+    there, unless ``only_if_missing``)."""
+
+    span: Span
+    name: str
+    value: str
+    only_if_missing: bool = False
+
+
+@dataclass(frozen=True)
+class RemoveKeyword:
+    """Drop the keyword argument ``name`` from the call at ``span``."""
+
+    span: Span
+    name: str
+
+
+@dataclass(frozen=True)
+class InsertStatement:
+    """Insert ``code`` (one or more statements) before or after the statement that
+    contains ``span``, at its indentation."""
+
+    span: Span
+    code: str
+    where: Literal["before", "after"] = "before"
+    parts: tuple[tuple[str, Span], ...] = ()
+
+
+@dataclass(frozen=True)
+class RemoveStatement:
+    """Remove the statement that contains ``span`` (``pass`` stands in for the last
+    statement of a block)."""
+
+    span: Span
+
+
+@dataclass(frozen=True)
+class AppendToBody:
+    """Append ``code`` as the last statement of the body of the compound statement
+    (loop, function, ...) that starts at ``span``."""
+
+    span: Span
+    code: str
+
+
+@dataclass(frozen=True)
+class AddParameter:
+    """Add a positional parameter ``name`` first in the ``def`` at ``span``."""
+
+    span: Span
+    name: str
+
+
+Operation = (
+    ReplaceExpr | SetKeyword | RemoveKeyword | InsertStatement | RemoveStatement | AppendToBody | AddParameter
+)
+
+
+@dataclass(frozen=True, order=True)
+class Import:
+    """An import a fix needs: ``import module [as asname]`` or
+    ``from module import name [as asname]``."""
+
+    module: str
+    name: str | None = None
+    asname: str | None = None
+
+
+@dataclass(frozen=True)
+class Fix:
+    applicability: Applicability
+    message: str
+    operations: tuple[Operation, ...]
+    imports: tuple[Import, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    name: str
+    message: str
+    path: str
+    span: Span
+    fix: Fix | None = None
+    noqa_row: int | None = None
+    # The 1-based line numbers on which a `# noqa` may suppress this finding.
+    noqa_lines: tuple[int, ...] = field(default=(), compare=False)
+
+    @property
+    def fixable(self) -> bool:
+        return self.fix is not None
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.span.line, self.span.col, self.code)

@@ -1,0 +1,229 @@
+"""The rule API.
+
+A rule is a class with a code, a name, documentation, options, VALID and INVALID
+examples, and ``visit_<NodeType>`` methods that the engine calls during its single
+walk of the module's `ast`. A rule only *finds*: it calls ``self.report(node, ...)``
+with an optional :class:`~xlalint.linter.model.Fix` built from fix operations; the
+fixers carry those out later, on libcst, only when a file is being fixed.
+
+Example::
+
+    class CudaSynchronize(Rule):
+        code = "XLA999"
+        name = "cuda-synchronize"
+        summary = "`torch.cuda.synchronize()` in an XLA script"
+        explanation = "Why it is wrong, what to do instead (markdown)."
+        fix_availability = "safe"
+        VALID = [Valid("import torch_xla.core.xla_model as xm\\nxm.wait_device_ops()")]
+        INVALID = [Invalid("import torch\\ntorch.cuda.synchronize()", fixed=...)]
+
+        def visit_Call(self, node):
+            if self.ctx.semantic.is_call_to(node, "torch.cuda.synchronize"):
+                self.report(node, fix=...)
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from xlalint.linter.model import Applicability, Finding, Fix, Import, Operation, Span
+from xlalint.linter.semantic import Semantic, ancestors
+
+if TYPE_CHECKING:
+    from xlalint.linter.config import Settings
+
+
+@dataclass(frozen=True)
+class Valid:
+    """Code the rule must not flag."""
+
+    code: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "code", textwrap.dedent(self.code).lstrip("\n"))
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Code the rule must flag.
+
+    ``fixed``: the code after ``xlalint fix`` (safe fixes only) restricted to this
+    rule, or None when the safe fix changes nothing. ``unsafe_fixed``: after
+    ``fix --unsafe-fixes``. ``count``: how many findings (None: at least one).
+    ``options``: per-rule options for this example; ``target_version`` likewise.
+    """
+
+    code: str
+    fixed: str | None = None
+    unsafe_fixed: str | None = None
+    count: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    target_version: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("code", "fixed", "unsafe_fixed"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, textwrap.dedent(value).lstrip("\n"))
+
+
+@dataclass(frozen=True)
+class Option:
+    default: Any
+    help: str
+
+    def validate(self, key: str, value: Any) -> Any:
+        expected = type(self.default)
+        if expected is int and isinstance(value, bool) or not isinstance(value, expected):
+            raise ValueError(f"option `{key}` must be {expected.__name__}, got {value!r}")
+        return value
+
+
+class Context:
+    """What a rule may know about the module being checked."""
+
+    def __init__(self, source: str, path: str, tree: ast.Module, settings: Settings):
+        self.source = source
+        self.path = path
+        self.tree = tree
+        self.settings = settings
+        self.lines = source.splitlines()
+        self.semantic = Semantic(tree)
+
+    @property
+    def target_version(self) -> tuple[int, int]:
+        return self.settings.target_version
+
+    @cached_property
+    def steps(self) -> Any:
+        """The step analysis (training loops, the step, sync points), built on first use."""
+        from xlalint.linter.steps import StepAnalysis
+
+        return StepAnalysis(self)
+
+    def span(self, node: ast.AST) -> Span:
+        return Span.of(node, self.lines)
+
+    def reference(self, qualified: str, preferred: str | None = None) -> tuple[str, tuple[Import, ...]]:
+        """How to spell ``qualified`` in a fix, and the imports that needs."""
+        return self.semantic.imports.reference(qualified, preferred)
+
+    def xla_api(self, new: str, old: str) -> tuple[str, tuple[Import, ...]]:
+        """Code for an API that moved in torch_xla 2.4, e.g. ``xla_api("sync", "mark_step")``:
+        ``torch_xla.sync`` for targets >= 2.4, ``xm.mark_step`` before."""
+        if self.target_version >= (2, 4):
+            module, imports = self.reference("torch_xla")
+            return f"{module}.{new}", imports
+        module, imports = self.reference("torch_xla.core.xla_model", "xm")
+        return f"{module}.{old}", imports
+
+    def header_span(self, stmt: ast.AST) -> Span:
+        """The header of a compound statement: ``for x in y``, ``def f``, ``if __name__ == ...``."""
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            last: ast.AST = stmt.iter
+        elif isinstance(stmt, (ast.While, ast.If)):
+            last = stmt.test
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)) and stmt.items:
+            last = stmt.items[-1].context_expr
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            keyword = {"FunctionDef": "def ", "AsyncFunctionDef": "async def ", "ClassDef": "class "}
+            start = Span.of(stmt, self.lines)
+            return Span(start.line, start.col, start.line, start.col + len(keyword[type(stmt).__name__] + stmt.name))
+        else:
+            return Span(stmt.lineno, Span.of(stmt, self.lines).col, stmt.lineno, len(self.lines[stmt.lineno - 1]))
+        start, end = Span.of(stmt, self.lines), Span.of(last, self.lines)
+        return Span(start.line, start.col, end.end_line, end.end_col)
+
+    def source_of(self, node: ast.AST) -> str:
+        return ast.get_source_segment(self.source, node) or ""
+
+
+class Rule:
+    code: ClassVar[str]
+    name: ClassVar[str]
+    #: One line: what is flagged. Also the default message of a finding.
+    summary: ClassVar[str]
+    #: Markdown: why it matters, what to do, the fix. Shown by ``xlalint rule``.
+    explanation: ClassVar[str]
+    fix_availability: ClassVar[Literal["safe", "unsafe", "sometimes", "none"]] = "none"
+    options: ClassVar[dict[str, Option]] = {}
+    VALID: ClassVar[list[Valid]] = []
+    INVALID: ClassVar[list[Invalid]] = []
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.findings: list[Finding] = []
+        self.option_values = ctx.settings.rule_options(self.code, self.options)
+
+    # -- hooks ------------------------------------------------------------------
+    def begin(self) -> None:
+        """Called once before the walk."""
+
+    def finish(self) -> None:
+        """Called once after the walk."""
+
+    # -- helpers for subclasses ---------------------------------------------------
+    def option(self, key: str) -> Any:
+        return self.option_values[key]
+
+    def report(
+        self, node: ast.AST, message: str | None = None, fix: Fix | None = None, *, span: Span | None = None
+    ) -> None:
+        """Report ``node``; a compound statement is reported at its header."""
+        if span is None:
+            span = self.ctx.header_span(node) if _is_compound(node) else self.ctx.span(node)
+        self.findings.append(
+            Finding(
+                code=self.code,
+                name=self.name,
+                message=message or self.summary,
+                path=self.ctx.path,
+                span=span,
+                fix=fix,
+                noqa_row=span.line,
+                noqa_lines=_noqa_lines(self.ctx, node, span),
+            )
+        )
+
+    @staticmethod
+    def fix(
+        applicability: Applicability,
+        message: str,
+        *operations: Operation,
+        imports: tuple[Import, ...] = (),
+    ) -> Fix:
+        return Fix(applicability, message, tuple(operations), tuple(dict.fromkeys(imports)))
+
+
+_COMPOUND = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.If,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+)
+
+
+def _is_compound(node: ast.AST) -> bool:
+    return isinstance(node, _COMPOUND)
+
+
+def _noqa_lines(ctx: Context, node: ast.AST, span: Span) -> tuple[int, ...]:
+    """The reported lines, and the last line of the statement (or header) that holds the node."""
+    lines = {span.line, span.end_line}
+    stmt = node if isinstance(node, ast.stmt) else next((a for a in ancestors(node) if isinstance(a, ast.stmt)), None)
+    if stmt is not None:
+        if _is_compound(stmt):
+            lines.add(ctx.header_span(stmt).end_line)
+        else:
+            lines.add(stmt.end_lineno or stmt.lineno)
+    return tuple(sorted(lines))
