@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from xlalint.linter.model import Import
 
@@ -137,6 +138,11 @@ class Semantic:
             for stmt in tree.body
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
+
+    @cached_property
+    def calls(self) -> tuple[ast.Call, ...]:
+        """Every call in the module, in no particular order."""
+        return tuple(node for node in ast.walk(self.tree) if isinstance(node, ast.Call))
 
     def qualified_name(self, node: ast.AST) -> str | None:
         """The fully qualified name of a name/attribute chain rooted in an import.

@@ -1,0 +1,60 @@
+"""Whole-module facts about a script (RULES.md, "Scope"): is it a multi-process XLA
+script, does it run its loop through a library that syncs for it."""
+
+from __future__ import annotations
+
+import ast
+from xlalint.linter.semantic import Semantic, string_value
+
+SPAWN = frozenset({"torch_xla.distributed.xla_multiprocessing.spawn", "torch_xla.launch"})
+WORLD = frozenset(
+    {
+        "torch_xla.runtime.world_size",
+        "torch_xla.runtime.global_ordinal",
+        "torch_xla.runtime.local_ordinal",
+    }
+)
+INIT_PROCESS_GROUP = frozenset({"torch.distributed.init_process_group"})
+TRAINERS = frozenset(
+    {
+        "transformers.Trainer",
+        "transformers.Seq2SeqTrainer",
+        "transformers.trainer.Trainer",
+        "transformers.trainer_seq2seq.Seq2SeqTrainer",
+        "accelerate.Accelerator",
+        "accelerate.accelerator.Accelerator",
+    }
+)
+
+
+def calls_to(semantic: Semantic, names: frozenset[str]) -> list[ast.Call]:
+    return [call for call in semantic.calls if semantic.call_name(call) in names]
+
+
+def defines_mp_fn(tree: ast.Module) -> bool:
+    return any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "_mp_fn" for s in tree.body)
+
+
+def is_multiprocess_xla_script(semantic: Semantic) -> bool:
+    """Imports torch_xla and spawns/launches itself, defines ``_mp_fn``, calls
+    ``dist.init_process_group("xla")``, or asks for the world size or its ordinal."""
+    if not semantic.imports.imports_module("torch_xla"):
+        return False
+    if defines_mp_fn(semantic.tree) or calls_to(semantic, SPAWN | WORLD):
+        return True
+    for call in calls_to(semantic, INIT_PROCESS_GROUP):
+        backend = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "backend"), None)
+        if string_value(backend) == "xla":
+            return True
+    return False
+
+
+def uses_syncing_library(semantic: Semantic) -> bool:
+    """HF Trainer/Seq2SeqTrainer or accelerate's Accelerator drive the loop (they sync)."""
+    if calls_to(semantic, TRAINERS):
+        return True
+    # A subclass of Trainer counts too: `class MyTrainer(Trainer)`.
+    for node in ast.walk(semantic.tree):
+        if isinstance(node, ast.ClassDef) and any(semantic.qualified_name(b) in TRAINERS for b in node.bases):
+            return True
+    return False
