@@ -51,7 +51,10 @@ def decode(data: bytes, name: str = "<stdin>") -> SourceFile:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        raise SourceError(f"cannot decode: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+        message = str(exc.msg if hasattr(exc, "msg") else exc)
+        if "invalid or missing encoding declaration" in message:
+            raise SourceError("file is not valid UTF-8 and declares no other encoding") from None
+        raise SourceError(f"cannot decode: {message}") from None
     if encoding == "utf-8-sig":
         encoding = "utf-8"
     body = data[len(codecs.BOM_UTF8) :] if bom else data

@@ -1,0 +1,365 @@
+"""The command line: ``xlalint check|fix|rule|run`` (ruff's conventions).
+
+Exit status: 0 no findings (or ``--exit-zero``), 1 findings remain, 2 a usage or
+configuration error, a file that cannot be read or parsed, or an internal error.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from collections import Counter
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from xlalint import __version__
+from xlalint.linter import reporters
+from xlalint.linter import source as sourcefile
+from xlalint.linter.config import ConfigError, ConfigFinder, Settings, parse_target_version, validate_selectors
+from xlalint.linter.runner import FileReport, Job, process_all, process_text
+
+app = typer.Typer(
+    name="xlalint",
+    help="A linter and autofixer for PyTorch/XLA training scripts.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    concise = "concise"
+    json = "json"
+    json_lines = "json-lines"
+    github = "github"
+    sarif = "sarif"
+    junit = "junit"
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"xlalint {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version.")] = False,
+) -> None:
+    """A linter and autofixer for PyTorch/XLA training scripts."""
+
+
+def fail(message: str) -> typer.Exit:
+    typer.echo(f"xlalint: error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def _codes(values: list[str] | None) -> tuple[str, ...] | None:
+    if not values:
+        return None
+    return tuple(code.strip().upper() for value in values for code in value.split(",") if code.strip())
+
+
+# Options shared by `check` and `fix` -------------------------------------------------------
+Paths = Annotated[list[str] | None, typer.Argument(help="Files or folders to check (default: .); - reads stdin.", show_default=False)]
+Select = Annotated[list[str] | None, typer.Option("--select", help="Rule codes or prefixes to enable (ALL for every rule); comma-separated.")]
+Ignore = Annotated[list[str] | None, typer.Option("--ignore", help="Rule codes or prefixes to disable; comma-separated.")]
+ExtendSelect = Annotated[list[str] | None, typer.Option("--extend-select", help="Codes to enable on top of select.")]
+Format = Annotated[OutputFormat, typer.Option("--output-format", help="How to print findings.")]
+Statistics = Annotated[bool, typer.Option("--statistics", help="Count findings per rule instead of listing them.")]
+ExitZero = Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when findings remain.")]
+ShowFixes = Annotated[bool, typer.Option("--show-fixes", help="List the fixes applied (or available) per file.")]
+StdinFilename = Annotated[str | None, typer.Option("--stdin-filename", help="Read source from stdin; report it under this name.")]
+TargetVersion = Annotated[str | None, typer.Option("--target-version", help='torch_xla version to target, e.g. "2.9".')]
+ConfigFile = Annotated[Path | None, typer.Option("--config", help="Use this config file instead of discovering one.")]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print findings only: no summary.")]
+UnsafeFixes = Annotated[bool, typer.Option("--unsafe-fixes", help="Also apply (or offer) fixes that may change behaviour.")]
+ForceExclude = Annotated[bool, typer.Option("--force-exclude", help="Apply exclude to files named on the command line too (for pre-commit).")]
+
+
+class Invocation:
+    """What one check/fix run was asked to do."""
+
+    def __init__(self, *, select, ignore, extend_select, target_version, config: Path | None):
+        self.overrides = {
+            "select": _codes(select),
+            "ignore": _codes(ignore),
+            "extend_select": _codes(extend_select),
+            "target_version": parse_target_version(target_version) if target_version else None,
+        }
+        from xlalint.rules import rules_by_code
+
+        known = list(rules_by_code())
+        for key in ("select", "ignore", "extend_select"):
+            if self.overrides[key]:
+                validate_selectors(self.overrides[key], known, f"--{key.replace('_', '-')}")
+        self.finder = ConfigFinder(config)
+
+    def settings(self, path: Path) -> Settings:
+        return self.finder.for_path(path.absolute()).with_overrides(**self.overrides)
+
+
+def _run(
+    paths: list[str] | None,
+    *,
+    fix: bool,
+    unsafe: bool,
+    diff: bool,
+    select,
+    ignore,
+    extend_select,
+    output_format: OutputFormat,
+    statistics: bool,
+    exit_zero: bool,
+    show_fixes: bool,
+    stdin_filename: str | None,
+    target_version: str | None,
+    config: Path | None,
+    no_cache: bool,
+    quiet: bool,
+    force_exclude: bool,
+) -> None:
+    try:
+        invocation = Invocation(
+            select=select, ignore=ignore, extend_select=extend_select, target_version=target_version, config=config
+        )
+        paths = paths or []
+        use_stdin = paths == ["-"] or (stdin_filename is not None and not paths)
+        if "-" in paths and not use_stdin:
+            raise ConfigError("`-` (stdin) cannot be combined with other paths")
+        if use_stdin:
+            reports = [_stdin_report(invocation, stdin_filename, fix=fix, unsafe=unsafe, force_exclude=force_exclude)]
+        else:
+            reports = _file_reports(invocation, paths or ["."], fix=fix, unsafe=unsafe, write=not diff, no_cache=no_cache, force_exclude=force_exclude)
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+
+    fmt = output_format.value
+    findings = sorted((f for r in reports for f in r.findings), key=lambda f: f.sort_key())
+    fixed = [f for r in reports for f in r.fixed]
+    out = sys.stdout
+    if use_stdin and fix and not diff:
+        # As ruff: the fixed source goes to stdout, the findings to stderr.
+        report = reports[0]
+        sys.stdout.write(report.fixed_source if report.fixed_source is not None else (report.source or ""))
+        sys.stdout.flush()
+        out = sys.stderr
+    if diff:
+        _print_diffs(reports, out)
+    elif statistics:
+        print(reporters.statistics(findings, unsafe, as_json=fmt == "json"), file=out)
+    else:
+        sources = {r.path: r.source for r in reports if r.source is not None} if fmt in ("json", "json-lines", "sarif") else None
+        rendered = reporters.render(fmt, findings, sources=sources, unsafe=unsafe or fix)
+        if rendered:
+            print(rendered, file=out)
+        if fmt in ("text", "concise") and show_fixes:
+            _print_fixes(reports, fixed=fix, out=out)
+        if fmt == "text" and not quiet:
+            print(reporters.summary(findings, unsafe, fixed=len(fixed), command="fix" if fix else "check"), file=out)
+    for report in reports:
+        if report.error:
+            typer.echo(f"xlalint: error: {report.path}: {report.error}", err=True)
+
+    if any(r.unreadable or r.error for r in reports):
+        raise typer.Exit(2)
+    if diff:
+        raise typer.Exit(1 if any(r.changed for r in reports) and not exit_zero else 0)
+    if findings and not exit_zero:
+        raise typer.Exit(1)
+
+
+def _file_reports(invocation: Invocation, paths: list[str], *, fix, unsafe, write, no_cache, force_exclude) -> list[FileReport]:
+    from xlalint.linter.files import discover
+
+    cache_dir = None if no_cache or fix else str(Path.cwd() / ".xlalint_cache")
+    jobs = [
+        Job(str(path), invocation.settings(path), fix=fix, unsafe=unsafe, write=write, cache_dir=cache_dir)
+        for path in discover([Path(p) for p in paths], invocation.finder, force_exclude=force_exclude)
+    ]
+    return process_all(jobs)
+
+
+def _stdin_report(invocation: Invocation, stdin_filename: str | None, *, fix, unsafe, force_exclude) -> FileReport:
+    name = stdin_filename or "-"
+    settings = invocation.settings(Path(stdin_filename) if stdin_filename else Path.cwd() / "-")
+    data = sys.stdin.buffer.read()
+    try:
+        original = sourcefile.decode(data, name)
+    except sourcefile.SourceError as exc:
+        from xlalint.linter.engine import error_finding
+
+        return FileReport(name, [error_finding(name, str(exc))], source=None)
+    if force_exclude and stdin_filename and settings.is_excluded(Path(stdin_filename)):
+        return FileReport(name, [], source=original.text, fixed_source=original.text)
+    return process_text(Job(name, settings, fix=fix, unsafe=unsafe, write=False), original, stdin=True)
+
+
+def _print_diffs(reports: list[FileReport], out) -> None:
+    for r in reports:
+        if not r.changed:
+            continue
+        assert r.source is not None and r.fixed_source is not None
+        out.writelines(
+            difflib.unified_diff(
+                r.source.splitlines(keepends=True), r.fixed_source.splitlines(keepends=True), f"a/{r.path}", f"b/{r.path}"
+            )
+        )
+    changed = sum(1 for r in reports if r.changed)
+    fixes = sum(len(r.fixed) for r in reports)
+    print(f"\nWould fix {fixes} error{'s' if fixes != 1 else ''} in {changed} file{'s' if changed != 1 else ''}.", file=sys.stderr)
+
+
+def _print_fixes(reports: list[FileReport], *, fixed: bool, out) -> None:
+    rows = [(r.path, Counter((f.code, f.name) for f in (r.fixed if fixed else [f for f in r.findings if f.fix]))) for r in reports]
+    rows = [(path, counts) for path, counts in rows if counts]
+    if not rows:
+        return
+    total = sum(sum(c.values()) for _, c in rows)
+    print(f"\n{'Fixed' if fixed else 'Fixable'} {total} error{'s' if total != 1 else ''}:", file=out)
+    for path, counts in rows:
+        print(f"- {path}:", file=out)
+        for (code, name), n in sorted(counts.items()):
+            print(f"    {n} × {code} ({name})", file=out)
+
+
+@app.command()
+def check(
+    paths: Paths = None,
+    select: Select = None,
+    ignore: Ignore = None,
+    extend_select: ExtendSelect = None,
+    output_format: Format = OutputFormat.text,
+    statistics: Statistics = False,
+    exit_zero: ExitZero = False,
+    show_fixes: ShowFixes = False,
+    stdin_filename: StdinFilename = None,
+    target_version: TargetVersion = None,
+    config: ConfigFile = None,
+    no_cache: NoCache = False,
+    quiet: Quiet = False,
+    unsafe_fixes: UnsafeFixes = False,
+    force_exclude: ForceExclude = False,
+    fix: Annotated[bool, typer.Option("--fix", help="Apply fixes (same as `xlalint fix`).")] = False,
+) -> None:
+    """Check files and report findings."""
+    _run(
+        paths, fix=fix, unsafe=unsafe_fixes, diff=False, select=select, ignore=ignore, extend_select=extend_select,
+        output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
+        stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
+        quiet=quiet, force_exclude=force_exclude,
+    )  # fmt: skip
+
+
+@app.command("fix")
+def fix_command(
+    paths: Paths = None,
+    unsafe_fixes: UnsafeFixes = False,
+    diff: Annotated[bool, typer.Option("--diff", help="Print the changes as a diff; write nothing.")] = False,
+    select: Select = None,
+    ignore: Ignore = None,
+    extend_select: ExtendSelect = None,
+    output_format: Format = OutputFormat.text,
+    statistics: Statistics = False,
+    exit_zero: ExitZero = False,
+    show_fixes: ShowFixes = False,
+    stdin_filename: StdinFilename = None,
+    target_version: TargetVersion = None,
+    config: ConfigFile = None,
+    no_cache: NoCache = False,
+    quiet: Quiet = False,
+    force_exclude: ForceExclude = False,
+) -> None:
+    """Apply fixes in place (safe ones; --unsafe-fixes adds the rest), then report what remains."""
+    _run(
+        paths, fix=True, unsafe=unsafe_fixes, diff=diff, select=select, ignore=ignore, extend_select=extend_select,
+        output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
+        stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
+        quiet=quiet, force_exclude=force_exclude,
+    )  # fmt: skip
+
+
+class RuleFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+@app.command()
+def rule(
+    code: Annotated[str | None, typer.Argument(help="A rule code, e.g. XLA104.", show_default=False)] = None,
+    all_rules: Annotated[bool, typer.Option("--all", help="Explain every rule.")] = False,
+    output_format: Annotated[RuleFormat, typer.Option("--output-format")] = RuleFormat.text,
+) -> None:
+    """Explain a rule: why it matters, what is flagged, the fix, an example."""
+    from xlalint.rules import all_rules as catalog
+    from xlalint.rules import rules_by_code
+
+    if all_rules == (code is not None):
+        raise fail("give a rule code or --all")
+    if code is not None:
+        found = rules_by_code().get(code.upper())
+        if found is None:
+            raise fail(f"unknown rule `{code}` (see `xlalint rule --all`)")
+        selected = [found]
+    else:
+        selected = list(catalog())
+    if output_format is RuleFormat.json:
+        docs = [
+            {
+                "code": r.code,
+                "name": r.name,
+                "summary": r.summary,
+                "fix": r.fix_availability,
+                "explanation": r.explanation.strip(),
+                "options": {k: {"default": o.default, "help": o.help} for k, o in r.options.items()},
+            }
+            for r in selected
+        ]
+        typer.echo(json.dumps(docs if code is None else docs[0], indent=2))
+        return
+    typer.echo("\n\n".join(explain(r) for r in selected))
+
+
+def explain(rule_class) -> str:
+    fix = {"safe": "Fix is always available (safe).", "unsafe": "Fix is available with `--unsafe-fixes`.",
+           "sometimes": "Fix is sometimes available.", "none": "No automatic fix."}[rule_class.fix_availability]  # fmt: skip
+    parts = [f"# {rule_class.name} ({rule_class.code})", "", rule_class.summary + ".", "", fix, "", rule_class.explanation.strip()]
+    if rule_class.options:
+        parts += ["", "## Options", ""]
+        parts += [f"- `{k}` (default `{o.default!r}`): {o.help}" for k, o in rule_class.options.items()]
+    if rule_class.INVALID:
+        parts += ["", "## Example", "", "```python", rule_class.INVALID[0].code.rstrip(), "```"]
+        if rule_class.INVALID[0].fixed or rule_class.INVALID[0].unsafe_fixed:
+            parts += ["", "Fixed:", "", "```python", (rule_class.INVALID[0].fixed or rule_class.INVALID[0].unsafe_fixed).rstrip(), "```"]
+    return "\n".join(parts)
+
+
+def _register_harness() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("xlalint.harness.command") is not None:
+        from xlalint.harness.command import register
+
+        register(app)
+
+
+_register_harness()
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        typer.echo("xlalint: interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Finding the files to check: directories are walked for ``*.py`` files, honouring
+``.gitignore`` files (with ``pathspec``), the default excludes and ``exclude``.
+
+Files named explicitly are always checked, as in ruff, unless ``force_exclude``
+(what the pre-commit hooks pass, since pre-commit names every file itself).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pathspec
+
+from xlalint.linter.config import DEFAULT_EXCLUDE, ConfigFinder
+
+PYTHON_SUFFIXES = (".py", ".pyi")
+
+
+def _git_root(start: Path) -> Path | None:
+    for folder in (start, *start.parents):
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def _load_ignore(folder: Path) -> pathspec.PathSpec | None:
+    lines: list[str] = []
+    for name in (".gitignore", ".ignore"):
+        try:
+            lines += (folder / name).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+    if (folder / ".git").is_dir():
+        try:
+            lines += (folder / ".git" / "info" / "exclude").read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            pass
+    return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+
+
+class IgnoreRules:
+    """The .gitignore files that apply in a tree, loaded once per folder."""
+
+    def __init__(self) -> None:
+        self._specs: dict[Path, pathspec.PathSpec | None] = {}
+
+    def _spec(self, folder: Path) -> pathspec.PathSpec | None:
+        if folder not in self._specs:
+            self._specs[folder] = _load_ignore(folder)
+        return self._specs[folder]
+
+    def ignored(self, path: Path, is_dir: bool) -> bool:
+        root = _git_root(path.parent) or path.parent
+        for folder in (path.parent, *path.parent.parents):
+            spec = self._spec(folder)
+            if spec is not None:
+                relative = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
+                if spec.match_file(relative):
+                    return True
+            if folder == root:
+                break
+        return False
+
+
+def discover(
+    paths: Iterable[Path], finder: ConfigFinder, *, force_exclude: bool = False, respect_gitignore: bool = True
+) -> Iterator[Path]:
+    ignore = IgnoreRules()
+    seen: set[Path] = set()
+    for given in paths:
+        path = given.absolute()
+        if not path.is_dir():
+            # An explicit file, checked even when it does not exist (to say so).
+            if force_exclude and (_default_excluded(path) or finder.for_path(path).is_excluded(path)):
+                continue
+            if path not in seen:
+                seen.add(path)
+                yield given
+            continue
+        for folder, dirnames, filenames in os.walk(path):
+            here = Path(folder)
+            settings = finder.for_path(here / "__init__.py")
+            dirnames[:] = sorted(
+                d
+                for d in dirnames
+                if d not in DEFAULT_EXCLUDE
+                and not settings.is_excluded(here / d)
+                and not (respect_gitignore and ignore.ignored(here / d, True))
+            )
+            for name in sorted(filenames):
+                if not name.endswith(PYTHON_SUFFIXES):
+                    continue
+                candidate = here / name
+                if candidate in seen or settings.is_excluded(candidate):
+                    continue
+                if respect_gitignore and ignore.ignored(candidate, False):
+                    continue
+                seen.add(candidate)
+                yield _display(candidate, given, path)
+
+
+def _default_excluded(path: Path) -> bool:
+    return any(part in DEFAULT_EXCLUDE for part in path.parts)
+
+
+def _display(candidate: Path, given: Path, absolute: Path) -> Path:
+    """Paths are shown as they were given (``src/train.py``, not an absolute path)."""
+    return given / candidate.relative_to(absolute)

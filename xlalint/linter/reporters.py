@@ -1,0 +1,263 @@
+"""Output formats: text, concise, json, json-lines, github, sarif, junit.
+
+Lines and columns are 1-based everywhere. JSON uses ruff's field names, so tools
+written for ruff's JSON read ours. JSON and SARIF carry a fix's text edits; those
+are computed (libcst) only when a finding has a fix and the format asks for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
+
+from xlalint import __version__
+from xlalint.linter.model import Finding
+
+FORMATS = ("text", "concise", "json", "json-lines", "github", "sarif", "junit")
+SYNTAX_ERROR_DOC = {
+    "code": "XLA000",
+    "name": "syntax-error",
+    "summary": "The file cannot be read or parsed as Python",
+    "explanation": "xlalint reports a file that does not parse, is not valid in its encoding, "
+    "cannot be read, is a notebook or is too large as one XLA000 finding, checks the other "
+    "files, and exits with status 2.",
+}
+
+Sources = dict[str, str]
+
+
+def _location(row: int, col: int) -> dict[str, int]:
+    return {"row": row, "column": col + 1}
+
+
+def _edits(finding: Finding, sources: Sources | None) -> list[dict]:
+    if finding.fix is None or sources is None or finding.path not in sources:
+        return []
+    from xlalint.fixers.apply import fix_edits
+
+    return [
+        {
+            "content": edit.content,
+            "location": {"row": edit.start[0], "column": edit.start[1]},
+            "end_location": {"row": edit.end[0], "column": edit.end[1]},
+        }
+        for edit in fix_edits(sources[finding.path], finding.fix)
+    ]
+
+
+def _filename(path: str) -> str:
+    return path if path in ("-", "<stdin>") else os.path.abspath(path)
+
+
+def finding_to_json(finding: Finding, sources: Sources | None = None) -> dict:
+    """One finding as ruff's JSON object (fix edits need the file's source)."""
+    fix = None
+    if finding.fix is not None:
+        fix = {
+            "applicability": finding.fix.applicability,
+            "message": finding.fix.message,
+            "edits": _edits(finding, sources),
+        }
+    span = finding.span
+    return {
+        "cell": None,
+        "code": finding.code,
+        "end_location": _location(span.end_line, span.end_col),
+        "filename": _filename(finding.path),
+        "fix": fix,
+        "location": _location(span.line, span.col),
+        "message": finding.message,
+        "noqa_row": finding.noqa_row,
+        "url": None,
+    }
+
+
+def applicable(finding: Finding, unsafe: bool) -> bool:
+    return finding.fix is not None and (finding.fix.applicability == "safe" or unsafe)
+
+
+def text_line(finding: Finding, unsafe: bool = False) -> str:
+    marker = " [*]" if applicable(finding, unsafe) else ""
+    s = finding.span
+    return f"{finding.path}:{s.line}:{s.col + 1}: {finding.code}{marker} {finding.message}"
+
+
+def summary(findings: Sequence[Finding], unsafe: bool, fixed: int = 0, command: str = "check") -> str:
+    lines = []
+    if not findings:
+        lines.append(f"Found {fixed} error{'s' if fixed != 1 else ''} ({fixed} fixed, 0 remaining)." if fixed else "All checks passed!")
+        return "\n".join(lines)
+    total = len(findings) + fixed
+    if fixed:
+        lines.append(f"Found {total} error{'s' if total != 1 else ''} ({fixed} fixed, {len(findings)} remaining).")
+    else:
+        lines.append(f"Found {total} error{'s' if total != 1 else ''}.")
+    safe = sum(1 for f in findings if applicable(f, unsafe))
+    hidden = sum(1 for f in findings if f.fix is not None and not applicable(f, unsafe))
+    if safe and command == "check":
+        lines.append(f"[*] {safe} fixable with `xlalint fix`{' --unsafe-fixes' if unsafe else ''}.")
+    if hidden:
+        lines.append(f"No fixes available ({hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with `--unsafe-fixes`)." if not safe else f"({hidden} more fix{'es' if hidden != 1 else ''} available with `--unsafe-fixes`.)")
+    return "\n".join(lines)
+
+
+def statistics(findings: Sequence[Finding], unsafe: bool, as_json: bool = False) -> str:
+    counts = Counter((f.code, f.name) for f in findings)
+    fixable = {(f.code, f.name) for f in findings if applicable(f, unsafe)}
+    rows = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    if as_json:
+        return json.dumps(
+            [{"code": code, "name": name, "count": n, "fixable": (code, name) in fixable} for (code, name), n in rows],
+            indent=2,
+        )
+    width = max((len(str(n)) for n in counts.values()), default=1)
+    return "\n".join(
+        f"{n:>{width}}\t{code}\t{'[*]' if (code, name) in fixable else '[ ]'} {name}" for (code, name), n in rows
+    )
+
+
+def _github_escape(value: str, prop: bool = False) -> str:
+    value = value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if prop:
+        value = value.replace(":", "%3A").replace(",", "%2C")
+    return value
+
+
+def render_github(findings: Sequence[Finding]) -> str:
+    lines = []
+    for f in findings:
+        s = f.span
+        props = (
+            f"title={_github_escape(f'xlalint ({f.code})', True)},file={_github_escape(f.path, True)},"
+            f"line={s.line},col={s.col + 1},endLine={s.end_line},endColumn={s.end_col + 1}"
+        )
+        lines.append(f"::error {props}::{_github_escape(f'{f.path}:{s.line}:{s.col + 1}: {f.code} {f.message}')}")
+    return "\n".join(lines)
+
+
+def _rule_docs() -> list[dict]:
+    from xlalint.rules import all_rules
+
+    docs = [SYNTAX_ERROR_DOC]
+    docs += [
+        {"code": r.code, "name": r.name, "summary": r.summary, "explanation": r.explanation.strip(), "fix": r.fix_availability}
+        for r in all_rules()
+    ]
+    return docs
+
+
+def _sarif_uri(path: str) -> str:
+    if path in ("-", "<stdin>"):
+        return "stdin"
+    p = Path(path)
+    if p.is_absolute():
+        try:
+            p = p.relative_to(Path.cwd())
+        except ValueError:
+            return p.as_uri()
+    return p.as_posix()
+
+
+def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
+    docs = _rule_docs()
+    index = {doc["code"]: i for i, doc in enumerate(docs)}
+    rules = [
+        {
+            "id": doc["code"],
+            "name": doc["name"],
+            "shortDescription": {"text": doc["summary"]},
+            "fullDescription": {"text": doc["explanation"] or doc["summary"]},
+            "help": {"text": doc["explanation"] or doc["summary"], "markdown": doc["explanation"] or doc["summary"]},
+            "defaultConfiguration": {"level": "error"},
+            "properties": {"tags": ["xla", "pytorch"], "precision": "high", "problem.severity": "error"},
+        }
+        for doc in docs
+    ]
+    results = []
+    for f in findings:
+        s = f.span
+        region = {"startLine": s.line, "startColumn": s.col + 1, "endLine": s.end_line, "endColumn": s.end_col + 1}
+        result: dict = {
+            "ruleId": f.code,
+            "ruleIndex": index.get(f.code, 0),
+            "level": "error",
+            "message": {"text": f"{f.message} ({f.code} {f.name})"},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": _sarif_uri(f.path)}, "region": region}}],
+        }
+        edits = _edits(f, sources)
+        if f.fix is not None and edits:
+            result["fixes"] = [
+                {
+                    "description": {"text": f"{f.fix.message} ({f.fix.applicability})"},
+                    "artifactChanges": [
+                        {
+                            "artifactLocation": {"uri": _sarif_uri(f.path)},
+                            "replacements": [
+                                {
+                                    "deletedRegion": {
+                                        "startLine": e["location"]["row"],
+                                        "startColumn": e["location"]["column"],
+                                        "endLine": e["end_location"]["row"],
+                                        "endColumn": e["end_location"]["column"],
+                                    },
+                                    "insertedContent": {"text": e["content"]},
+                                }
+                                for e in edits
+                            ],
+                        }
+                    ],
+                }
+            ]
+        results.append(result)
+    log = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": {"name": "xlalint", "version": __version__, "semanticVersion": __version__, "rules": rules}},
+                "results": results,
+                "columnKind": "unicodeCodePoints",
+            }
+        ],
+    }
+    return json.dumps(log, indent=2)
+
+
+def render_junit(findings: Sequence[Finding]) -> str:
+    by_file: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_file.setdefault(f.path, []).append(f)
+    out = ['<?xml version="1.0" encoding="UTF-8"?>']
+    out.append(f'<testsuites name="xlalint" tests="{max(len(findings), 1)}" failures="{len(findings)}" errors="0">')
+    if not findings:
+        out.append('  <testsuite name="xlalint" tests="1" failures="0" errors="0">')
+        out.append('    <testcase name="No errors found" classname="xlalint"/>')
+        out.append("  </testsuite>")
+    for path, items in by_file.items():
+        out.append(f'  <testsuite name={quoteattr(path)} tests="{len(items)}" failures="{len(items)}" errors="0">')
+        for f in items:
+            s = f.span
+            out.append(f"    <testcase name={quoteattr(f'org.xlalint.{f.code}')} classname={quoteattr(path)} line=\"{s.line}\" column=\"{s.col + 1}\">")
+            out.append(f"      <failure message={quoteattr(f.message)}>{escape(f'line {s.line}, col {s.col + 1}, {f.message}')}</failure>")
+            out.append("    </testcase>")
+        out.append("  </testsuite>")
+    out.append("</testsuites>")
+    return "\n".join(out)
+
+
+def render(fmt: str, findings: Sequence[Finding], *, sources: Sources | None = None, unsafe: bool = False) -> str:
+    """The findings in ``fmt`` (no summary: the CLI adds that for text)."""
+    renderers: dict[str, Callable[[], str]] = {
+        "text": lambda: "\n".join(text_line(f, unsafe) for f in findings),
+        "concise": lambda: "\n".join(text_line(f, unsafe) for f in findings),
+        "json": lambda: json.dumps([finding_to_json(f, sources) for f in findings], indent=2),
+        "json-lines": lambda: "\n".join(json.dumps(finding_to_json(f, sources)) for f in findings),
+        "github": lambda: render_github(findings),
+        "sarif": lambda: render_sarif(findings, sources),
+        "junit": lambda: render_junit(findings),
+    }
+    return renderers[fmt]()

@@ -1,0 +1,128 @@
+"""Checking and fixing many files: per-file settings, a result cache, and a process
+pool when there are enough files to pay for it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xlalint import __version__
+from xlalint.linter import source as sourcefile
+from xlalint.linter.config import Settings
+from xlalint.linter.engine import SYNTAX_ERROR, error_finding, lint_source
+from xlalint.linter.fixing import fix_source
+from xlalint.linter.model import Finding
+
+# Below this many files a process pool costs more to start than it saves.
+PARALLEL_THRESHOLD = 12
+
+
+@dataclass
+class FileReport:
+    path: str
+    findings: list[Finding] = field(default_factory=list)  # what remains
+    fixed: list[Finding] = field(default_factory=list)  # what a fix applied
+    source: str | None = None
+    fixed_source: str | None = None
+    error: str | None = None  # a fix that could not be written, and why
+
+    @property
+    def unreadable(self) -> bool:
+        return any(f.code == SYNTAX_ERROR[0] for f in self.findings)
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed_source is not None and self.fixed_source != self.source
+
+
+@dataclass(frozen=True)
+class Job:
+    path: str
+    settings: Settings
+    fix: bool = False
+    unsafe: bool = False
+    write: bool = True
+    cache_dir: str | None = None
+
+
+class Cache:
+    """Findings of unchanged files, keyed by (xlalint version, settings, path, source)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    @staticmethod
+    def key(job: Job, text: str) -> str:
+        digest = hashlib.sha256()
+        for part in (__version__, repr(job.settings), job.path, text):
+            digest.update(part.encode("utf-8", "surrogatepass"))
+            digest.update(b"\0")
+        return digest.hexdigest()
+
+    def get(self, key: str) -> list[Finding] | None:
+        try:
+            with open(self.folder / key[:2] / key, "rb") as handle:
+                return pickle.load(handle)
+        except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
+            return None
+
+    def put(self, key: str, findings: list[Finding]) -> None:
+        folder = self.folder / key[:2]
+        try:
+            if not self.folder.exists():
+                self.folder.mkdir(parents=True, exist_ok=True)
+                (self.folder / ".gitignore").write_text("# Automatically created by xlalint.\n*\n")
+                (self.folder / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+            folder.mkdir(exist_ok=True)
+            tmp = folder / f".{key}.{os.getpid()}"
+            with open(tmp, "wb") as handle:
+                pickle.dump(findings, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, folder / key)
+        except OSError:
+            pass  # a cache that cannot be written is only slower
+
+
+def process(job: Job) -> FileReport:
+    path = Path(job.path)
+    try:
+        original = sourcefile.read(path)
+    except sourcefile.SourceError as exc:
+        return FileReport(job.path, [error_finding(job.path, str(exc))])
+    return process_text(job, original)
+
+
+def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False) -> FileReport:
+    text = original.text
+    if not job.fix:
+        cache = Cache(Path(job.cache_dir)) if job.cache_dir and not stdin else None
+        key = Cache.key(job, text) if cache else ""
+        cached = cache.get(key) if cache else None
+        if cached is not None:
+            return FileReport(job.path, cached, source=text)
+        findings = lint_source(text, job.path, job.settings)
+        if cache:
+            cache.put(key, findings)
+        return FileReport(job.path, findings, source=text)
+    result = fix_source(text, job.path, job.settings, unsafe=job.unsafe)
+    report = FileReport(job.path, result.remaining, result.applied, text, result.source, result.error)
+    if job.write and not stdin and report.changed:
+        try:
+            sourcefile.write_atomic(Path(job.path), original, result.source)
+        except (sourcefile.SourceError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            report.error = f"not written: {reason}"
+            report.findings = lint_source(text, job.path, job.settings)
+            report.fixed, report.fixed_source = [], text
+    return report
+
+
+def process_all(jobs: Sequence[Job]) -> list[FileReport]:
+    if len(jobs) < PARALLEL_THRESHOLD or (os.cpu_count() or 1) < 2:
+        return [process(job) for job in jobs]
+    with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
+        return list(pool.map(process, jobs, chunksize=max(1, len(jobs) // (4 * (os.cpu_count() or 1)))))
