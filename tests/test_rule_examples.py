@@ -19,7 +19,9 @@ from xlalint.linter.fixing import fix_source
 from xlalint.rules import all_rules
 
 VALID = [pytest.param(rule, i, id=f"{rule.code}-valid-{i}") for rule in all_rules() for i in range(len(rule.VALID))]
-INVALID = [pytest.param(rule, i, id=f"{rule.code}-invalid-{i}") for rule in all_rules() for i in range(len(rule.INVALID))]
+INVALID = [
+    pytest.param(rule, i, id=f"{rule.code}-invalid-{i}") for rule in all_rules() for i in range(len(rule.INVALID))
+]
 
 
 def settings_for(rule, example=None) -> Settings:
@@ -38,7 +40,9 @@ def test_every_rule_has_examples():
 @pytest.mark.parametrize("rule, index", VALID)
 def test_valid(rule, index):
     example = rule.VALID[index]
-    findings = [f for f in lint_source(example.code, "example.py", settings_for(rule), rules=[rule]) if f.code == rule.code]
+    findings = [
+        f for f in lint_source(example.code, "example.py", settings_for(rule), rules=[rule]) if f.code == rule.code
+    ]
     assert findings == [], f"{rule.code} flagged VALID example {index}:\n{example.code}"
 
 

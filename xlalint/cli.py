@@ -50,7 +50,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version.")
+    ] = False,
 ) -> None:
     """A linter and autofixer for PyTorch/XLA training scripts."""
 
@@ -67,21 +69,34 @@ def _codes(values: list[str] | None) -> tuple[str, ...] | None:
 
 
 # Options shared by `check` and `fix` -------------------------------------------------------
-Paths = Annotated[list[str] | None, typer.Argument(help="Files or folders to check (default: .); - reads stdin.", show_default=False)]
-Select = Annotated[list[str] | None, typer.Option("--select", help="Rule codes or prefixes to enable (ALL for every rule); comma-separated.")]
-Ignore = Annotated[list[str] | None, typer.Option("--ignore", help="Rule codes or prefixes to disable; comma-separated.")]
+Paths = Annotated[
+    list[str] | None, typer.Argument(help="Files or folders to check (default: .); - reads stdin.", show_default=False)
+]
+Select = Annotated[
+    list[str] | None,
+    typer.Option("--select", help="Rule codes or prefixes to enable (ALL for every rule); comma-separated."),
+]
+Ignore = Annotated[
+    list[str] | None, typer.Option("--ignore", help="Rule codes or prefixes to disable; comma-separated.")
+]
 ExtendSelect = Annotated[list[str] | None, typer.Option("--extend-select", help="Codes to enable on top of select.")]
 Format = Annotated[OutputFormat, typer.Option("--output-format", help="How to print findings.")]
 Statistics = Annotated[bool, typer.Option("--statistics", help="Count findings per rule instead of listing them.")]
 ExitZero = Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when findings remain.")]
 ShowFixes = Annotated[bool, typer.Option("--show-fixes", help="List the fixes applied (or available) per file.")]
-StdinFilename = Annotated[str | None, typer.Option("--stdin-filename", help="Read source from stdin; report it under this name.")]
+StdinFilename = Annotated[
+    str | None, typer.Option("--stdin-filename", help="Read source from stdin; report it under this name.")
+]
 TargetVersion = Annotated[str | None, typer.Option("--target-version", help='torch_xla version to target, e.g. "2.9".')]
 ConfigFile = Annotated[Path | None, typer.Option("--config", help="Use this config file instead of discovering one.")]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print findings only: no summary.")]
-UnsafeFixes = Annotated[bool, typer.Option("--unsafe-fixes", help="Also apply (or offer) fixes that may change behaviour.")]
-ForceExclude = Annotated[bool, typer.Option("--force-exclude", help="Apply exclude to files named on the command line too (for pre-commit).")]
+UnsafeFixes = Annotated[
+    bool, typer.Option("--unsafe-fixes", help="Also apply (or offer) fixes that may change behaviour.")
+]
+ForceExclude = Annotated[
+    bool, typer.Option("--force-exclude", help="Apply exclude to files named on the command line too (for pre-commit).")
+]
 
 
 class Invocation:
@@ -137,7 +152,15 @@ def _run(
         if use_stdin:
             reports = [_stdin_report(invocation, stdin_filename, fix=fix, unsafe=unsafe, force_exclude=force_exclude)]
         else:
-            reports = _file_reports(invocation, paths or ["."], fix=fix, unsafe=unsafe, write=not diff, no_cache=no_cache, force_exclude=force_exclude)
+            reports = _file_reports(
+                invocation,
+                paths or ["."],
+                fix=fix,
+                unsafe=unsafe,
+                write=not diff,
+                no_cache=no_cache,
+                force_exclude=force_exclude,
+            )
     except ConfigError as exc:
         raise fail(str(exc)) from None
 
@@ -156,7 +179,11 @@ def _run(
     elif statistics:
         print(reporters.statistics(findings, unsafe, as_json=fmt == "json"), file=out)
     else:
-        sources = {r.path: r.source for r in reports if r.source is not None} if fmt in ("json", "json-lines", "sarif") else None
+        sources = (
+            {r.path: r.source for r in reports if r.source is not None}
+            if fmt in ("json", "json-lines", "sarif")
+            else None
+        )
         rendered = reporters.render(fmt, findings, sources=sources, unsafe=unsafe or fix)
         if rendered:
             print(rendered, file=out)
@@ -176,7 +203,9 @@ def _run(
         raise typer.Exit(1)
 
 
-def _file_reports(invocation: Invocation, paths: list[str], *, fix, unsafe, write, no_cache, force_exclude) -> list[FileReport]:
+def _file_reports(
+    invocation: Invocation, paths: list[str], *, fix, unsafe, write, no_cache, force_exclude
+) -> list[FileReport]:
     from xlalint.linter.files import discover
 
     cache_dir = None if no_cache or fix else str(Path.cwd() / ".xlalint_cache")
@@ -209,16 +238,25 @@ def _print_diffs(reports: list[FileReport], out) -> None:
         assert r.source is not None and r.fixed_source is not None
         out.writelines(
             difflib.unified_diff(
-                r.source.splitlines(keepends=True), r.fixed_source.splitlines(keepends=True), f"a/{r.path}", f"b/{r.path}"
+                r.source.splitlines(keepends=True),
+                r.fixed_source.splitlines(keepends=True),
+                f"a/{r.path}",
+                f"b/{r.path}",
             )
         )
     changed = sum(1 for r in reports if r.changed)
     fixes = sum(len(r.fixed) for r in reports)
-    print(f"\nWould fix {fixes} error{'s' if fixes != 1 else ''} in {changed} file{'s' if changed != 1 else ''}.", file=sys.stderr)
+    print(
+        f"\nWould fix {fixes} error{'s' if fixes != 1 else ''} in {changed} file{'s' if changed != 1 else ''}.",
+        file=sys.stderr,
+    )
 
 
 def _print_fixes(reports: list[FileReport], *, fixed: bool, out) -> None:
-    rows = [(r.path, Counter((f.code, f.name) for f in (r.fixed if fixed else [f for f in r.findings if f.fix]))) for r in reports]
+    rows = [
+        (r.path, Counter((f.code, f.name) for f in (r.fixed if fixed else [f for f in r.findings if f.fix])))
+        for r in reports
+    ]
     rows = [(path, counts) for path, counts in rows if counts]
     if not rows:
         return
@@ -227,7 +265,7 @@ def _print_fixes(reports: list[FileReport], *, fixed: bool, out) -> None:
     for path, counts in rows:
         print(f"- {path}:", file=out)
         for (code, name), n in sorted(counts.items()):
-            print(f"    {n} × {code} ({name})", file=out)
+            print(f"    {n} x {code} ({name})", file=out)
 
 
 @app.command()
@@ -330,14 +368,29 @@ def rule(
 def explain(rule_class) -> str:
     fix = {"safe": "Fix is always available (safe).", "unsafe": "Fix is available with `--unsafe-fixes`.",
            "sometimes": "Fix is sometimes available.", "none": "No automatic fix."}[rule_class.fix_availability]  # fmt: skip
-    parts = [f"# {rule_class.name} ({rule_class.code})", "", rule_class.summary + ".", "", fix, "", rule_class.explanation.strip()]
+    parts = [
+        f"# {rule_class.name} ({rule_class.code})",
+        "",
+        rule_class.summary + ".",
+        "",
+        fix,
+        "",
+        rule_class.explanation.strip(),
+    ]
     if rule_class.options:
         parts += ["", "## Options", ""]
         parts += [f"- `{k}` (default `{o.default!r}`): {o.help}" for k, o in rule_class.options.items()]
     if rule_class.INVALID:
         parts += ["", "## Example", "", "```python", rule_class.INVALID[0].code.rstrip(), "```"]
         if rule_class.INVALID[0].fixed or rule_class.INVALID[0].unsafe_fixed:
-            parts += ["", "Fixed:", "", "```python", (rule_class.INVALID[0].fixed or rule_class.INVALID[0].unsafe_fixed).rstrip(), "```"]
+            parts += [
+                "",
+                "Fixed:",
+                "",
+                "```python",
+                (rule_class.INVALID[0].fixed or rule_class.INVALID[0].unsafe_fixed).rstrip(),
+                "```",
+            ]
     return "\n".join(parts)
 
 

@@ -118,7 +118,11 @@ def set_keyword(call: cst.Call, name: str, value: str, only_if_missing: bool) ->
             # A trailing comma (often a call laid out one argument a line): keep that
             # layout. The new argument takes the last comma (the one before `)`); the
             # last argument takes the whitespace that precedes the arguments.
-            inner = args[-2].comma.whitespace_after if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else call.whitespace_before_args
+            inner = (
+                args[-2].comma.whitespace_after
+                if len(args) > 1 and isinstance(args[-2].comma, cst.Comma)
+                else call.whitespace_before_args
+            )
             args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=inner))
             args.append(keyword.with_changes(comma=last.comma))
             return call.with_changes(args=args)

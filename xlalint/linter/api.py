@@ -10,7 +10,7 @@ from xlalint.linter.config import ConfigFinder, Settings
 from xlalint.linter.fixing import FixResult
 from xlalint.linter.model import Finding
 
-__all__ = ["FixResult", "Finding", "fix_source", "lint_source", "settings_for"]
+__all__ = ["Finding", "FixResult", "fix_source", "lint_source", "settings_for"]
 
 
 def settings_for(path: str | Path, config: str | Path | None = None) -> Settings:
@@ -18,7 +18,9 @@ def settings_for(path: str | Path, config: str | Path | None = None) -> Settings
     return finder.for_path(Path(path).absolute())
 
 
-def lint_source(source: str, path: str, *, select: Iterable[str] | None = None, settings: Settings | None = None) -> list[Finding]:
+def lint_source(
+    source: str, path: str, *, select: Iterable[str] | None = None, settings: Settings | None = None
+) -> list[Finding]:
     return engine.lint_source(source, path, settings or settings_for(path), select=select)
 
 

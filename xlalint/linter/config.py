@@ -9,12 +9,14 @@ name the key.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 DEFAULT_TARGET = (2, 9)
 KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "per-file-ignores", "target-version", "rules"}
@@ -91,10 +93,8 @@ class Settings:
         candidate = Path(path).resolve()
         names = [candidate.name, candidate.as_posix()]
         if self.root:
-            try:
+            with contextlib.suppress(ValueError):
                 names.append(candidate.relative_to(Path(self.root).resolve()).as_posix())
-            except ValueError:
-                pass
         else:
             names.append(Path(path).as_posix())
         return any(fnmatch.fnmatch(name, glob) or fnmatch.fnmatch(name, f"{glob}/*") for name in names) or any(
@@ -114,12 +114,12 @@ def parse_target_version(value: str) -> tuple[int, int]:
     try:
         major, minor = (int(part) for part in str(value).split(".")[:2])
     except ValueError:
-        raise ConfigError(f"target-version must look like \"2.9\", got {value!r}") from None
+        raise ConfigError(f'target-version must look like "2.9", got {value!r}') from None
     return major, minor
 
 
 def validate_selectors(selectors: Iterable[str], known_codes: Iterable[str], what: str) -> None:
-    known = list(known_codes) + ["XLA000"]
+    known = [*list(known_codes), "XLA000"]
     for sel in selectors:
         if sel == "ALL":
             continue

@@ -7,6 +7,7 @@ Files named explicitly are always checked, as in ruff, unless ``force_exclude``
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -33,10 +34,8 @@ def _load_ignore(folder: Path) -> pathspec.PathSpec | None:
         except OSError:
             continue
     if (folder / ".git").is_dir():
-        try:
+        with contextlib.suppress(OSError):
             lines += (folder / ".git" / "info" / "exclude").read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            pass
     return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
 
 

@@ -64,13 +64,25 @@ def fix_source(
             ast.parse(new)
         except SyntaxError as exc:
             codes = ", ".join(sorted({f.code for f in fixable if f.fix in used}))
-            return _failed(source, path, settings, select, f"a fix ({codes}) produced code that does not parse ({exc.msg}); file left unchanged")
+            return _failed(
+                source,
+                path,
+                settings,
+                select,
+                f"a fix ({codes}) produced code that does not parse ({exc.msg}); file left unchanged",
+            )
         applied.extend(f for f in fixable if f.fix in used)
         current = new
     findings = lint_source(current, path, settings, select=select)
     if any(wanted(f, unsafe) for f in findings):
         codes = ", ".join(sorted({f.code for f in findings if wanted(f, unsafe)}))
-        return _failed(source, path, settings, select, f"fixes ({codes}) did not converge after {MAX_PASSES} passes; file left unchanged")
+        return _failed(
+            source,
+            path,
+            settings,
+            select,
+            f"fixes ({codes}) did not converge after {MAX_PASSES} passes; file left unchanged",
+        )
     return FixResult(current, applied, findings)
 
 

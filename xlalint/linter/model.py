@@ -132,9 +132,7 @@ class AddParameter:
     name: str
 
 
-Operation = (
-    ReplaceExpr | SetKeyword | RemoveKeyword | InsertStatement | RemoveStatement | AppendToBody | AddParameter
-)
+Operation = ReplaceExpr | SetKeyword | RemoveKeyword | InsertStatement | RemoveStatement | AppendToBody | AddParameter
 
 
 @dataclass(frozen=True, order=True)

@@ -89,7 +89,11 @@ def text_line(finding: Finding, unsafe: bool = False) -> str:
 def summary(findings: Sequence[Finding], unsafe: bool, fixed: int = 0, command: str = "check") -> str:
     lines = []
     if not findings:
-        lines.append(f"Found {fixed} error{'s' if fixed != 1 else ''} ({fixed} fixed, 0 remaining)." if fixed else "All checks passed!")
+        lines.append(
+            f"Found {fixed} error{'s' if fixed != 1 else ''} ({fixed} fixed, 0 remaining)."
+            if fixed
+            else "All checks passed!"
+        )
         return "\n".join(lines)
     total = len(findings) + fixed
     if fixed:
@@ -101,7 +105,11 @@ def summary(findings: Sequence[Finding], unsafe: bool, fixed: int = 0, command: 
     if safe and command == "check":
         lines.append(f"[*] {safe} fixable with `xlalint fix`{' --unsafe-fixes' if unsafe else ''}.")
     if hidden:
-        lines.append(f"No fixes available ({hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with `--unsafe-fixes`)." if not safe else f"({hidden} more fix{'es' if hidden != 1 else ''} available with `--unsafe-fixes`.)")
+        lines.append(
+            f"No fixes available ({hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with `--unsafe-fixes`)."
+            if not safe
+            else f"({hidden} more fix{'es' if hidden != 1 else ''} available with `--unsafe-fixes`.)"
+        )
     return "\n".join(lines)
 
 
@@ -144,7 +152,13 @@ def _rule_docs() -> list[dict]:
 
     docs = [SYNTAX_ERROR_DOC]
     docs += [
-        {"code": r.code, "name": r.name, "summary": r.summary, "explanation": r.explanation.strip(), "fix": r.fix_availability}
+        {
+            "code": r.code,
+            "name": r.name,
+            "summary": r.summary,
+            "explanation": r.explanation.strip(),
+            "fix": r.fix_availability,
+        }
         for r in all_rules()
     ]
     return docs
@@ -218,7 +232,14 @@ def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
         "version": "2.1.0",
         "runs": [
             {
-                "tool": {"driver": {"name": "xlalint", "version": __version__, "semanticVersion": __version__, "rules": rules}},
+                "tool": {
+                    "driver": {
+                        "name": "xlalint",
+                        "version": __version__,
+                        "semanticVersion": __version__,
+                        "rules": rules,
+                    }
+                },
                 "results": results,
                 "columnKind": "unicodeCodePoints",
             }
@@ -241,8 +262,12 @@ def render_junit(findings: Sequence[Finding]) -> str:
         out.append(f'  <testsuite name={quoteattr(path)} tests="{len(items)}" failures="{len(items)}" errors="0">')
         for f in items:
             s = f.span
-            out.append(f"    <testcase name={quoteattr(f'org.xlalint.{f.code}')} classname={quoteattr(path)} line=\"{s.line}\" column=\"{s.col + 1}\">")
-            out.append(f"      <failure message={quoteattr(f.message)}>{escape(f'line {s.line}, col {s.col + 1}, {f.message}')}</failure>")
+            out.append(
+                f'    <testcase name={quoteattr(f"org.xlalint.{f.code}")} classname={quoteattr(path)} line="{s.line}" column="{s.col + 1}">'
+            )
+            out.append(
+                f"      <failure message={quoteattr(f.message)}>{escape(f'line {s.line}, col {s.col + 1}, {f.message}')}</failure>"
+            )
             out.append("    </testcase>")
         out.append("  </testsuite>")
     out.append("</testsuites>")

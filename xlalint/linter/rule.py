@@ -78,7 +78,7 @@ class Option:
 
     def validate(self, key: str, value: Any) -> Any:
         expected = type(self.default)
-        if expected is int and isinstance(value, bool) or not isinstance(value, expected):
+        if (expected is int and isinstance(value, bool)) or not isinstance(value, expected):
             raise ValueError(f"option `{key}` must be {expected.__name__}, got {value!r}")
         return value
 

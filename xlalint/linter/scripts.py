@@ -4,6 +4,7 @@ script, does it run its loop through a library that syncs for it."""
 from __future__ import annotations
 
 import ast
+
 from xlalint.linter.semantic import Semantic, string_value
 
 SPAWN = frozenset({"torch_xla.distributed.xla_multiprocessing.spawn", "torch_xla.launch"})

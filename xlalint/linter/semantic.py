@@ -134,9 +134,7 @@ class Semantic:
         self.tree = tree
         self.imports = ImportTable.build(tree)
         self.module_functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {
-            stmt.name: stmt
-            for stmt in tree.body
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+            stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
 
     @cached_property

@@ -9,6 +9,7 @@ rename, with the original permissions.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import os
 import stat
@@ -44,7 +45,9 @@ class SourceFile:
 
 def decode(data: bytes, name: str = "<stdin>") -> SourceFile:
     if len(data) > MAX_BYTES:
-        raise SourceError(f"file is too large to check ({len(data) / 2**20:.1f} MiB; the limit is {MAX_BYTES // 2**20} MiB)")
+        raise SourceError(
+            f"file is too large to check ({len(data) / 2**20:.1f} MiB; the limit is {MAX_BYTES // 2**20} MiB)"
+        )
     if b"\0" in data:
         raise SourceError("file is binary (it contains NUL bytes), not Python source")
     bom = data.startswith(codecs.BOM_UTF8)
@@ -75,7 +78,9 @@ def read(path: Path) -> SourceFile:
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
-            raise SourceError(f"file is too large to check ({size / 2**20:.1f} MiB; the limit is {MAX_BYTES // 2**20} MiB)")
+            raise SourceError(
+                f"file is too large to check ({size / 2**20:.1f} MiB; the limit is {MAX_BYTES // 2**20} MiB)"
+            )
         data = path.read_bytes()
     except FileNotFoundError:
         raise SourceError("cannot read: the file does not exist (was it removed during the run?)") from None
@@ -102,8 +107,6 @@ def write_atomic(path: Path, original: SourceFile, text: str) -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
