@@ -64,7 +64,7 @@ def test_unreadable_inputs_are_one_line_each(tmp_path, cli):
     result = cli("check", "latin.py", "nb.ipynb", "missing.py", cwd=tmp_path)
     assert result.returncode == 2
     lines = out(result).splitlines()
-    assert any(line.startswith("latin.py:1:1: XLA000") and "UTF-8" in line for line in lines)
+    assert any(line.startswith("latin.py:2:9: XLA000") and "UTF-8" in line for line in lines)
     assert any(line.startswith("nb.ipynb:1:1: XLA000") and "notebook" in line for line in lines)
     assert any(line.startswith("missing.py:1:1: XLA000") and "does not exist" in line for line in lines)
 
@@ -123,7 +123,7 @@ def test_select_and_ignore(tmp_path, cli):
     write(tmp_path, "train.py", CUDA_SCRIPT)
     assert cli("check", "--ignore", "XLA104", "train.py", cwd=tmp_path).returncode == 0
     assert cli("check", "--select", "XLA1", "train.py", cwd=tmp_path).returncode == 1
-    assert cli("check", "--select", "XLA3", "--extend-select", "XLA104", "train.py", cwd=tmp_path).returncode == 1
+    assert cli("check", "--select", "XLA101", "--extend-select", "XLA104", "train.py", cwd=tmp_path).returncode == 1
     bad = cli("check", "--select", "NOPE1", "train.py", cwd=tmp_path)
     assert bad.returncode == 2 and b"unknown rule selector `NOPE1`" in bad.stderr
 

@@ -92,7 +92,7 @@ def process(job: Job) -> FileReport:
     try:
         original = sourcefile.read(path)
     except sourcefile.SourceError as exc:
-        return FileReport(job.path, [error_finding(job.path, str(exc))])
+        return FileReport(job.path, [error_finding(job.path, str(exc), exc.line, exc.col)])
     return process_text(job, original)
 
 

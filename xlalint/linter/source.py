@@ -24,6 +24,10 @@ MAX_BYTES = 8 * 1024 * 1024
 class SourceError(Exception):
     """A file that cannot be checked, said in one line (reported as XLA000)."""
 
+    def __init__(self, message: str, line: int = 1, col: int = 0):
+        super().__init__(message)
+        self.line, self.col = line, col
+
 
 @dataclass(frozen=True)
 class SourceFile:
@@ -64,7 +68,10 @@ def decode(data: bytes, name: str = "<stdin>") -> SourceFile:
     try:
         text = body.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise SourceError(f"file is not valid {encoding} (byte {exc.start}: {exc.reason})") from None
+        line = body[: exc.start].count(b"\n") + 1
+        col = exc.start - (body.rfind(b"\n", 0, exc.start) + 1)
+        shown = "UTF-8" if encoding.replace("_", "-").lower() in ("utf-8", "utf8") else encoding
+        raise SourceError(f"file is not valid {shown} ({exc.reason} at byte {exc.start})", line, col) from None
     except LookupError:
         raise SourceError(f"unknown encoding `{encoding}` in the coding declaration") from None
     return SourceFile(text, encoding, bom)

@@ -1,0 +1,208 @@
+"""XLA102 host-sync-in-step on whole files: findings, fixes, idempotence."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from xlalint.linter.config import Settings
+from xlalint.linter.engine import lint_source
+from xlalint.linter.fixing import fix_source
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "XLA102"
+CODE = "XLA102"
+
+# (line, 1-based column, fix applicability or None) of every finding, per fixture.
+EXPECTED = {
+    "train_logging": [
+        (11, 8, None),  # if torch.isnan(loss): in check(), a helper the loop calls
+        (23, 32, "safe"),  # loss.item() in a print: wrapped in a step closure
+        (24, 9, "safe"),  # logger.info("...", loss, ...)
+        (25, 18, "unsafe"),  # total += loss.item()
+    ],
+    "hf_style": [
+        (26, 39, "safe"),  # progress.set_postfix(loss=loss.item())
+        (27, 13, "safe"),  # wandb.log({"train/loss": loss, ...})
+        (28, 13, "safe"),  # writer.add_scalar("loss", loss, step)
+        (29, 22, None),  # batch["labels"].tolist(): the batch was moved to the device
+    ],
+    "not_flagged": [],
+}
+
+
+def read(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def expected_output(case: str, unsafe: bool) -> str:
+    candidates = [f"{case}.unsafe.py"] if unsafe else []
+    candidates += [f"{case}.fixed.py", f"{case}.py"]
+    return next(read(name) for name in candidates if (FIXTURES / name).exists())
+
+
+def findings(source: str):
+    source = textwrap.dedent(source)
+    return [f for f in lint_source(source, "train.py", Settings()) if f.code == CODE]
+
+
+def lines(source: str) -> list[int]:
+    return [f.span.line for f in findings(source)]
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_findings(case):
+    got = [(f.span.line, f.span.col + 1, f.fix.applicability if f.fix else None) for f in findings(read(f"{case}.py"))]
+    assert got == EXPECTED[case]
+
+
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_fix(case, unsafe):
+    source = read(f"{case}.py")
+    result = fix_source(source, f"{case}.py", Settings(), unsafe=unsafe, select=[CODE])
+    assert result.error is None, result.error
+    assert result.source == expected_output(case, unsafe)
+    ast.parse(result.source)
+    again = fix_source(result.source, f"{case}.py", Settings(), unsafe=unsafe, select=[CODE])
+    assert again.source == result.source, "a second fix changed the code"
+
+
+def test_closure_fix_leaves_only_unfixable_findings():
+    result = fix_source(read("train_logging.py"), "train.py", Settings(), unsafe=True, select=[CODE])
+    remaining = [(f.span.line, f.fix) for f in result.remaining if f.code == CODE]
+    assert remaining == [(12, None)]  # the `if` on a tensor has no fix (an import was added above)
+
+
+def test_print_with_item_is_one_finding_at_the_item():
+    source = """
+        import torch
+        for x in loader:
+            loss = model(x)
+            loss.backward()
+            print(f"loss {loss.item()}")
+    """
+    (finding,) = findings(source)
+    assert finding.message.startswith("`.item()`")
+    assert (finding.span.line, finding.span.col) == (6, 18)
+
+
+def test_tensor_tests_and_conversions():
+    source = """
+        import torch
+        for x in loader:
+            out = model(x)
+            loss = out.loss
+            loss.backward()
+            assert not torch.isnan(loss)
+            while loss > 10:
+                loss = loss / 2
+            scale = 2.0 if loss < 1 else 1.0
+            value = float(loss)
+            text = f"{out.logits[0]}"
+            n = int(x.shape[0])
+    """
+    assert lines(source) == [7, 8, 10, 11, 12]
+
+
+def test_module_is_not_a_tensor():
+    source = """
+        import torch
+        for x in loader:
+            loss = model(x)
+            loss.backward()
+            model.cpu()
+            params = list(model.parameters())
+            print(model)
+    """
+    assert lines(source) == []
+
+
+def test_step_closures_named_and_partial():
+    source = """
+        import functools
+        import torch_xla.core.xla_model as xm
+        def report(loss):
+            print(loss.item())
+        def report2(step, loss):
+            print(step, loss.item())
+        for step, x in enumerate(loader):
+            loss = model(x)
+            loss.backward()
+            xm.add_step_closure(report, args=(loss,))
+            xm.add_step_closure(functools.partial(report2, step), args=(loss,))
+            xm.add_step_closure(closure=lambda: print(loss.item()))
+            xm.mark_step()
+    """
+    assert lines(source) == []
+
+
+def test_guard_in_a_helper_and_guarded_helper():
+    source = """
+        import torch
+        def log(step, loss):
+            if step % 50 == 0:
+                print(loss.item())
+        def evaluate():
+            return sum(model(x).sum().item() for x in val)
+        for step, x in enumerate(loader):
+            loss = model(x)
+            loss.backward()
+            log(step, loss)
+            if step % 1000 == 0:
+                evaluate()
+            if step % 7 != 0:
+                print(loss.item())
+    """
+    assert lines(source) == [15]  # `!= 0` runs on most steps
+
+
+def test_loop_at_module_level_binds_module_variables():
+    source = textwrap.dedent("""
+        import torch
+        import torch_xla.core.xla_model as xm
+        extra = [torch.ones(1)]
+        for i, x in enumerate(loader):
+            loss = model(x)
+            loss.backward()
+            print(i, loss.item(), [t.item() for t in extra], len(x))
+            xm.mark_step()
+    """)
+    result = fix_source(source, "t.py", Settings(), select=[CODE])
+    assert result.error is None
+    assert (
+        "    xm.add_step_closure(lambda extra=extra, i=i, loss=loss, x=x: "
+        "print(i, loss.item(), [t.item() for t in extra], len(x)))\n"
+    ) in result.source
+
+
+def test_globals_are_not_bound_inside_a_function():
+    source = textwrap.dedent("""
+        import torch
+        import torch_xla.core.xla_model as xm
+        PREFIX = "train"
+        def train(model, loader):
+            for x in loader:
+                loss = model(x)
+                loss.backward()
+                print(PREFIX, loss.item(), sep=SEP)
+                xm.mark_step()
+    """)
+    result = fix_source(source, "t.py", Settings(), select=[CODE])
+    assert "xm.add_step_closure(lambda loss=loss: print(PREFIX, loss.item(), sep=SEP))" in result.source
+
+
+def test_no_closure_fix_for_statements_that_do_more_than_log():
+    source = """
+        import torch
+        for x in loader:
+            loss = model(x)
+            loss.backward()
+            history.append(loss.item())
+            if loss.item() > 5:
+                break
+    """
+    got = findings(source)
+    assert [(f.span.line, f.fix) for f in got] == [(6, None), (7, None)]

@@ -1,0 +1,197 @@
+"""XLA106 amp-clip-order on whole scripts: findings, safe and unsafe fixes."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from xlalint.linter.config import Settings
+from xlalint.linter.engine import lint_source
+from xlalint.linter.fixing import fix_source
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA106"
+CODE = "XLA106"
+
+# case -> the (line, column, code) of every finding, columns 1-based as reported.
+EXPECTED = {
+    # AMP loop with gradient accumulation: clip before unscale_ (safe insert).
+    "amp_loop": [(32, 9, CODE)],
+    # Multi-process XLA, no scaler: clip before xm.optimizer_step (unsafe rewrite).
+    "xla_multiprocess": [(20, 9, CODE)],
+    # A late all-reduce in a helper (no fix: the backward is in another function),
+    # and a clip after xm.optimizer_step on the non-AMP branch (moved, then rewritten).
+    "amp_late_allreduce": [(27, 13, CODE), (33, 13, CODE)],
+}
+
+
+def findings(source: str, path: str):
+    return [f for f in lint_source(source, path, Settings(), select=[CODE]) if f.code == CODE]
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_findings(case):
+    path = FIXTURES / f"{case}.py"
+    found = findings(path.read_text(), str(path))
+    assert [(f.span.line, f.span.col + 1, f.code) for f in found] == EXPECTED[case]
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+def test_fix(case, unsafe):
+    path = FIXTURES / f"{case}.py"
+    expected_path = FIXTURES / f"{case}.fixed.py"
+    if unsafe and (FIXTURES / f"{case}.unsafe.py").exists():
+        expected_path = FIXTURES / f"{case}.unsafe.py"
+    result = fix_source(path.read_text(), str(path), Settings(), unsafe=unsafe, select=[CODE])
+    assert result.error is None, result.error
+    assert result.source == expected_path.read_text()
+    ast.parse(result.source)
+    again = fix_source(result.source, str(path), Settings(), unsafe=unsafe, select=[CODE])
+    assert again.source == result.source, "a second fix changed the code"
+
+
+def test_fixed_files_are_clean_of_fixable_findings():
+    for case in EXPECTED:
+        fixed = (FIXTURES / f"{case}.fixed.py").read_text()
+        assert not [f for f in findings(fixed, "f.py") if f.fix is not None and f.fix.applicability == "safe"]
+
+
+def test_clip_outside_the_step_is_not_reported():
+    # amp_loop.py clips with clip_grad_value_ after each epoch, outside the step loop.
+    source = (FIXTURES / "amp_loop.py").read_text()
+    lines = {f.span.line for f in findings(source, "amp_loop.py")}
+    clip_value_line = next(i for i, line in enumerate(source.splitlines(), 1) if "clip_grad_value_" in line)
+    assert clip_value_line not in lines
+
+
+def test_reported_once_for_several_paths():
+    source = """
+import torch
+scaler = torch.cuda.amp.GradScaler()
+for x in loader:
+    scaler.scale(model(x)).backward()
+    if a:
+        log(1)
+    if b:
+        log(2)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(opt)
+    scaler.update()
+"""
+    assert len(findings(source, "t.py")) == 1
+
+
+def test_helper_called_from_two_loops_reported_once():
+    source = """
+import torch
+scaler = torch.cuda.amp.GradScaler()
+def step(x):
+    scaler.scale(model(x)).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(opt)
+    scaler.update()
+for x in train:
+    step(x)
+for x in extra:
+    step(x)
+"""
+    assert len(findings(source, "t.py")) == 1
+
+
+def test_no_torch_no_findings():
+    source = """
+scaler = GradScaler()
+for x in loader:
+    scaler.scale(model(x)).backward()
+    clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(opt)
+"""
+    assert findings(source, "t.py") == []
+
+
+def test_no_fix_when_scaler_step_is_elsewhere():
+    # The scaler.step(opt) call is in another function: its names may not exist here.
+    source = """
+import torch
+scaler = torch.cuda.amp.GradScaler()
+def finish(s, o):
+    s.step(o)
+    s.update()
+for x in loader:
+    scaler.scale(model(x)).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    finish(scaler, opt)
+"""
+    found = findings(source, "t.py")
+    assert len(found) == 1 and found[0].fix is None
+
+
+def test_xm_optimizer_step_with_barrier_has_no_fix():
+    # Replacing it with opt.step() would drop the sync the barrier gives.
+    source = """
+import torch
+import torch_xla.core.xla_model as xm
+def _mp_fn(index):
+    for x in loader:
+        model(x).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        xm.optimizer_step(opt, barrier=True)
+"""
+    found = findings(source, "t.py")
+    assert len(found) == 1 and found[0].fix is None
+
+
+def test_optimizer_args_are_kept():
+    source = """
+import torch
+import torch_xla.core.xla_model as xm
+def _mp_fn(index):
+    for x in loader:
+        model(x).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        xm.optimizer_step(opt, optimizer_args={"closure": None})
+"""
+    result = fix_source(source, "t.py", Settings(), unsafe=True, select=[CODE])
+    assert 'opt.step(**{"closure": None})' in result.source
+    assert "xm.reduce_gradients(opt)" in result.source
+
+
+def test_noqa():
+    source = """
+import torch
+scaler = torch.cuda.amp.GradScaler()
+for x in loader:
+    scaler.scale(model(x)).backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # noqa: XLA106
+    scaler.step(opt)
+    scaler.update()
+"""
+    assert findings(source, "t.py") == []
+
+
+def test_statements_sharing_a_line_are_not_split():
+    # The fixes act on whole lines: `a(); clip()` and `if c: clip()` after the step
+    # get no fix; a one-line `if c: clip()` before the step gets the unscale_ before it.
+    source = """
+import torch
+scaler = torch.cuda.amp.GradScaler()
+for x in loader:
+    scaler.scale(model(x)).backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(opt)
+    scaler.update()
+for x in loader:
+    scaler.scale(model(x)).backward()
+    scaler.step(opt)
+    if clip: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+for x in loader:
+    scaler.scale(model(x)).backward()
+    if clip: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    scaler.step(opt)
+"""
+    found = findings(source, "t.py")
+    assert [(f.span.line, f.fix is not None) for f in found] == [(5, False), (11, False), (14, True)]
+    fixed = fix_source(source, "t.py", Settings(), unsafe=True, select=[CODE]).source
+    assert "    scaler.unscale_(opt)\n    if clip: torch.nn.utils.clip_grad_norm_" in fixed
+    assert fixed.count("unscale_") == 1

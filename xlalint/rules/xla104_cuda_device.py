@@ -1,0 +1,988 @@
+"""XLA104 cuda-device: CUDA devices and CUDA-only APIs in a script meant for XLA.
+
+A script written for a GPU names its device everywhere: ``torch.device("cuda")``,
+``.cuda()``, ``.to("cuda:0")``, ``device="cuda"``, ``torch.cuda.synchronize()``,
+CUDA autocast and a ``GradScaler``. On a TPU (or any PJRT device) each of these
+either fails (no CUDA) or silently keeps the work on the CPU. The port is
+mechanical: the device is ``torch_xla.device()``, the CUDA helpers have XLA
+counterparts or are not needed at all.
+
+The rule finds the *device expressions* (a literal ``"cuda"``/``"cuda:N"``, a
+``torch.device`` of one, an integer device index, and the
+``"cuda" if torch.cuda.is_available() else "cpu"`` idiom) where they are used as a
+device, and the CUDA-only calls by their qualified names, so aliases
+(``import torch as T``, ``from torch import cuda``) are found too. A string
+``"cuda"`` that is not a device (``print("cuda")``, a dict key) and a device held in
+a variable (``x.to(device)``) are left alone: the variable's definition is where
+the finding is.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from xlalint.linter.model import Fix, Import, RemoveStatement, ReplaceExpr, Span
+from xlalint.linter.rule import Invalid, Rule, Valid
+from xlalint.linter.semantic import ancestors, keyword, method_name, parent, string_value
+
+# "cuda", "cuda:0", "cuda:12" -- the strings torch reads as a CUDA device.
+CUDA_STRING = re.compile(r"cuda(:\d+)?")
+# The other device strings: the "else" branch of a device selection.
+OTHER_DEVICES = re.compile(r"(cpu|mps|xla|xpu|hpu|meta|tpu)(:\d+)?")
+
+TORCH_DEVICE = frozenset({"torch.device"})
+AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
+SYNCHRONIZE = frozenset({"torch.cuda.synchronize"})
+REMOVABLE = frozenset({"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache", "torch.cuda.set_device"})
+MANUAL_SEED = frozenset(
+    {
+        "torch.cuda.manual_seed",
+        "torch.cuda.manual_seed_all",
+        "torch.cuda.random.manual_seed",
+        "torch.cuda.random.manual_seed_all",
+    }
+)
+# Autocast that is CUDA whatever its arguments, and the device-generic ones that are
+# CUDA when their `device_type` says so. The parameter names in positional order.
+CUDA_AUTOCAST = {
+    "torch.cuda.amp.autocast": ("enabled", "dtype", "cache_enabled"),
+    "torch.cuda.amp.autocast_mode.autocast": ("enabled", "dtype", "cache_enabled"),
+}
+GENERIC_AUTOCAST = {
+    "torch.autocast": ("device_type", "dtype", "enabled", "cache_enabled"),
+    "torch.amp.autocast": ("device_type", "dtype", "enabled", "cache_enabled"),
+    "torch.amp.autocast_mode.autocast": ("device_type", "dtype", "enabled", "cache_enabled"),
+}
+# The autocast arguments that keep their meaning on XLA.
+KEPT_AUTOCAST_ARGS = ("enabled", "cache_enabled")
+CUDA_GRAD_SCALER = frozenset({"torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler"})
+# `torch.amp.GradScaler(device="cuda", ...)`: "cuda" is also the default.
+GENERIC_GRAD_SCALER = frozenset({"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"})
+
+# Gradient clipping (XLA106 wants `scaler.unscale_` before it).
+CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_"})
+
+# Keyword arguments whose value is a device, in any call.
+DEVICE_KEYWORDS = frozenset({"device"})
+# ...and the one whose CUDA value is replaced by "cpu": load on the host, then move.
+MAP_LOCATION = "map_location"
+
+# `.cuda(device=None, non_blocking=False, memory_format=...)`: what survives in `.to()`.
+CUDA_METHOD_PARAMS = ("device", "non_blocking", "memory_format")
+KEPT_CUDA_METHOD_ARGS = ("non_blocking", "memory_format")
+
+# Expressions that need no parentheses in front of `.attr`.
+ATOMIC = (
+    ast.Name,
+    ast.Attribute,
+    ast.Call,
+    ast.Subscript,
+    ast.Constant,
+    ast.List,
+    ast.Dict,
+    ast.Set,
+    ast.ListComp,
+    ast.DictComp,
+    ast.SetComp,
+    ast.JoinedStr,
+)
+
+
+# --- what is a CUDA device --------------------------------------------------------------
+
+
+def is_cuda_string(node: ast.AST | None) -> bool:
+    """``"cuda"``, ``"cuda:1"``, ``f"cuda:{rank}"``, ``"cuda:{}".format(r)``, ``"cuda:%d" % r``."""
+    value = string_value(node)
+    if value is not None:
+        return CUDA_STRING.fullmatch(value) is not None
+    if isinstance(node, ast.JoinedStr) and node.values:
+        head = string_value(node.values[0])
+        if head is None:
+            return False
+        return head == "cuda:" if len(node.values) > 1 else CUDA_STRING.fullmatch(head) is not None
+    if isinstance(node, ast.Call) and method_name(node) == "format":
+        return (string_value(node.func.value) or "").startswith("cuda:")  # type: ignore[attr-defined]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        return (string_value(node.left) or "").startswith("cuda:")
+    return False
+
+
+def is_device_index(node: ast.AST | None) -> bool:
+    """An integer literal given as a device: CUDA device N."""
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, int)
+        and not isinstance(node.value, bool)
+        and node.value >= 0
+    )
+
+
+def is_cuda_storage_lambda(node: ast.AST | None) -> bool:
+    """``lambda storage, loc: storage.cuda()``, the old spelling of ``map_location="cuda"``."""
+    return isinstance(node, ast.Lambda) and method_name(node.body) == "cuda"
+
+
+def is_other_device_string(node: ast.AST | None) -> bool:
+    value = string_value(node)
+    return value is not None and OTHER_DEVICES.fullmatch(value) is not None
+
+
+def argument(call: ast.Call, position: int, name: str) -> ast.AST | None:
+    """The argument of ``call`` for the parameter ``name`` at ``position``."""
+    kw = keyword(call, name)
+    if kw is not None:
+        return kw.value
+    positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+    if len(positional) == len(call.args) and position < len(positional):
+        return positional[position]
+    return None
+
+
+def has_star_args(call: ast.Call) -> bool:
+    return any(isinstance(a, ast.Starred) for a in call.args) or any(kw.arg is None for kw in call.keywords)
+
+
+def is_alone_on_its_lines(stmt: ast.stmt) -> bool:
+    """True unless ``stmt`` shares a line with another statement (``a(); b()``):
+    removing a statement removes its whole line."""
+    container = parent(stmt)
+    for field in ("body", "orelse", "finalbody", "handlers"):
+        siblings = getattr(container, field, None)
+        if isinstance(siblings, list) and any(s is stmt for s in siblings):
+            return not any(
+                other is not stmt
+                and other.lineno <= (stmt.end_lineno or stmt.lineno)
+                and stmt.lineno <= (other.end_lineno or other.lineno)
+                for other in siblings
+            )
+    return True
+
+
+def whole_statement(call: ast.Call) -> ast.Expr | None:
+    """The expression statement that is nothing but ``call``, if it can be removed."""
+    stmt = parent(call)
+    if isinstance(stmt, ast.Expr) and is_alone_on_its_lines(stmt):
+        return stmt
+    return None
+
+
+class CudaDevice(Rule):
+    code = "XLA104"
+    name = "cuda-device"
+    summary = "CUDA device or CUDA-only API in an XLA script"
+    explanation = """
+## Why
+
+On an XLA device (TPU, or any PJRT device) there is no CUDA: `.cuda()`,
+`torch.device("cuda")` and `torch.cuda.*` calls raise, or, behind
+`"cuda" if torch.cuda.is_available() else "cpu"`, quietly run the whole script on the
+CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 2.4).
+
+## What is flagged
+
+- `torch.device("cuda")`, `torch.device("cuda:1")`, `torch.device(f"cuda:{rank}")`,
+  `torch.device(0)` (an integer is CUDA device N);
+- a CUDA device passed as a device: `.to("cuda")`, `.to(0)`, `device="cuda"` or
+  `device=0` to any call (`torch.zeros(3, device="cuda")`), a parameter default
+  `def f(device="cuda")`;
+- `.cuda()` on anything (a tensor, a module, `storage.cuda()`);
+- the selection idiom `"cuda" if torch.cuda.is_available() else "cpu"` (also with
+  `torch.device(...)` branches, or any condition when the other branch is a device
+  such as `"cpu"`), reported once, as a whole;
+- `torch.cuda.synchronize()`, `torch.cuda.empty_cache()`, `torch.cuda.set_device(...)`,
+  `torch.cuda.manual_seed(s)`, `torch.cuda.manual_seed_all(s)`;
+- CUDA autocast: `torch.cuda.amp.autocast(...)`, `torch.autocast("cuda", ...)`,
+  `torch.autocast(device_type="cuda")`, `torch.amp.autocast("cuda")`;
+- a CUDA `GradScaler`: `torch.cuda.amp.GradScaler(...)`, `torch.amp.GradScaler("cuda")`
+  (and `torch.amp.GradScaler()`, whose default device is CUDA);
+- `map_location="cuda:0"` (or another CUDA device) to `torch.load` and friends.
+
+## What is not flagged
+
+`torch.cuda.is_available()` on its own; a `"cuda"` string that is not a device
+(`print("cuda")`, a dict key); a device in a variable (`x.to(device)`);
+`torch.device("cpu")`, `.to("xla")`; CUDA mentioned in comments or strings; files
+outside the scope (no torch/torch_xla/transformers/tokenizers/accelerate import).
+
+## The fix
+
+Safe:
+- a device expression becomes `torch_xla.device()`: `torch.device("cuda")` ->
+  `torch_xla.device()`, `.to("cuda")` -> `.to(torch_xla.device())`, `device="cuda"` ->
+  `device=torch_xla.device()`, the whole selection idiom -> `torch_xla.device()`;
+- `.cuda()` -> `.to(torch_xla.device())`; the CUDA device index of `.cuda(0)` is
+  dropped, `non_blocking=` and `memory_format=` are kept;
+- `torch.cuda.synchronize()` -> `xm.wait_device_ops()`;
+- `torch.cuda.manual_seed(s)` / `manual_seed_all(s)` -> `torch_xla.manual_seed(s)`
+  (`xm.set_rng_state(s)` before 2.4);
+- `torch.cuda.empty_cache()` and `torch.cuda.set_device(...)` statements are removed
+  (no fix when the call is part of a larger expression);
+- `map_location=<cuda>` -> `map_location="cpu"`: load on the host, then move the
+  model to the XLA device.
+
+Unsafe (they change the numerics):
+- CUDA autocast -> `torch.autocast("xla", dtype=torch.bfloat16)`, keeping `enabled=`
+  and `cache_enabled=`: XLA devices compute in bfloat16, not float16;
+- the `GradScaler` is removed with its uses: bfloat16 has float32's range and needs no
+  loss scaling, and torch_xla 2.9 has no GradScaler. `scaler = GradScaler()` goes,
+  `scaler.scale(loss).backward()` -> `loss.backward()`, `scaler.step(opt)` ->
+  `opt.step()`, `scaler.update()`, `scaler.unscale_(opt)` and
+  `scaler.load_state_dict(...)` go, `scaler.get_scale()` -> `1.0`,
+  `scaler.state_dict()` -> `{}`. The scaler may be a variable or a `self.<attr>`;
+  when it is used any other way (passed to a function, tested against `None`) the
+  finding has no fix.
+
+The fixes add `import torch_xla` / `import torch_xla.core.xla_model as xm` as needed.
+
+## Example
+
+```python
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = Net().cuda()
+scaler = torch.cuda.amp.GradScaler()
+with torch.cuda.amp.autocast():
+    loss = model(x.to(device))
+scaler.scale(loss).backward()
+scaler.step(opt)
+scaler.update()
+```
+becomes (with `--unsafe-fixes`)
+```python
+device = torch_xla.device()
+model = Net().to(torch_xla.device())
+with torch.autocast("xla", dtype=torch.bfloat16):
+    loss = model(x.to(device))
+loss.backward()
+opt.step()
+```
+"""
+    fix_availability = "sometimes"
+
+    VALID = [
+        Valid(
+            """
+            import torch
+            if torch.cuda.is_available():
+                print("cuda")
+            names = {"cuda": 1}
+            x = torch.zeros(3).to(device)
+            y = torch.device("cpu")
+            z = x.to("xla")
+            # model.cuda()
+            s = "model.cuda()"
+            """
+        ),
+        Valid(
+            """
+            import torch
+            import torch_xla
+            device = torch_xla.device()
+            model = model.to(device)
+            t = torch.ones(2, device=device)
+            state = torch.load("ckpt.pt", map_location="cpu")
+            with torch.autocast("xla", dtype=torch.bfloat16):
+                pass
+            scaler = torch.amp.GradScaler("cpu")
+            """
+        ),
+        # A file outside the scope: no torch import.
+        Valid("import cupy\nx = cupy.zeros(3).cuda()\ny = x.to('cuda')\n"),
+        # A bare function that happens to be called `cuda`, and a dtype given to `.to`.
+        Valid("import torch\nfrom mylib import cuda\ncuda()\nx = torch.ones(2).to(torch.float16)\n"),
+        # Not a device position: a comparison, a label, `device_type` of a profiler.
+        Valid('import torch\nif device == "cuda":\n    pass\nlabel = ("cuda", 0)\n'),
+        # Plain integers that are not devices.
+        Valid("import torch\nx = torch.zeros(3).to(torch.float32)\ny = t.view(0)\nz = f(0)\n"),
+        # A "cuda" string in a variable that is never used as a device.
+        Valid('import torch\nbackend = "cuda"\nprint(backend)\nx = torch.ones(2).to(device)\n'),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+            device = torch.device("cuda")
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+
+            device = torch_xla.device()
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            other = "cuda:0" if torch.cuda.is_available() else "cpu"
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+
+            device = torch_xla.device()
+            other = torch_xla.device()
+            """,
+            count=2,
+        ),
+        Invalid(
+            """
+            import torch
+            import torch_xla
+            model = Net().cuda()
+            x = batch.cuda(non_blocking=True)
+            y = batch.cuda(0)
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+            model = Net().to(torch_xla.device())
+            x = batch.to(torch_xla.device(), non_blocking=True)
+            y = batch.to(torch_xla.device())
+            """,
+            count=3,
+        ),
+        Invalid(
+            """
+            import torch as T
+            x = T.zeros(3, device="cuda")
+            y = x.to("cuda:1")
+            z = x.to(0)
+            """,
+            fixed="""
+            import torch as T
+            import torch_xla
+
+            x = T.zeros(3, device=torch_xla.device())
+            y = x.to(torch_xla.device())
+            z = x.to(torch_xla.device())
+            """,
+            count=3,
+        ),
+        # Before torch_xla 2.4 the device is `xm.xla_device()`.
+        Invalid(
+            """
+            import torch
+            model.cuda()
+            """,
+            fixed="""
+            import torch
+            import torch_xla.core.xla_model as xm
+
+            model.to(xm.xla_device())
+            """,
+            target_version="2.3",
+        ),
+        Invalid(
+            """
+            import torch
+            from torch import cuda
+            import torch_xla.core.xla_model as xm
+            cuda.synchronize()
+            torch.cuda.empty_cache()
+            torch.cuda.set_device(local_rank)
+            torch.cuda.manual_seed_all(seed)
+            """,
+            fixed="""
+            import torch
+            from torch import cuda
+            import torch_xla.core.xla_model as xm
+            import torch_xla
+
+            xm.wait_device_ops()
+            torch_xla.manual_seed(seed)
+            """,
+            count=4,
+        ),
+        # Removing is only possible for a whole statement.
+        Invalid(
+            """
+            import torch
+            ok = torch.cuda.empty_cache() or True
+            """,
+            count=1,
+        ),
+        Invalid(
+            """
+            import torch
+            state = torch.load("ckpt.pt", map_location="cuda:0")
+            other = torch.load("ckpt.pt", map_location=torch.device("cuda"))
+            third = torch.load("ckpt.pt", map_location=lambda storage, loc: storage.cuda())
+            """,
+            fixed="""
+            import torch
+            state = torch.load("ckpt.pt", map_location="cpu")
+            other = torch.load("ckpt.pt", map_location="cpu")
+            third = torch.load("ckpt.pt", map_location="cpu")
+            """,
+            count=3,
+        ),
+        Invalid(
+            """
+            import torch
+            with torch.cuda.amp.autocast(enabled=use_amp):
+                out = model(x)
+            with torch.autocast(device_type="cuda", dtype=torch.float16):
+                out = model(x)
+            """,
+            unsafe_fixed="""
+            import torch
+            with torch.autocast("xla", dtype=torch.bfloat16, enabled=use_amp):
+                out = model(x)
+            with torch.autocast("xla", dtype=torch.bfloat16):
+                out = model(x)
+            """,
+            count=2,
+        ),
+        Invalid(
+            """
+            import torch
+            scaler = torch.cuda.amp.GradScaler()
+            for x, y in loader:
+                with torch.autocast("cuda"):
+                    loss = model(x)
+                scaler.scale(loss).backward()
+                scaler.unscale_(opt)
+                scaler.step(opt)
+                scaler.update()
+            """,
+            unsafe_fixed="""
+            import torch
+            for x, y in loader:
+                with torch.autocast("xla", dtype=torch.bfloat16):
+                    loss = model(x)
+                loss.backward()
+                opt.step()
+            """,
+            count=2,
+        ),
+        # A clip with no `unscale_` (XLA106 may insert one in the same pass): the
+        # construction goes one pass later; the end result is the same.
+        Invalid(
+            """
+            import torch
+            scaler = torch.cuda.amp.GradScaler()
+            scaler.scale(loss).backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            scaler.step(opt)
+            scaler.update()
+            """,
+            unsafe_fixed="""
+            import torch
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            """,
+            count=1,
+        ),
+        # A scaler passed to a helper cannot be removed: reported without a fix.
+        Invalid(
+            """
+            import torch
+            scaler = torch.amp.GradScaler("cuda")
+            train(model, scaler)
+            """,
+            count=1,
+        ),
+        # A device held in a variable is reported where the variable is assigned;
+        # `map_location` of such a device loads onto the CPU instead.
+        Invalid(
+            """
+            import torch
+            device = "cuda"
+            model = Net().to(device)
+            state = torch.load("ckpt.pt", map_location=device)
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+
+            device = torch_xla.device()
+            model = Net().to(device)
+            state = torch.load("ckpt.pt", map_location="cpu")
+            """,
+            count=2,
+        ),
+        # ...but not when the variable is also used as a string.
+        Invalid(
+            """
+            import torch
+            device = "cuda:0"
+            x = torch.ones(2, device=device)
+            if "cuda" in device:
+                pass
+            """,
+            count=1,
+        ),
+        # Two functions, two scalers: each is removed with its own uses.
+        Invalid(
+            """
+            import torch
+            def train(opt, loss):
+                scaler = torch.cuda.amp.GradScaler()
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            def finetune(opt, loss):
+                scaler = torch.cuda.amp.GradScaler(init_scale=1024)
+                scaler.scale(loss * 2).backward()
+                scaler.step(opt)
+                scaler.update()
+            """,
+            unsafe_fixed="""
+            import torch
+            def train(opt, loss):
+                loss.backward()
+                opt.step()
+            def finetune(opt, loss):
+                (loss * 2).backward()
+                opt.step()
+            """,
+            count=2,
+        ),
+        Invalid(
+            """
+            import torch
+            def train(model, device="cuda"):
+                return model.to(device)
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+
+            def train(model, device=torch_xla.device()):
+                return model.to(device)
+            """,
+        ),
+    ]
+
+    # -- the walk ------------------------------------------------------------------------
+    def begin(self) -> None:
+        # Nodes inside a finding already made (the "cuda" of a reported
+        # `torch.device("cuda")`): a finding is reported once, at one node.
+        self._claimed: set[int] = set()
+        # `torch.device(...)` calls given as `map_location`: their fix is "cpu".
+        self._map_locations: set[int] = set()
+        # Variables assigned a CUDA device, by (scope, name), and the variables
+        # used as a device: `device = "cuda"` ... `x.to(device)` (judged in `finish`).
+        self._device_variables: dict[tuple[int, str], list[ast.AST]] = {}
+        self._variable_uses: list[tuple[ast.Name, bool]] = []
+        self._locals: dict[int, set[str]] = {}
+
+    def finish(self) -> None:
+        self._check_device_variables()
+
+    def visit_Call(self, node: ast.Call) -> None:
+        name = self.ctx.semantic.call_name(node)
+        if name in TORCH_DEVICE:
+            self._check_torch_device(node)
+        elif name in SYNCHRONIZE:
+            self._check_synchronize(node)
+        elif name in REMOVABLE:
+            self._check_removable(node, name)
+        elif name in MANUAL_SEED:
+            self._check_manual_seed(node)
+        elif name in CUDA_AUTOCAST or name in GENERIC_AUTOCAST:
+            self._check_autocast(node, name)
+        elif name in CUDA_GRAD_SCALER or name in GENERIC_GRAD_SCALER:
+            self._check_grad_scaler(node, name)
+        elif method_name(node) == "cuda" and not (name or "").startswith("torch."):
+            self._check_cuda_method(node)
+        self._check_device_arguments(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and self._is_cuda_device(node.value):
+            key = (id(self.scope_of(node.targets[0])), node.targets[0].id)
+            self._device_variables.setdefault(key, []).append(node.value)
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        if self._is_device_selection(node):
+            self._report_device(node, "CUDA device selection: use `torch_xla.device()`")
+
+    def visit_arguments(self, node: ast.arguments) -> None:
+        """``def f(device="cuda")``: a parameter default that is a CUDA device."""
+        positional = [*node.posonlyargs, *node.args]
+        pairs = list(zip(positional[len(positional) - len(node.defaults) :], node.defaults))
+        pairs += [(arg, default) for arg, default in zip(node.kwonlyargs, node.kw_defaults) if default is not None]
+        for arg, default in pairs:
+            if arg.arg == "device" and (is_cuda_string(default) or self._is_device_selection(default)):
+                self._report_device(default, f"CUDA device as the default of `{arg.arg}`: use `torch_xla.device()`")
+
+    # -- device expressions -----------------------------------------------------------------
+    def _is_device_selection(self, node: ast.AST | None) -> bool:
+        """``"cuda" if torch.cuda.is_available() else "cpu"``: a conditional with a CUDA
+        branch whose condition asks about CUDA, or whose other branch is a device."""
+        if not isinstance(node, ast.IfExp):
+            return False
+        branches = (node.body, node.orelse)
+        cuda = [b for b in branches if self._is_cuda_device(b)]
+        if not cuda:
+            return False
+        asks_cuda = any(
+            self.ctx.semantic.call_name(n) in AVAILABILITY for n in ast.walk(node.test) if isinstance(n, ast.Call)
+        )
+        other = [b for b in branches if b not in cuda]
+        return asks_cuda or not other or any(self._is_any_device(b) for b in other)
+
+    def _is_cuda_device(self, node: ast.AST) -> bool:
+        """A CUDA device value: a CUDA string, ``torch.device(<cuda>)``, a selection."""
+        if is_cuda_string(node):
+            return True
+        if isinstance(node, ast.Call) and self.ctx.semantic.call_name(node) in TORCH_DEVICE:
+            return self._torch_device_is_cuda(node)
+        return self._is_device_selection(node)
+
+    def _is_any_device(self, node: ast.AST) -> bool:
+        if is_other_device_string(node) or self._is_cuda_device(node):
+            return True
+        if isinstance(node, ast.Call):
+            name = self.ctx.semantic.call_name(node) or ""
+            return name in TORCH_DEVICE or name.startswith("torch_xla.")
+        return isinstance(node, ast.IfExp) and (self._is_any_device(node.body) or self._is_any_device(node.orelse))
+
+    def _torch_device_is_cuda(self, call: ast.Call) -> bool:
+        kind = argument(call, 0, "type")
+        return is_cuda_string(kind) or is_device_index(kind) or self._is_device_selection(kind)
+
+    def _check_torch_device(self, call: ast.Call) -> None:
+        if self._torch_device_is_cuda(call):
+            self._report_device(call, "`torch.device` of a CUDA device: use `torch_xla.device()`")
+        elif isinstance(kind := argument(call, 0, "type"), ast.Name):
+            self._variable_uses.append((kind, False))
+
+    # -- devices held in variables --------------------------------------------------------------
+    def _check_device_variables(self) -> None:
+        """``device = "cuda"`` used as a device (``x.to(device)``) is reported at the
+        string; ``map_location=device`` of a CUDA ``device`` is reported at the name:
+        once the device is ``torch_xla.device()``, ``torch.load`` cannot map onto it."""
+        used_as_device: set[tuple[int, str]] = set()
+        for name, is_map_location in self._variable_uses:
+            key = (id(self.scope_of(name)), name.id)
+            if key not in self._device_variables:
+                continue
+            if is_map_location:
+                fix = self.fix(
+                    "safe", 'Load onto the CPU: `map_location="cpu"`', ReplaceExpr(self.ctx.span(name), '"cpu"')
+                )
+                message = (
+                    f"`map_location={name.id}` is a CUDA device (an XLA device once ported, "
+                    "which `torch.load` cannot map onto): load onto the CPU"
+                )
+                self._report(name, message, fix)
+            else:
+                used_as_device.add(key)
+        for key in used_as_device:
+            for value in self._device_variables[key]:
+                if isinstance(value, ast.Constant):
+                    message = f"CUDA device `{value.value}` assigned to `{key[1]}`, used as a device"
+                    if self._used_as_string(key):
+                        # `"cuda" in device`, `device.startswith(...)`: a torch.device is no str.
+                        self._report(value, message + " (and as a string: port it by hand)", None)
+                    else:
+                        self._report_device(value, message)
+
+    def _used_as_string(self, key: tuple[int, str]) -> bool:
+        for node in ast.walk(self.ctx.tree):
+            if not (isinstance(node, ast.Name) and node.id == key[1] and isinstance(node.ctx, ast.Load)):
+                continue
+            if id(self.scope_of(node)) != key[0]:
+                continue
+            holder = parent(node)
+            if isinstance(holder, (ast.Attribute, ast.Subscript, ast.BinOp)):
+                return True
+            if isinstance(holder, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in holder.ops):
+                return True
+        return False
+
+    def scope_of(self, name: ast.Name) -> ast.AST:
+        """The function whose local ``name`` is, or the module."""
+        for scope in ancestors(name):
+            if isinstance(
+                scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+            ) and name.id in self._function_locals(scope):
+                return scope
+        return self.ctx.tree
+
+    def _function_locals(self, func: ast.AST) -> set[str]:
+        if id(func) not in self._locals:
+            args = func.args  # type: ignore[attr-defined]
+            names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
+            names |= {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            declared_global = {g for n in ast.walk(func) if isinstance(n, (ast.Global, ast.Nonlocal)) for g in n.names}
+            self._locals[id(func)] = names - declared_global
+        return self._locals[id(func)]
+
+    def _check_device_arguments(self, call: ast.Call) -> None:
+        """``.to(<cuda>)``, ``device=<cuda>``, ``map_location=<cuda>`` in any call."""
+        values: list[tuple[ast.AST, bool]] = []
+        if method_name(call) == "to" and call.args:
+            values.append((call.args[0], False))
+        for kw in call.keywords:
+            if kw.arg in DEVICE_KEYWORDS:
+                values.append((kw.value, False))
+            elif kw.arg == MAP_LOCATION:
+                values.append((kw.value, True))
+        for value, is_map_location in values:
+            if isinstance(value, ast.Name):
+                self._variable_uses.append((value, is_map_location))
+                continue
+            if isinstance(value, ast.Call) and self.ctx.semantic.call_name(value) in TORCH_DEVICE:
+                # Reported by `_check_torch_device` when its turn comes (children
+                # are visited after their parent).
+                if is_map_location:
+                    self._map_locations.add(id(value))
+                continue
+            if is_map_location and is_cuda_storage_lambda(value):
+                self._report_device(value, "`map_location` moves storages to CUDA", to_cpu=True)
+            elif is_cuda_string(value) or is_device_index(value) or self._is_device_selection(value):
+                where = "`map_location`" if is_map_location else "a device argument"
+                self._report_device(value, f"CUDA device as {where}", to_cpu=is_map_location)
+
+    def _report_device(self, node: ast.AST, message: str, to_cpu: bool = False) -> None:
+        """Report a device expression; its fix replaces it with the XLA device (or
+        with ``"cpu"`` for ``map_location``)."""
+        if id(node) in self._claimed:
+            return
+        if to_cpu or id(node) in self._map_locations:
+            fix = self.fix("safe", 'Load onto the CPU: `map_location="cpu"`', ReplaceExpr(self.ctx.span(node), '"cpu"'))
+        else:
+            device, imports = self._xla_device()
+            fix = self.fix("safe", f"Use `{device}`", ReplaceExpr(self.ctx.span(node), device), imports=imports)
+        self._report(node, message, fix)
+
+    def _xla_device(self) -> tuple[str, tuple[Import, ...]]:
+        function, imports = self.ctx.xla_api("device", "xla_device")
+        return f"{function}()", imports
+
+    # -- `.cuda()` ----------------------------------------------------------------------------
+    def _check_cuda_method(self, call: ast.Call) -> None:
+        receiver = call.func.value  # type: ignore[attr-defined]
+        self._report(
+            call,
+            "`.cuda()` moves to a CUDA device: use `.to(torch_xla.device())`",
+            self._cuda_method_fix(call, receiver),
+            keep=receiver,
+        )
+
+    def _cuda_method_fix(self, call: ast.Call, receiver: ast.AST) -> Fix | None:
+        if has_star_args(call) or len(call.args) > 2 or any(kw.arg not in CUDA_METHOD_PARAMS for kw in call.keywords):
+            return None
+        device, imports = self._xla_device()
+        # The receiver's source (parentheses included) is kept as it is.
+        arguments = [device]
+        parts: list[tuple[str, Span]] = [("receiver", self.ctx.span(receiver))]
+        for position, name in enumerate(CUDA_METHOD_PARAMS):
+            value = argument(call, position, name)
+            if value is not None and name in KEPT_CUDA_METHOD_ARGS:
+                arguments.append(f"{name}={{{name}}}")
+                parts.append((name, self.ctx.span(value)))
+        template = "{receiver}.to(" + ", ".join(arguments) + ")"
+        return self.fix(
+            "safe", f"Use `.to({device})`", ReplaceExpr(self.ctx.span(call), template, tuple(parts)), imports=imports
+        )
+
+    # -- torch.cuda.* --------------------------------------------------------------------------
+    def _check_synchronize(self, call: ast.Call) -> None:
+        xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm")
+        replacement = f"{xm}.wait_device_ops()"
+        fix = self.fix("safe", f"Use `{replacement}`", ReplaceExpr(self.ctx.span(call), replacement), imports=imports)
+        self._report(call, f"`torch.cuda.synchronize()`: use `{replacement}`", fix)
+
+    def _check_removable(self, call: ast.Call, name: str) -> None:
+        short = name.rsplit(".", 1)[-1]
+        stmt = whole_statement(call)
+        fix = (
+            self.fix("safe", f"Remove `torch.cuda.{short}(...)`", RemoveStatement(self.ctx.span(stmt)))
+            if stmt
+            else None
+        )
+        self._report(call, f"`torch.cuda.{short}()` has no meaning on XLA: remove it", fix)
+
+    def _check_manual_seed(self, call: ast.Call) -> None:
+        function, imports = self.ctx.xla_api("manual_seed", "set_rng_state")
+        seed = argument(call, 0, "seed")
+        fix = None
+        if seed is not None and not has_star_args(call) and len(call.args) + len(call.keywords) == 1:
+            fix = self.fix(
+                "safe",
+                f"Use `{function}(...)`",
+                ReplaceExpr(self.ctx.span(call), f"{function}({{seed}})", (("seed", self.ctx.span(seed)),)),
+                imports=imports,
+            )
+        self._report(call, f"CUDA seed: use `{function}(...)`", fix)
+
+    # -- autocast -------------------------------------------------------------------------------
+    def _check_autocast(self, call: ast.Call, name: str) -> None:
+        params = CUDA_AUTOCAST.get(name) or GENERIC_AUTOCAST[name]
+        if name in GENERIC_AUTOCAST and not is_cuda_string(argument(call, 0, "device_type")):
+            return
+        self._report(
+            call,
+            'CUDA autocast: on XLA use `torch.autocast("xla", dtype=torch.bfloat16)`',
+            self._autocast_fix(call, params),
+        )
+
+    def _autocast_fix(self, call: ast.Call, params: tuple[str, ...]) -> Fix | None:
+        if has_star_args(call):
+            return None
+        torch, imports = self.ctx.reference("torch")
+        arguments = ['"xla"', f"dtype={torch}.bfloat16"]
+        parts: list[tuple[str, Span]] = []
+        for position, name in enumerate(params):
+            value = argument(call, position, name)
+            if value is not None and name in KEPT_AUTOCAST_ARGS:
+                arguments.append(f"{name}={{{name}}}")
+                parts.append((name, self.ctx.span(value)))
+        template = f"{torch}.autocast(" + ", ".join(arguments) + ")"
+        return self.fix(
+            "unsafe",
+            "Autocast to bfloat16 on XLA",
+            ReplaceExpr(self.ctx.span(call), template, tuple(parts)),
+            imports=imports,
+        )
+
+    # -- GradScaler -----------------------------------------------------------------------------
+    def _check_grad_scaler(self, call: ast.Call, name: str) -> None:
+        if name in GENERIC_GRAD_SCALER:
+            device = argument(call, 0, "device")
+            if device is not None and not is_cuda_string(device):
+                return
+        fix = ScalerRemoval(self, call).fix()
+        message = "CUDA `GradScaler`: bfloat16 autocast on XLA needs no loss scaling"
+        if fix is None:
+            message += " (remove the scaler by hand: it is used in a way the fix cannot rewrite)"
+        self._report(call, message, fix)
+
+    # -- reporting ----------------------------------------------------------------------------------
+    def _report(self, node: ast.AST, message: str, fix: Fix | None, keep: ast.AST | None = None) -> None:
+        """Report ``node`` unless a finding already covers it, and claim what is inside
+        it (but ``keep``: the receiver of ``.cuda()`` may hold findings of its own)."""
+        if id(node) in self._claimed:
+            return
+        kept = {id(n) for n in ast.walk(keep)} if keep is not None else set()
+        self._claimed.update(id(n) for n in ast.walk(node) if id(n) not in kept)
+        self.report(node, message, fix)
+
+
+class ScalerRemoval:
+    """The unsafe fix that removes a ``GradScaler`` and rewrites every use of it.
+
+    The scaler must be assigned to a variable (uses: that name, anywhere in the
+    module) or to ``self.<attr>`` (uses: ``<self>.<attr>`` in that class); every use
+    must be one of the method calls below, or there is no fix.
+    """
+
+    def __init__(self, rule: CudaDevice, call: ast.Call):
+        self.rule = rule
+        self.ctx = rule.ctx
+        self.call = call
+        self.operations: list = []
+
+    def fix(self) -> Fix | None:
+        stmt = parent(self.call)
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target = stmt.targets[0]
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is self.call:
+            target = stmt.target
+        else:
+            return None
+        if not is_alone_on_its_lines(stmt):
+            return None
+        uses = self._uses(target)
+        if uses is None:
+            return None
+        for use in uses:
+            if not self._rewrite(use):
+                return None
+        if not uses or not self._may_gain_an_unscale(uses):
+            self.operations.append(RemoveStatement(self.ctx.span(stmt)))
+        return Fix("unsafe", "Remove the GradScaler (bfloat16 needs no loss scaling)", tuple(self.operations))
+
+    def _may_gain_an_unscale(self, uses: list[ast.AST]) -> bool:
+        """A clip with no ``scaler.unscale_`` is what XLA106 fixes by inserting
+        ``scaler.unscale_(opt)``, in the same pass as this fix (an insertion claims
+        no span, so the fix loop cannot see the clash). Then the construction is kept
+        for one more pass: the inserted call is a use the next pass removes, with
+        the construction, instead of a dangling name."""
+        methods = {parent(use).attr for use in uses}  # type: ignore[union-attr]
+        if "unscale_" in methods:
+            return False
+        return any(
+            isinstance(call.func, (ast.Name, ast.Attribute))
+            and (call.func.id if isinstance(call.func, ast.Name) else call.func.attr) in CLIP_FUNCTIONS
+            for call in self.ctx.semantic.calls
+        )
+
+    def _uses(self, target: ast.AST) -> list[ast.AST] | None:
+        """Every other occurrence of the scaler, or None when one is an assignment."""
+        if isinstance(target, ast.Name):
+            # The same variable: the same name in the same scope (a function's local
+            # `scaler` is not another function's).
+            scope = self.rule.scope_of(target)
+            found = [
+                n
+                for n in ast.walk(self.ctx.tree)
+                if isinstance(n, ast.Name) and n.id == target.id and n is not target and self.rule.scope_of(n) is scope
+            ]
+            return None if any(not isinstance(n.ctx, ast.Load) for n in found) else found
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            cls = next((a for a in ancestors(target) if isinstance(a, ast.ClassDef)), None)
+            if cls is None:
+                return None
+            everywhere = [
+                n
+                for n in ast.walk(self.ctx.tree)
+                if isinstance(n, ast.Attribute) and n.attr == target.attr and n is not target
+            ]
+            inside = {id(n) for n in ast.walk(cls)}
+            if any(id(n) not in inside or not isinstance(n.ctx, ast.Load) for n in everywhere):
+                return None
+            if any(not self._is_self_attribute(n) for n in everywhere):
+                return None
+            return everywhere
+        return None
+
+    @staticmethod
+    def _is_self_attribute(node: ast.Attribute) -> bool:
+        """``<first parameter of the enclosing method>.<attr>``."""
+        func = next((a for a in ancestors(node) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        if func is None or not isinstance(node.value, ast.Name):
+            return False
+        params = [*func.args.posonlyargs, *func.args.args]
+        return bool(params) and params[0].arg == node.value.id
+
+    def _rewrite(self, use: ast.AST) -> bool:
+        """Record the operation that removes one use: ``scaler.<method>(...)``."""
+        attribute = parent(use)
+        call = parent(attribute)
+        if not (isinstance(attribute, ast.Attribute) and isinstance(call, ast.Call) and call.func is attribute):
+            return False
+        method = attribute.attr
+        span = self.ctx.span(call)
+        if has_star_args(call):
+            return False
+        if method == "scale" and len(call.args) == 1 and not call.keywords:
+            # scaler.scale(loss) -> loss (in parentheses where `.backward()` follows).
+            needs_parens = not isinstance(call.args[0], ATOMIC) and isinstance(
+                parent(call), (ast.Attribute, ast.Subscript, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Await)
+            )
+            template = "({loss})" if needs_parens else "{loss}"
+            self.operations.append(ReplaceExpr(span, template, (("loss", self.ctx.span(call.args[0])),)))
+            return True
+        if method == "step" and len(call.args) == 1 and not call.keywords:
+            optimizer = call.args[0]
+            template = "{opt}.step()" if isinstance(optimizer, ATOMIC) else "({opt}).step()"
+            self.operations.append(ReplaceExpr(span, template, (("opt", self.ctx.span(optimizer)),)))
+            return True
+        if method in ("update", "unscale_", "load_state_dict"):
+            stmt = whole_statement(call)
+            if stmt is None:
+                return False
+            self.operations.append(RemoveStatement(self.ctx.span(stmt)))
+            return True
+        replacements = {"get_scale": "1.0", "state_dict": "{{}}", "is_enabled": "False"}
+        if method in replacements and not call.args and not call.keywords:
+            self.operations.append(ReplaceExpr(span, replacements[method]))
+            return True
+        return False
