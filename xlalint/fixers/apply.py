@@ -151,7 +151,8 @@ def add_parameter(func: cst.FunctionDef, name: str) -> cst.FunctionDef:
     if any(p.name.value == name for p in (*params.posonly_params, *params.params)):
         return func
     new = cst.Param(cst.Name(name))
-    if params.params or params.posonly_params or params.star_arg or params.kwonly_params or params.star_kwarg:
+    has_star = isinstance(params.star_arg, (cst.Param, cst.ParamStar))
+    if params.params or params.posonly_params or has_star or params.kwonly_params or params.star_kwarg:
         new = new.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
     if params.posonly_params:
         return func.with_changes(params=params.with_changes(posonly_params=[new, *params.posonly_params]))

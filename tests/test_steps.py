@@ -1,0 +1,425 @@
+"""The step analysis (xlalint.linter.steps): step loops, helpers, device loaders,
+guards, step closures, sync points, tensors."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from xlalint.linter.config import Settings
+from xlalint.linter.rule import Context
+from xlalint.linter.semantic import attach_parents
+from xlalint.linter.steps import (
+    StepAnalysis,
+    every_n_steps_guard,
+    is_device_loader,
+    is_step_closure,
+    mutually_exclusive,
+)
+
+
+def context(source: str) -> Context:
+    source = textwrap.dedent(source)
+    tree = ast.parse(source)
+    attach_parents(tree)
+    return Context(source, "train.py", tree, Settings())
+
+
+def analysis(source: str) -> StepAnalysis:
+    return context(source).steps
+
+
+def find(ctx_or_steps, text: str, kind: type = ast.AST) -> ast.AST:
+    """The first (outermost) node of ``kind`` whose source is ``text``."""
+    ctx = ctx_or_steps.ctx if isinstance(ctx_or_steps, StepAnalysis) else ctx_or_steps
+    for node in ast.walk(ctx.tree):
+        if isinstance(node, kind) and ctx.source_of(node) == text:
+            return node
+    raise AssertionError(f"no {kind.__name__} {text!r}")
+
+
+def expr(text: str) -> ast.expr:
+    return ast.parse(text, mode="eval").body
+
+
+# --- step loops --------------------------------------------------------------------
+
+
+def test_the_step_loop_is_the_innermost_training_loop():
+    steps = analysis("""
+        import torch
+        for epoch in range(3):
+            for x, y in loader:
+                model(x, y).backward()
+            for x, y in val_loader:
+                model(x)
+    """)
+    assert [loop.node.lineno for loop in steps.loops] == [4]
+
+
+def test_a_loop_without_backward_is_not_a_training_loop():
+    steps = analysis("""
+        import torch
+        for x, y in loader:
+            loss = model(x, y)
+            print(loss)
+    """)
+    assert steps.loops == []
+
+
+def test_backward_forms():
+    for call in ("scaler.scale(loss).backward()", "torch.autograd.backward(loss)", "backward([loss])"):
+        steps = analysis(f"""
+            import torch
+            from torch.autograd import backward
+            for x in loader:
+                loss = model(x)
+                {call}
+        """)
+        assert len(steps.loops) == 1, call
+
+
+def test_helpers_transitively_and_the_epoch_loop_calling_a_function_with_the_batch_loop():
+    steps = analysis("""
+        import torch
+        def compute(model, x):
+            return model(x).sum()
+        def backward_step(model, x, opt):
+            loss = compute(model, x)
+            loss.backward()
+            opt.step()
+        def train_epoch(loader):
+            for x in loader:
+                backward_step(model, x, opt)
+        def unused():
+            pass
+        for epoch in range(10):
+            train_epoch(loader)
+    """)
+    (loop,) = steps.loops
+    assert loop.node.lineno == 10
+    assert [h.name for h in loop.helpers] == ["compute", "backward_step"]
+    assert steps.loop_of(find(steps, "opt.step()", ast.Call)) is loop
+    assert steps.loop_of(find(steps, "pass", ast.Pass)) is None
+
+
+def test_methods_called_through_self_and_nested_functions():
+    steps = analysis("""
+        import torch
+        class Base:
+            def _backward(self, loss):
+                loss.backward()
+        class Trainer(Base):
+            def _step(self, batch):
+                self._backward(self.model(batch))
+            def fit(self):
+                def log(loss):
+                    print(loss)
+                for batch in self.loader:
+                    self._step(batch)
+                    log(batch)
+    """)
+    (loop,) = steps.loops
+    assert sorted(h.name for h in loop.helpers) == ["_backward", "_step", "log"]
+    assert len(loop.step_statements()) == len(loop.node.body) + 3
+
+
+def test_code_after_the_loop_and_in_else_is_not_in_the_step():
+    steps = analysis("""
+        import torch
+        for x in loader:
+            loss = model(x)
+            loss.backward()
+        else:
+            a = loss.item()
+        b = loss.item()
+    """)
+    assert steps.in_step(find(steps, "loss = model(x)", ast.Assign))
+    assert not steps.in_step(find(steps, "a = loss.item()", ast.Assign))
+    assert not steps.in_step(find(steps, "b = loss.item()", ast.Assign))
+    assert not steps.in_step(find(steps, "loader", ast.Name))
+
+
+def test_recursion_does_not_hang():
+    steps = analysis("""
+        import torch
+        def a(x):
+            b(x)
+        def b(x):
+            a(x)
+            x.backward()
+        for x in loader:
+            a(x)
+    """)
+    assert len(steps.loops) == 1
+
+
+# --- guards and step closures --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "test, expected",
+    [
+        ("step % 10 == 0", True),
+        ("i % args.log_every == 0", True),
+        ("(i + 1) % k == 0", True),
+        ("0 == step % 10", True),
+        ("not step % 10", True),
+        ("step % 10 == 0 and xm.is_master_ordinal()", True),
+        ("(step + 1) % k == 0 or step == len(loader) - 1", True),
+        ("step % 10 != 0", False),
+        ("step % 10 == 0 or verbose", False),
+        ("step % 1 == 0", False),
+        ("'%d' % step == '1'", False),
+        ("loss > 1", False),
+        ("step > 0", False),
+    ],
+)
+def test_every_n_steps_guard(test, expected):
+    assert every_n_steps_guard(expr(test)) is expected
+
+
+def test_guard_of_in_the_body_in_a_helper_and_through_a_guarded_call():
+    steps = analysis("""
+        import torch
+        def log(loss):
+            print(loss)
+        def evaluate():
+            acc = model(val).mean()
+        for step, x in enumerate(loader):
+            loss = model(x)
+            loss.backward()
+            if step % 10 == 0:
+                a = loss.item()
+            else:
+                b = loss.item()
+            log(loss)
+            if step % 100 == 0:
+                evaluate()
+    """)
+    (loop,) = steps.loops
+    guarded = find(steps, "a = loss.item()", ast.Assign)
+    assert loop.guard_of(guarded) is find(steps, "step % 10 == 0", ast.Compare).parent
+    assert not steps.in_step(guarded)
+    assert loop.contains(guarded, include_guarded=True) and not loop.contains(guarded)
+    assert steps.in_step(find(steps, "b = loss.item()", ast.Assign))
+    assert steps.in_step(find(steps, "print(loss)", ast.Call))
+    # evaluate() is reached only through the guard: its body is guarded too.
+    acc = find(steps, "acc = model(val).mean()", ast.Assign)
+    assert steps.loop_of(acc) is loop and not steps.in_step(acc)
+
+
+def test_step_closures():
+    ctx = context("""
+        import torch_xla.core.xla_model as xm
+        def report(loss):
+            print(loss.item())
+        for x in loader:
+            loss = model(x)
+            loss.backward()
+            xm.add_step_closure(lambda: print(loss.item()))
+            xm.add_step_closure(report, args=(loss,))
+            sorted(xs, key=lambda t: t.item())
+    """)
+    steps = ctx.steps
+    closure_print = find(ctx, "print(loss.item())", ast.Call)  # the one in report() comes first
+    assert is_step_closure(closure_print, ctx)
+    lambda_item = next(n for n in ast.walk(ctx.tree) if isinstance(n, ast.Lambda)).body
+    assert is_step_closure(lambda_item, ctx) and not steps.in_step(lambda_item)
+    assert steps.in_step(find(ctx, "t.item()", ast.Call))
+    assert [h.name for h in steps.loops[0].helpers] == []
+
+
+# --- device loaders -------------------------------------------------------------------
+
+
+def test_device_loader_forms():
+    ctx = context("""
+        import torch_xla.distributed.parallel_loader as pl
+        from torch_xla.distributed.parallel_loader import MpDeviceLoader, ParallelLoader
+        a = pl.MpDeviceLoader(loader, device)
+        b = MpDeviceLoader(loader, device)
+        c = ParallelLoader(loader, [device]).per_device_loader(device)
+        d = iter(a)
+        e = loader
+        class T:
+            def __init__(self):
+                self.dl = pl.MpDeviceLoader(loader, device)
+                self.plain = loader
+            def use(self):
+                return self.dl, self.plain
+        def train(dl, other):
+            return dl, other
+        train(a, loader)
+        train(dl=c, other=a)
+    """)
+    for text, expected in [("a", True), ("b", True), ("c", True), ("d", True), ("e", False)]:
+        # A reference to the name at module level.
+        probe = ast.Name(text, ast.Load())
+        probe.parent = ctx.tree  # type: ignore[attr-defined]
+        assert is_device_loader(probe, ctx) is expected, text
+    assert is_device_loader(find(ctx, "self.dl", ast.Attribute), ctx)
+    assert not is_device_loader(find(ctx, "self.plain", ast.Attribute), ctx)
+    ret = find(ctx, "dl, other", ast.Tuple)
+    dl, other = ret.elts
+    assert is_device_loader(dl, ctx)  # every call fills `dl` with one
+    assert not is_device_loader(other, ctx)  # one call passes a plain loader
+
+
+def test_loop_over_device_loader_is_a_sync_point():
+    steps = analysis("""
+        import torch_xla.distributed.parallel_loader as pl
+        def train(loader):
+            for step, (x, y) in enumerate(loader):
+                model(x).backward()
+        train(pl.MpDeviceLoader(data, dev))
+    """)
+    (loop,) = steps.loops
+    assert loop.iterates_device_loader()
+    assert loop.sync_points() == [loop.node] and loop.syncs_every_iteration()
+    assert loop.is_tensor(expr("x")) and not loop.is_tensor(expr("step"))
+
+
+# --- sync points ------------------------------------------------------------------
+
+
+def test_sync_points_and_gradient_accumulation():
+    steps = analysis("""
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+        for i, x in enumerate(loader):
+            model(x).backward()
+            if (i + 1) % k == 0:
+                xm.optimizer_step(opt, barrier=True)
+                xm.mark_step()
+            xm.optimizer_step(opt)
+    """)
+    (loop,) = steps.loops
+    assert [type(p).__name__ for p in loop.sync_points()] == ["Call", "Call"]
+    assert not loop.syncs_every_iteration()
+
+
+def test_sync_in_helper_step_context_and_compiled_calls():
+    steps = analysis("""
+        import torch_xla
+        def done():
+            torch_xla.sync()
+        @torch_xla.compile
+        def train_step(x):
+            model(x).backward()
+        step_fn = torch_xla.compile(other)
+        for x in a:
+            model(x).backward()
+            done()
+        for x in b:
+            with torch_xla.step():
+                model(x).backward()
+        for x in c:
+            train_step(x)
+        for x in d:
+            model(x).backward()
+            step_fn(x)
+        for x in e:
+            model(x).backward()
+            xm_optimizer_step(opt, barrier=True)
+    """)
+    assert [bool(loop.sync_points()) for loop in steps.loops] == [True, True, True, True, False]
+    assert steps.is_compiled_function(steps.semantic.module_functions["train_step"])
+
+
+# --- tensors ------------------------------------------------------------------------
+
+
+def test_is_tensor():
+    steps = analysis("""
+        import torch
+        import torch.nn.functional as F
+        import numpy as np
+        class Net(torch.nn.Module):
+            pass
+        net = Net().to(device)
+        for step, (x, y) in enumerate(loader):
+            outputs = net(x)
+            logits = outputs.logits
+            loss = F.cross_entropy(logits, y)
+            (loss / 2).backward()
+            preds = logits.argmax(-1)
+            value = loss.item()
+            host = logits.cpu()
+            mean = np.mean(value)
+            total += loss.detach()
+            n = x.size(0)
+    """)
+    (loop,) = steps.loops
+    for text in (
+        "loss",
+        "outputs",
+        "outputs.logits",
+        "logits[0]",
+        "preds",
+        "loss * 2",
+        "-loss",
+        "loss > 1",
+        "total",
+        "torch.ones(3)",
+        "logits.softmax(-1)",
+    ):
+        assert loop.is_tensor(expr(text)), text
+    for text in (
+        "value",
+        "host",
+        "mean",
+        "step",
+        "x",
+        "n",
+        "logits.shape",
+        "logits.shape[0]",
+        "loss.item()",
+        "net",
+        "loss is None",
+        "len(x)",
+        "torch.device('cpu')",
+        "not loss",
+    ):
+        assert not loop.is_tensor(expr(text)), text
+
+
+def test_tensor_arguments_and_returns_of_helpers():
+    steps = analysis("""
+        import torch
+        def compute(model, batch):
+            out = model(**batch)
+            return out.loss
+        def log(value, step):
+            print(value, step)
+        for step, batch in enumerate(loader):
+            l = compute(model, batch)
+            l.backward()
+            log(l * 2, step)
+    """)
+    (loop,) = steps.loops
+    assert loop.is_tensor(expr("l")) and loop.is_tensor(expr("value"))
+    assert loop.is_tensor(find(steps, "compute(model, batch)", ast.Call))
+    assert not loop.is_tensor(expr("step"))
+
+
+def test_mutually_exclusive():
+    ctx = context("""
+        if use_amp:
+            a = 1
+        else:
+            b = 2
+        c = 3
+    """)
+    a, b, c = (find(ctx, t, ast.Assign) for t in ("a = 1", "b = 2", "c = 3"))
+    assert mutually_exclusive(a, b)
+    assert not mutually_exclusive(a, c)
+    assert not mutually_exclusive(a, a)
+
+
+def test_no_loops_is_cheap_and_empty():
+    steps = analysis("import torch\nx = torch.ones(3)\n")
+    assert steps.loops == []
+    assert not steps.in_step(steps.tree.body[-1])

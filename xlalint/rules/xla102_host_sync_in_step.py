@@ -1,0 +1,485 @@
+"""XLA102 host-sync-in-step: reading a tensor's value on the host inside the step."""
+
+from __future__ import annotations
+
+import ast
+
+from xlalint.linter.model import Fix, ReplaceExpr
+from xlalint.linter.rule import Invalid, Rule, Valid
+from xlalint.linter.semantic import dotted_name, enclosing_statement, method_name, parent
+from xlalint.linter.steps import HOST_FETCH_METHODS, StepLoop
+
+# Builtins that convert a tensor to a Python value (and so read it on the host).
+CONVERSIONS = frozenset({"float", "int", "bool", "str", "repr"})
+NUMPY_CONVERSIONS = frozenset({"numpy.array", "numpy.asarray"})
+# Logging: functions by qualified name, and methods by name.
+LOG_FUNCTIONS = frozenset(
+    {
+        *(
+            f"logging.{level}"
+            for level in ("debug", "info", "warning", "warn", "error", "critical", "exception", "log")
+        ),
+        "wandb.log",
+        "mlflow.log_metric",
+        "mlflow.log_metrics",
+        "tqdm.tqdm.write",
+        "tqdm.write",
+        "tqdm.auto.tqdm.write",
+        "torch_xla.core.xla_model.master_print",
+    }
+)
+LOGGER_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
+# Receivers of `.log(...)` other than loggers: experiment trackers.
+TRACKERS = frozenset({"wandb", "run", "experiment", "tracker", "accelerator", "mlflow", "neptune"})
+# TensorBoard's SummaryWriter and tqdm progress bars: any receiver.
+WRITER_METHODS = frozenset(
+    {"add_scalar", "add_scalars", "add_histogram", "add_text", "add_image", "add_figure", "log_metrics"}
+)
+PROGRESS_METHODS = frozenset({"set_postfix", "set_postfix_str", "set_description", "set_description_str"})
+# Python-level names that cannot be bound by a lambda default.
+_UNBINDABLE = frozenset({"super", "__class__"})
+
+
+class HostSyncInStep(Rule):
+    code = "XLA102"
+    name = "host-sync-in-step"
+    summary = "reading a tensor on the host in the training step forces an early graph execution"
+    fix_availability = "sometimes"
+    explanation = """
+torch_xla runs the step's graph at the sync point at the end of the step. Reading a
+tensor's value before that (`.item()`, `.tolist()`, `.numpy()`, `.cpu()`,
+`float(loss)`, printing or logging a tensor, `if loss > x:`) makes torch_xla compile
+and run the graph so far, right there, and usually compile the rest as a second graph:
+every step pays for an extra execution, a device-to-host copy and often an extra
+compile.
+
+**Flagged**, in the step (the step-loop body and the same-file functions it calls):
+`.item()`; `.tolist()`/`.numpy()`/`.cpu()` of a tensor produced in the step;
+`float()`/`int()`/`bool()`/`str()` of one; `print`, `logging`/`logger.*`, `wandb.log`,
+`writer.add_scalar`, `tqdm.set_postfix` and f-strings/`%`/`.format` that render one;
+`if`/`while`/`assert` on one.
+
+**Not flagged**: code in a function or lambda passed to `xm.add_step_closure` (it runs
+after the sync, when values are ready), code under a guard that runs it every N steps
+(`if step % N == 0:`, the recommended way to log), code after the loop, evaluation
+loops (no `.backward()`), `len(x)`, `x.shape`, `print("epoch done")`.
+
+**Fix**: a statement that only logs is wrapped in a step closure (safe), binding the
+locals it reads so it sees this step's values:
+`xm.add_step_closure(lambda i=i, loss=loss: print(i, loss.item()))`.
+`total += loss.item()` becomes `total += loss.detach()` (unsafe: `total` becomes a
+tensor on the device; read it once after the loop). Other uses have no fix: gate them
+with `if step % N == 0:` or move them into a step closure.
+
+```python
+for i, (x, y) in enumerate(loader):
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    print(f"step {i} loss {loss.item():.4f}")      # XLA102
+    torch_xla.sync()
+```
+"""
+
+    VALID = [
+        # Gated logging.
+        Valid("""
+            import torch
+            for step, (x, y) in enumerate(loader):
+                loss = model(x, y)
+                loss.backward()
+                opt.step()
+                if step % 10 == 0:
+                    print(loss.item())
+                    print(f"loss {loss}")
+        """),
+        # Step closures: a lambda and a named function.
+        Valid("""
+            import torch_xla.core.xla_model as xm
+            def log(loss):
+                print(loss.item())
+            for x, y in loader:
+                loss = model(x, y)
+                loss.backward()
+                xm.add_step_closure(lambda: print(loss.item()))
+                xm.add_step_closure(log, args=(loss,))
+        """),
+        # An evaluation loop: no backward.
+        Valid("""
+            import torch
+            for x, y in eval_loader:
+                correct += (model(x).argmax(-1) == y).sum().item()
+        """),
+        # After the loop.
+        Valid("""
+            import torch
+            for x, y in loader:
+                loss = model(x, y)
+                loss.backward()
+            print(loss.item())
+        """),
+        # No tensor: host values and metadata.
+        Valid("""
+            import torch
+            for i, (x, y) in enumerate(loader):
+                loss = model(x, y)
+                loss.backward()
+                print("epoch done", i, len(x), x.shape[0], x.size(0))
+                if i > 100:
+                    break
+        """),
+        # Not in scope: never imports torch.
+        Valid("""
+            for x in data:
+                loss = model(x)
+                loss.backward()
+                print(loss.item())
+        """),
+    ]
+
+    INVALID = [
+        Invalid(
+            """
+            import torch
+            import torch_xla
+            for i, (x, y) in enumerate(loader):
+                loss = model(x, y)
+                loss.backward()
+                print(f"step {i} loss {loss.item():.4f}")
+                torch_xla.sync()
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+
+            for i, (x, y) in enumerate(loader):
+                loss = model(x, y)
+                loss.backward()
+                xm.add_step_closure(lambda i=i, loss=loss: print(f"step {i} loss {loss.item():.4f}"))
+                torch_xla.sync()
+            """,
+            count=1,
+        ),
+        # Logging a tensor; reusing the `xm` alias however it was imported.
+        Invalid(
+            """
+            import logging
+            from torch_xla.core import xla_model
+            logger = logging.getLogger(__name__)
+            def train(model, loader, opt):
+                for x, y in loader:
+                    outputs = model(x, labels=y)
+                    outputs.loss.backward()
+                    opt.step()
+                    logger.info("loss %s", outputs.loss)
+                    xla_model.mark_step()
+            """,
+            fixed="""
+            import logging
+            from torch_xla.core import xla_model
+            logger = logging.getLogger(__name__)
+            def train(model, loader, opt):
+                for x, y in loader:
+                    outputs = model(x, labels=y)
+                    outputs.loss.backward()
+                    opt.step()
+                    xla_model.add_step_closure(lambda outputs=outputs: logger.info("loss %s", outputs.loss))
+                    xla_model.mark_step()
+            """,
+            count=1,
+        ),
+        # Accumulating `.item()`: unsafe fix to a device-side sum.
+        Invalid(
+            """
+            import torch
+            total = 0.0
+            for x, y in loader:
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                total += loss.item()
+            print(total)
+            """,
+            unsafe_fixed="""
+            import torch
+            total = 0.0
+            for x, y in loader:
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+                total += loss.detach()
+            print(total)
+            """,
+            count=1,
+        ),
+        # Control flow on a tensor and a conversion: no fix. In a helper the loop calls.
+        Invalid(
+            """
+            import torch
+            def step(model, x):
+                loss = model(x).mean()
+                loss.backward()
+                if torch.isnan(loss):
+                    raise ValueError("nan")
+                return float(loss)
+            for x in loader:
+                losses.append(step(model, x))
+            """,
+            count=2,
+        ),
+        # `.cpu()`/`.numpy()` of a tensor: reported once, at the first host read.
+        Invalid(
+            """
+            import torch
+            for x, y in loader:
+                logits = model(x)
+                loss_fn(logits, y).backward()
+                preds.extend(logits.argmax(-1).cpu().numpy())
+            """,
+            count=1,
+        ),
+    ]
+
+    # -- visitors -------------------------------------------------------------------
+    def visit_Call(self, node: ast.Call) -> None:
+        steps = self.ctx.steps
+        if not steps.loops or not steps.in_step(node):
+            return
+        loop = steps.loop_of(node)
+        attr = method_name(node)
+        if attr == "item" or (attr in HOST_FETCH_METHODS and loop.is_tensor(node.func.value)):  # type: ignore[union-attr]
+            self.report(node, f"`.{attr}()` in the training step {_WHY}", fix=self._fix(node, loop))
+        elif self._is_conversion(node) and loop.is_tensor(node.args[0]):
+            label = dotted_name(node.func)
+            self.report(node, f"`{label}()` of a tensor in the training step {_WHY}", fix=self._fix(node, loop))
+        elif self._is_log_call(node) and any(self._renders_tensor(a, loop) for a in _arguments(node)):
+            self.report(node, f"logging a tensor in the training step {_WHY}", fix=self._fix(node, loop))
+        elif self._is_format_call(node) and not self._logged(node) and self._renders_tensor(node, loop):
+            self.report(node, f"formatting a tensor as text in the training step {_WHY}")
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        steps = self.ctx.steps
+        if not steps.loops or self._logged(node) or not steps.in_step(node):
+            return
+        if self._renders_tensor(node, steps.loop_of(node)):
+            self.report(node, f"formatting a tensor as text in the training step {_WHY}")
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if not _is_percent_format(node):
+            return
+        steps = self.ctx.steps
+        if (
+            steps.loops
+            and not self._logged(node)
+            and steps.in_step(node)
+            and self._renders_tensor(node, steps.loop_of(node))
+        ):
+            self.report(node, f"formatting a tensor as text in the training step {_WHY}")
+
+    def visit_If(self, node: ast.If) -> None:
+        self._check_test(node.test, "`if`")
+
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        self._check_test(node.test, "a conditional expression")
+
+    def visit_While(self, node: ast.While) -> None:
+        self._check_test(node.test, "`while`")
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        self._check_test(node.test, "`assert`")
+
+    def _check_test(self, test: ast.expr, what: str) -> None:
+        steps = self.ctx.steps
+        if not steps.loops or not steps.in_step(test):
+            return
+        if _forces_bool(test, steps.loop_of(test)):
+            self.report(test, f"{what} on a tensor in the training step {_WHY}")
+
+    # -- what counts --------------------------------------------------------------
+    def _is_conversion(self, call: ast.Call) -> bool:
+        if len(call.args) != 1 or call.keywords:
+            return False
+        if isinstance(call.func, ast.Name):
+            return call.func.id in CONVERSIONS and not self._shadowed(call.func.id)
+        return self.ctx.semantic.call_name(call) in NUMPY_CONVERSIONS
+
+    def _shadowed(self, name: str) -> bool:
+        semantic = self.ctx.semantic
+        return name in semantic.imports.bindings or name in semantic.module_functions
+
+    def _is_log_call(self, call: ast.Call) -> bool:
+        """``print``, ``logging.info``, ``logger.info``, ``wandb.log``, ``writer.add_scalar``,
+        ``pbar.set_postfix``, ``xm.master_print``, ..."""
+        func = call.func
+        if isinstance(func, ast.Name) and func.id == "print":
+            return not self._shadowed("print")
+        if self.ctx.semantic.call_name(call) in LOG_FUNCTIONS:
+            return True
+        if not isinstance(func, ast.Attribute):
+            return False
+        receiver = (dotted_name(func.value) or "").rsplit(".", 1)[-1]
+        if func.attr in LOGGER_METHODS and "log" in receiver.lower():
+            return True
+        if func.attr == "log" and receiver in TRACKERS:
+            return True
+        if func.attr == "write" and any(word in receiver.lower() for word in ("tqdm", "bar", "progress")):
+            return True
+        return func.attr in WRITER_METHODS or func.attr in PROGRESS_METHODS
+
+    @staticmethod
+    def _is_format_call(call: ast.Call) -> bool:
+        return method_name(call) == "format" and isinstance(call.func.value, (ast.Constant, ast.JoinedStr))  # type: ignore[union-attr]
+
+    def _renders_tensor(self, expr: ast.AST, loop: StepLoop) -> bool:
+        """``expr`` is a tensor, or text made from one (f-string, ``%``, ``.format``)."""
+        if loop.is_tensor(expr):
+            return True
+        if isinstance(expr, ast.JoinedStr):
+            return any(isinstance(v, ast.FormattedValue) and loop.is_tensor(v.value) for v in expr.values)
+        if isinstance(expr, ast.Call) and self._is_format_call(expr):
+            return any(loop.is_tensor(a) for a in _arguments(expr))
+        if _is_percent_format(expr):
+            right = expr.right  # type: ignore[attr-defined]
+            values = right.elts if isinstance(right, ast.Tuple) else [right]
+            return any(loop.is_tensor(v) for v in values)
+        return False
+
+    def _logged(self, node: ast.AST) -> bool:
+        """``node`` is an argument of a log call (which is reported instead)."""
+        call = parent(node)
+        if isinstance(call, ast.keyword):
+            call = parent(call)
+        return isinstance(call, ast.Call) and node is not call.func and self._is_log_call(call)
+
+    # -- fixes --------------------------------------------------------------------
+    def _fix(self, node: ast.Call, loop: StepLoop) -> Fix | None:
+        stmt = enclosing_statement(node)
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and self._is_log_call(stmt.value):
+            return self._closure_fix(stmt.value)
+        if method_name(node) == "item" and isinstance(stmt, ast.AugAssign) and _summed(node, stmt):
+            receiver = node.func.value  # type: ignore[union-attr]
+            operation = ReplaceExpr(self.ctx.span(node), "{recv}.detach()", (("recv", self.ctx.span(receiver)),))
+            return self.fix("unsafe", "Accumulate the tensor on the device (`.detach()`)", operation)
+        return None
+
+    def _closure_fix(self, call: ast.Call) -> Fix | None:
+        """Wrap a log call in ``xm.add_step_closure(lambda <locals>=<locals>: <call>)``."""
+        if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(call)):
+            return None
+        names = _free_names(call)
+        if names & _UNBINDABLE:
+            return None
+        local = _local_names(call)
+        bound = sorted(n for n in names if n in local)
+        xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm")
+        params = ", ".join(f"{n}={n}" for n in bound)
+        head = f"lambda {params}:" if params else "lambda:"
+        template = f"{xm}.add_step_closure({head} {{call}})"
+        operation = ReplaceExpr(self.ctx.span(call), template, (("call", self.ctx.span(call)),))
+        return self.fix("safe", "Run it in a step closure (after the sync)", operation, imports=imports)
+
+
+_WHY = "copies it to the host and forces an early graph execution"
+
+
+def _arguments(call: ast.Call) -> list[ast.expr]:
+    return [*call.args, *(kw.value for kw in call.keywords)]
+
+
+def _is_percent_format(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.BinOp)
+        and isinstance(node.op, ast.Mod)
+        and isinstance(node.left, ast.Constant)
+        and isinstance(node.left.value, str)
+    )
+
+
+def _forces_bool(test: ast.expr, loop: StepLoop) -> bool:
+    """Evaluating ``test`` as a condition asks for a tensor's truth value."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _forces_bool(test.operand, loop)
+    if isinstance(test, ast.BoolOp):
+        return any(_forces_bool(v, loop) for v in test.values)
+    return loop.is_tensor(test)
+
+
+def _summed(item: ast.Call, stmt: ast.AugAssign) -> bool:
+    """``total += loss.item()`` (or ``total -= 2 * loss.item()``): only arithmetic between
+    the ``.item()`` and the ``+=``, so the sum can stay a tensor."""
+    if not isinstance(stmt.op, (ast.Add, ast.Sub)):
+        return False
+    node: ast.AST | None = parent(item)
+    child: ast.AST = item
+    while node is not stmt:
+        if not isinstance(node, (ast.BinOp, ast.UnaryOp)):
+            return False
+        child, node = node, parent(node)
+    return child is stmt.value
+
+
+def _free_names(expr: ast.AST) -> set[str]:
+    """Names ``expr`` reads that it does not bind itself (comprehension variables, lambda
+    parameters)."""
+    loaded = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    bound = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Lambda):
+            a = node.args
+            bound.update(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if p)
+    return loaded - bound
+
+
+def _local_names(node: ast.AST) -> set[str]:
+    """The names local to the functions around ``node`` (parameters, assignments, loop
+    targets, ``with ... as``, local imports), or, at module level, the module's variables
+    (not its imports, functions and classes, which a closure may read as globals)."""
+    functions = [a for a in _ancestors(node) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+    if not functions:
+        module = next(a for a in _ancestors(node) if isinstance(a, ast.Module))
+        return {n.id for n in _shallow(module) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    names: set[str] = set()
+    for func in functions:
+        a = func.args
+        names.update(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if p)
+        declared_global: set[str] = set()
+        for n in _shallow(func):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                names.add(n.id)
+            elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                names.update((alias.asname or alias.name).split(".", 1)[0] for alias in n.names)
+            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler)) and n.name:
+                names.add(n.name)
+            elif isinstance(n, ast.Global):
+                declared_global.update(n.names)
+        names -= declared_global
+    return names
+
+
+def _ancestors(node: ast.AST):
+    current = parent(node)
+    while current is not None:
+        yield current
+        current = parent(current)
+
+
+def _shallow(scope: ast.AST):
+    """The nodes of a scope, not those of nested functions, classes and comprehensions."""
+    stack = list(ast.iter_child_nodes(scope)) if not isinstance(scope, ast.Lambda) else [scope.body]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(
+            node,
+            (
+                ast.FunctionDef,
+                ast.AsyncFunctionDef,
+                ast.ClassDef,
+                ast.Lambda,
+                ast.ListComp,
+                ast.SetComp,
+                ast.DictComp,
+                ast.GeneratorExp,
+            ),
+        ):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
