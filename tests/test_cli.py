@@ -6,7 +6,7 @@ import json
 import os
 import stat
 
-from conftest import CUDA_SCRIPT
+from support import CUDA_SCRIPT
 
 
 def write(tmp_path, name, text, mode="w"):

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CUDA_SCRIPT
+from support import CUDA_SCRIPT
 
 ROOT = Path(__file__).resolve().parents[1]
 

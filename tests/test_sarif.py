@@ -8,7 +8,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import CUDA_SCRIPT
+from support import CUDA_SCRIPT
 
 SCHEMA = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "sarif-schema-2.1.0.json"
 LOCAL_SCHEMA = Path(__file__).resolve().parent / "data" / "sarif-schema-2.1.0.json"

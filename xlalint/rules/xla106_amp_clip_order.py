@@ -82,9 +82,11 @@ takes the same branch each time):
 - on a path without a scaler, in a multi-process XLA script: clipping before
   `xm.optimizer_step(opt)` with no all-reduce before the clip.
 
-Not flagged: the order above; clipping without a scaler on one process; a path that
-never uses the scaler (`if use_amp: scaler.unscale_(opt)` ... `else: opt.step()`);
-clipping outside the step.
+Not flagged: the order above; clipping without a scaler on one process (before or
+after `opt.step()`); a path that never uses the scaler (`if use_amp:
+scaler.unscale_(opt)` ... `else: opt.step()`); `clip_grad_norm_(params, inf)`, which
+only measures the norm; clipping outside the step (a helper the loop never calls,
+code after the loop).
 
 ## Fix
 
@@ -219,6 +221,34 @@ scaler.update()
                 torch.nn.utils.clip_grad_value_(model.parameters(), 1.0)
                 scaler.step(opt)
                 scaler.update()
+            """
+        ),
+        # Measuring the norm with max_norm=inf (for logging) clips nothing; a scheduler
+        # step is not an optimizer step.
+        Valid(
+            """
+            import math
+            import torch
+            scaler = torch.cuda.amp.GradScaler()
+            for step, (x, y) in enumerate(loader):
+                scaler.scale(model(x, y)).backward()
+                scaler.unscale_(opt)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(opt)
+                scaler.update()
+                scheduler.step()
+                if step % 100 == 0:
+                    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), math.inf)
+            """
+        ),
+        # Without a scaler on one process, a clip after the step is not this rule's.
+        Valid(
+            """
+            import torch
+            for x, y in loader:
+                model(x, y).backward()
+                opt.step()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             """
         ),
         # xm.optimizer_step without a clip, and a clip in a single-process XLA script.
@@ -528,6 +558,8 @@ def problems(path: Path, multiprocess: bool, judge_late_clip: bool = True) -> li
     found: list[tuple[str, Event]] = []
     amp = path.uses_scaler
     for i, event in enumerate(path):
+        if event.kind is Kind.CLIP and _measures_only(event.call):
+            continue
         if event.kind is Kind.CLIP and (amp or judge_late_clip) and _after_step(path, i):
             found.append((AFTER_STEP, event))
         elif event.kind is Kind.CLIP and amp:
@@ -540,6 +572,21 @@ def problems(path: Path, multiprocess: bool, judge_late_clip: bool = True) -> li
         elif event.kind is Kind.ALL_REDUCE and amp and path.before(i, Kind.UNSCALE, Kind.CLIP):
             found.append((LATE_REDUCE, event))
     return found
+
+
+def _measures_only(call: ast.Call) -> bool:
+    """``clip_grad_norm_(params, float("inf"))`` only measures the norm (for logging)."""
+    limit = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "max_norm"), None)
+    if isinstance(limit, ast.Attribute):
+        return limit.attr == "inf"
+    return (
+        isinstance(limit, ast.Call)
+        and isinstance(limit.func, ast.Name)
+        and limit.func.id == "float"
+        and len(limit.args) == 1
+        and isinstance(limit.args[0], ast.Constant)
+        and str(limit.args[0].value).lower() in ("inf", "+inf", "infinity")
+    )
 
 
 def _after_step(path: Path, i: int) -> bool:
