@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor
+from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from xlalint.linter.model import (
@@ -26,6 +26,7 @@ from xlalint.linter.model import (
     AppendToBody,
     Fix,
     InsertStatement,
+    MoveStatement,
     Operation,
     RemoveKeyword,
     RemoveStatement,
@@ -182,6 +183,8 @@ class _Plan:
     before: dict[cst.CSTNode, list[Statement]] = field(default_factory=lambda: defaultdict(list))
     after: dict[cst.CSTNode, list[Statement]] = field(default_factory=lambda: defaultdict(list))
     remove: set[cst.CSTNode] = field(default_factory=set)
+    # Statements placed elsewhere as they are, comments and blank lines included.
+    moved: set[cst.CSTNode] = field(default_factory=set)
     claimed: list[Span] = field(default_factory=list)
 
 
@@ -197,7 +200,7 @@ class _Rewriter(cst.CSTTransformer):
             node = rewrite(node)
         if isinstance(original_node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             before = plan.before.get(original_node, [])
-            if before:
+            if before and before[0] not in plan.moved:
                 # The blank lines that separate the statement from what precedes it now
                 # separate the inserted code (a new `def` wants its two blank lines).
                 blank = [line for line in original_node.leading_lines if line.comment is None]
@@ -243,6 +246,20 @@ def _plan_operation(index: NodeIndex, op: Operation, plan: _Plan, claims: list[S
         stmt = index.at(op.span, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
         claims.append(index.spans[stmt])
         return lambda: plan.remove.add(stmt)
+    if isinstance(op, MoveStatement):
+        stmt = index.at(op.span, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+        anchor = index.at(op.anchor, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+        if stmt is anchor:
+            raise FixError("a statement cannot move next to itself")
+        claims.append(index.spans[stmt])
+        where = plan.before if op.where == "before" else plan.after
+
+        def record() -> None:
+            plan.remove.add(stmt)
+            plan.moved.add(stmt)
+            where[anchor].append(stmt)
+
+        return record
     if isinstance(op, AppendToBody):
         compound = index.at(op.span, cst.BaseCompoundStatement)
         _parse_statements(op.code)  # fail now, not mid-transform, on bad code
@@ -281,6 +298,13 @@ def apply_fixes(source: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix]]:
             else:
                 AddImportsVisitor.add_needed_import(context, imp.module, asname=imp.asname)
         new_module = AddImportsVisitor(context).transform_module(new_module)
+    unused = {imp for fix in applied for imp in fix.unused_imports}
+    if unused:
+        # Scope analysis, on this file only and only because a fix asked for it.
+        context = CodemodContext()
+        for imp in sorted(unused):
+            RemoveImportsVisitor.remove_unused_import(context, imp.module, imp.name, imp.asname)
+        new_module = RemoveImportsVisitor(context).transform_module(new_module)
     return new_module.code, applied
 
 
@@ -292,29 +316,32 @@ class TextEdit:
 
 
 def text_edits(before: str, after: str) -> list[TextEdit]:
-    """The smallest line-level edits (narrowed to columns on a one-line change)."""
+    """Small edits that turn ``before`` into ``after``: changed lines, narrowed to the
+    changed characters (pieces closer than a few characters are merged)."""
     old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
     edits: list[TextEdit] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
         if tag == "equal":
             continue
-        if tag == "replace" and i2 - i1 == 1 and j2 - j1 == 1:
-            a, b = old[i1], new[j1]
-            prefix = len(_common_prefix(a, b))
-            suffix = len(_common_prefix(a[prefix:][::-1], b[prefix:][::-1]))
-            edits.append(TextEdit(b[prefix : len(b) - suffix], (i1 + 1, prefix + 1), (i1 + 1, len(a) - suffix + 1)))
-            continue
-        edits.append(TextEdit("".join(new[j1:j2]), (i1 + 1, 1), (i2 + 1, 1)))
+        a, b = "".join(old[i1:i2]), "".join(new[j1:j2])
+        pieces: list[list[int]] = []  # [a_start, a_end, b_start, b_end]
+        for op, a1, a2, b1, b2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+            if op == "equal":
+                continue
+            if pieces and a1 - pieces[-1][1] <= 3:
+                pieces[-1][1], pieces[-1][3] = a2, b2
+            else:
+                pieces.append([a1, a2, b1, b2])
+        for a1, a2, b1, b2 in pieces:
+            edits.append(TextEdit(b[b1:b2], _position(a, a1, i1), _position(a, a2, i1)))
     return edits
 
 
-def _common_prefix(a: str, b: str) -> str:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return a[:n]
+def _position(block: str, offset: int, first_line: int) -> tuple[int, int]:
+    """1-based (row, column) of ``offset`` in ``block``, which starts at 0-based line ``first_line``."""
+    row = first_line + block.count("\n", 0, offset)
+    column = offset - (block.rfind("\n", 0, offset) + 1)
+    return row + 1, column + 1
 
 
 def fix_edits(source: str, fix: Fix) -> list[TextEdit]:

@@ -116,6 +116,16 @@ class RemoveStatement:
 
 
 @dataclass(frozen=True)
+class MoveStatement:
+    """Move the statement that contains ``span``, with the comments above it, before
+    or after the statement that contains ``anchor`` (in the same block or another)."""
+
+    span: Span
+    anchor: Span
+    where: Literal["before", "after"] = "before"
+
+
+@dataclass(frozen=True)
 class AppendToBody:
     """Append ``code`` as the last statement of the body of the compound statement
     (loop, function, ...) that starts at ``span``."""
@@ -150,7 +160,10 @@ class Fix:
     applicability: Applicability
     message: str
     operations: tuple[Operation, ...]
+    #: Imports the fixed code needs (added unless already there).
     imports: tuple[Import, ...] = ()
+    #: Imports the fix may leave unused (removed only if nothing uses them any more).
+    unused_imports: tuple[Import, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -162,7 +175,7 @@ class Finding:
     span: Span
     fix: Fix | None = None
     noqa_row: int | None = None
-    # The 1-based line numbers on which a `# noqa` may suppress this finding.
+    # The 1-based line numbers on which a suppression comment may hide this finding.
     noqa_lines: tuple[int, ...] = field(default=(), compare=False)
 
     @property

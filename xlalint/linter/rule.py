@@ -112,6 +112,10 @@ class Context:
         """How to spell ``qualified`` in a fix, and the imports that needs."""
         return self.semantic.imports.reference(qualified, preferred)
 
+    def reference_object(self, qualified: str) -> tuple[str, tuple[Import, ...]]:
+        """How to spell a class or function in a fix (``from module import name`` if needed)."""
+        return self.semantic.imports.reference_object(qualified)
+
     def xla_api(self, new: str, old: str) -> tuple[str, tuple[Import, ...]]:
         """Code for an API that moved in torch_xla 2.4, e.g. ``xla_api("sync", "mark_step")``:
         ``torch_xla.sync`` for targets >= 2.4, ``xm.mark_step`` before."""
@@ -195,8 +199,15 @@ class Rule:
         message: str,
         *operations: Operation,
         imports: tuple[Import, ...] = (),
+        unused_imports: tuple[Import, ...] = (),
     ) -> Fix:
-        return Fix(applicability, message, tuple(operations), tuple(dict.fromkeys(imports)))
+        return Fix(
+            applicability,
+            message,
+            tuple(operations),
+            tuple(dict.fromkeys(imports)),
+            tuple(dict.fromkeys(unused_imports)),
+        )
 
 
 _COMPOUND = (

@@ -59,6 +59,21 @@ class ImportTable:
                 return local
         return None
 
+    def reference_object(self, qualified: str) -> tuple[str, tuple[Import, ...]]:
+        """How to write a class or function ``qualified`` (``transformers.DataCollatorWithPadding``):
+        an existing binding of it or of its module, else ``from module import name``."""
+        existing = self.alias_for(qualified)
+        if existing:
+            return existing, ()
+        module, _, name = qualified.rpartition(".")
+        module_alias = self.alias_for(module)
+        if module_alias:
+            return f"{module_alias}.{name}", ()
+        if name in self.bindings:
+            # The name means something else here: spell the object out through its module.
+            return qualified, (Import(module),)
+        return name, (Import(module, name=name),)
+
     def reference(self, qualified: str, preferred: str | None = None) -> tuple[str, tuple[Import, ...]]:
         """How to write ``qualified`` in code, and the import that makes it valid.
 

@@ -1,0 +1,183 @@
+"""Each fix operation, before and after, on libcst: comments and layout survive."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from xlalint.fixers.apply import apply_fixes, text_edits
+from xlalint.linter.model import (
+    AddParameter,
+    AppendToBody,
+    Fix,
+    Import,
+    InsertStatement,
+    MoveStatement,
+    RemoveKeyword,
+    RemoveStatement,
+    ReplaceExpr,
+    SetKeyword,
+    Span,
+)
+
+
+def node_span(source: str, predicate) -> Span:
+    lines = source.splitlines()
+    for node in ast.walk(ast.parse(source)):
+        if predicate(node):
+            return Span.of(node, lines)
+    raise AssertionError("no such node")
+
+
+def call_to(name: str):
+    def match(node):
+        if not isinstance(node, ast.Call):
+            return False
+        func = node.func
+        return (isinstance(func, ast.Attribute) and func.attr == name) or (
+            isinstance(func, ast.Name) and func.id == name
+        )
+
+    return match
+
+
+def apply(source: str, *operations, imports=(), unused=()) -> str:
+    source = textwrap.dedent(source)
+    ops = [op(source) for op in operations]
+    fixed, applied = apply_fixes(source, [Fix("safe", "test", tuple(ops), tuple(imports), tuple(unused))])
+    assert applied, "the fix was not applied"
+    ast.parse(fixed)
+    return fixed
+
+
+def test_replace_expression_keeps_parts_and_comments():
+    fixed = apply(
+        "y = (x + 1).cuda()  # keep\n",
+        lambda s: ReplaceExpr(
+            node_span(s, call_to("cuda")),
+            "{recv}.to(torch_xla.device())",
+            (("recv", node_span(s, lambda n: isinstance(n, ast.BinOp))),),
+        ),
+        imports=[Import("torch_xla")],
+    )
+    assert fixed == "import torch_xla\n\ny = (x + 1).to(torch_xla.device())  # keep\n"
+
+
+def test_set_keyword_replaces_adds_and_respects_trailing_comma_layout():
+    source = "tok(\n    a,\n    padding=True,\n)\n"
+    fixed = apply(
+        source,
+        lambda s: SetKeyword(node_span(s, call_to("tok")), "padding", '"max_length"'),
+        lambda s: SetKeyword(node_span(s, call_to("tok")), "max_length", "512", only_if_missing=True),
+    )
+    assert fixed == 'tok(\n    a,\n    padding="max_length",\n    max_length=512,\n)\n'
+
+
+def test_set_keyword_goes_before_double_star_kwargs():
+    fixed = apply("f(a, **kw)\n", lambda s: SetKeyword(node_span(s, call_to("f")), "b", "1"))
+    assert fixed == "f(a, b=1, **kw)\n"
+
+
+def test_remove_keyword():
+    fixed = apply("spawn(fn, args=(), nprocs=8)\n", lambda s: RemoveKeyword(node_span(s, call_to("spawn")), "nprocs"))
+    assert fixed == "spawn(fn, args=())\n"
+
+
+def test_insert_and_remove_statements():
+    source = "for x in y:\n    # clip\n    clip(p)\n    torch.cuda.empty_cache()\n"
+    fixed = apply(
+        source,
+        lambda s: InsertStatement(node_span(s, call_to("clip")), "scaler.unscale_(opt)", "before"),
+        lambda s: RemoveStatement(node_span(s, call_to("empty_cache"))),
+    )
+    assert fixed == "for x in y:\n    scaler.unscale_(opt)\n    # clip\n    clip(p)\n"
+
+
+def test_removing_the_only_statement_leaves_pass():
+    fixed = apply(
+        "if c:\n    torch.cuda.empty_cache()\n", lambda s: RemoveStatement(node_span(s, call_to("empty_cache")))
+    )
+    assert fixed == "if c:\n    pass\n"
+
+
+def test_move_statement_keeps_its_comment():
+    source = "loss.backward()\nopt.step()\n# keep grads bounded\nclip(p, 1.0)\n"
+    fixed = apply(
+        source,
+        lambda s: MoveStatement(node_span(s, call_to("clip")), node_span(s, call_to("step")), "before"),
+    )
+    assert fixed == "loss.backward()\n# keep grads bounded\nclip(p, 1.0)\nopt.step()\n"
+
+
+def test_append_to_body_of_one_line_loop_and_block():
+    fixed = apply(
+        "for x in y: f(x)\n", lambda s: AppendToBody(node_span(s, lambda n: isinstance(n, ast.For)), "sync()")
+    )
+    assert fixed == "for x in y:\n    f(x)\n    sync()\n"
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("def f():\n    pass\n", "def f(index):\n    pass\n"),
+        ("def f(a, *, b):\n    pass\n", "def f(index, a, *, b):\n    pass\n"),
+        ("def f(*args):\n    pass\n", "def f(index, *args):\n    pass\n"),
+    ],
+)
+def test_add_parameter(source, expected):
+    fixed = apply(source, lambda s: AddParameter(node_span(s, lambda n: isinstance(n, ast.FunctionDef)), "index"))
+    assert fixed == expected
+
+
+def test_unused_imports_are_removed_only_when_unused():
+    source = "from torch.cuda.amp import GradScaler, autocast\nscaler = GradScaler()\nwith autocast():\n    pass\n"
+    fixed = apply(
+        source,
+        lambda s: RemoveStatement(node_span(s, call_to("GradScaler"))),
+        unused=[Import("torch.cuda.amp", "GradScaler"), Import("torch.cuda.amp", "autocast")],
+    )
+    assert fixed == "from torch.cuda.amp import autocast\nwith autocast():\n    pass\n"
+
+
+def test_overlapping_fixes_wait_for_the_next_pass():
+    source = "f(g(x))\n"
+    outer = Fix("safe", "outer", (ReplaceExpr(node_span(source, call_to("f")), "h(1)"),))
+    inner = Fix("safe", "inner", (ReplaceExpr(node_span(source, call_to("g")), "k(2)"),))
+    fixed, applied = apply_fixes(source, [outer, inner])
+    assert fixed == "h(1)\n" and applied == [outer]
+
+
+def apply_edits(text: str, edits) -> str:
+    lines = text.splitlines(keepends=True)
+
+    def offset(row: int, column: int) -> int:
+        return sum(len(line) for line in lines[: row - 1]) + column - 1
+
+    for edit in sorted(edits, key=lambda e: e.start, reverse=True):
+        text = text[: offset(*edit.start)] + edit.content + text[offset(*edit.end) :]
+    return text
+
+
+def test_text_edits_are_narrow():
+    before = "a = x.cuda()\nb = 1\n"
+    after = "import torch_xla\na = x.to(torch_xla.device())\nb = 1\n"
+    edits = text_edits(before, after)
+    assert [(e.content, e.start, e.end) for e in edits] == [
+        ("import torch_xla\n", (1, 1), (1, 1)),
+        ("to(torch_xla.device())", (1, 7), (1, 13)),
+    ]
+
+
+@pytest.mark.parametrize(
+    "before, after",
+    [
+        ("a\nb\nc\n", "a\nc\n"),
+        ("a\nb\n", "a\nb\nc\n"),
+        ("for x in y:\n    f(x)\n", "import t\n\nfor x in y:\n    f(x)\n    t.sync()\n"),
+        ("x = 1\r\ny = 2\r\n", "x = 10\r\ny = 2\r\n"),
+    ],
+)
+def test_text_edits_reproduce_the_fixed_text(before, after):
+    assert apply_edits(before, text_edits(before, after)) == after
