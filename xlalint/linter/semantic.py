@@ -24,6 +24,8 @@ class ImportTable:
 
     bindings: dict[str, str] = field(default_factory=dict)
     imported_modules: set[str] = field(default_factory=set)
+    # Local name -> the `from module import name [as local]` that bound it.
+    from_imports: dict[str, Import] = field(default_factory=dict)
 
     @classmethod
     def build(cls, tree: ast.Module) -> ImportTable:
@@ -43,8 +45,16 @@ class ImportTable:
                 for alias in node.names:
                     if alias.name == "*":
                         continue
-                    table.bindings[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                    local = alias.asname or alias.name
+                    table.bindings[local] = f"{node.module}.{alias.name}"
+                    table.from_imports[local] = Import(node.module, alias.name, alias.asname)
         return table
+
+    def import_binding(self, node: ast.AST) -> Import | None:
+        """The ``from ... import`` that bound the name ``node`` (to remove it once unused)."""
+        if isinstance(node, ast.Name):
+            return self.from_imports.get(node.id)
+        return None
 
     def imports_any(self, roots: frozenset[str] = SCOPE_ROOTS) -> bool:
         return any(module.split(".", 1)[0] in roots for module in self.imported_modules)

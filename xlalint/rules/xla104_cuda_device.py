@@ -840,7 +840,13 @@ opt.step()
             "Autocast to bfloat16 on XLA",
             ReplaceExpr(self.ctx.span(call), template, tuple(parts)),
             imports=imports,
+            unused_imports=self._imported_name(call.func),
         )
+
+    def _imported_name(self, func: ast.AST) -> tuple[Import, ...]:
+        """``from torch.cuda.amp import autocast``: the import the fix may leave unused."""
+        binding = self.ctx.semantic.imports.import_binding(func)
+        return (binding,) if binding is not None else ()
 
     # -- GradScaler -----------------------------------------------------------------------------
     def _check_grad_scaler(self, call: ast.Call, name: str) -> None:
@@ -897,7 +903,12 @@ class ScalerRemoval:
                 return None
         if not uses or not self._may_gain_an_unscale(uses):
             self.operations.append(RemoveStatement(self.ctx.span(stmt)))
-        return Fix("unsafe", "Remove the GradScaler (bfloat16 needs no loss scaling)", tuple(self.operations))
+        return self.rule.fix(
+            "unsafe",
+            "Remove the GradScaler (bfloat16 needs no loss scaling)",
+            *self.operations,
+            unused_imports=self.rule._imported_name(self.call.func),
+        )
 
     def _may_gain_an_unscale(self, uses: list[ast.AST]) -> bool:
         """A clip with no ``scaler.unscale_`` is what XLA106 fixes by inserting
