@@ -1,0 +1,111 @@
+"""What the fixes change at run time: `xlalint run --compare --unsafe-fixes` on every example.
+
+Each example in examples/ runs twice on torch_xla (original, then the fixed copy;
+for the CUDA example the baseline is the original with only the XLA104 device fixes)
+on the chosen device (default CPU). The table gives compilations, executions, host
+transfers, compile time and wall time, original -> fixed with the ratio original/fixed,
+and goes to stdout and to bench/harness_results.md.
+
+    python bench/harness.py [--device cpu] [--timeout 600] [EXAMPLE ...]
+
+Wall times include starting Python and importing torch/torch_xla (several seconds per
+run) and vary with the machine's load; the counts do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import platform
+import re
+import sys
+from pathlib import Path
+
+from xlalint.harness.environment import HarnessEnvironmentError
+from xlalint.harness.report import ratio
+from xlalint.harness.results import RunResult
+from xlalint.harness.session import RunOptions, run_harness
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+RESULTS = Path(__file__).resolve().with_name("harness_results.md")
+
+
+def rule_of(script: Path) -> str:
+    """The rule an example shows: the first XLAnnn in its docstring."""
+    match = re.search(r"XLA\d{3}", script.read_text(encoding="utf-8"))
+    return match.group(0) if match else "?"
+
+
+def cell(original: RunResult, fixed: RunResult, name: str) -> str:
+    if original.metrics is None or fixed.metrics is None:
+        return "n/a"
+    before, after = getattr(original.metrics, name), getattr(fixed.metrics, name)
+    if isinstance(before, float):
+        return f"{before:.1f} -> {after:.1f} ({ratio(before, after)})"
+    return f"{before} -> {after} ({ratio(before, after)})"
+
+
+def wall_cell(original: RunResult, fixed: RunResult) -> str:
+    return f"{original.wall_s:.1f} -> {fixed.wall_s:.1f} ({ratio(original.wall_s, fixed.wall_s)})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("examples", nargs="*", type=Path, help="default: every examples/*.py")
+    parser.add_argument("--device", default="cpu", choices=["auto", "cpu", "tpu", "cuda"])
+    parser.add_argument("--timeout", type=float, default=600.0, help="per run, in seconds")
+    args = parser.parse_args()
+    scripts = args.examples or sorted(EXAMPLES.glob("*.py"))
+
+    header = [
+        "| example | rule | compiles | executions | host transfers | compile time (s) | wall time (s) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    rows, failures, device, torch_xla = [], [], "?", "?"
+    for script in scripts:
+        print(f"bench: {script.name} ...", file=sys.stderr, flush=True)
+        options = RunOptions(
+            script=script,
+            compare=True,
+            unsafe_fixes=True,
+            device=args.device,
+            timeout_s=args.timeout,
+        )
+        try:
+            report = run_harness(options, io.StringIO())
+        except HarnessEnvironmentError as error:
+            print(f"bench: cannot run {script.name}: {error}", file=sys.stderr)
+            return 2
+        device, torch_xla = report.device, report.torch_xla
+        original, fixed = report.runs["original"], report.runs["fixed"]
+        for run in (original, fixed):
+            if not run.ok:
+                failures.append(f"{script.name} ({run.description}): {run.status_line()}")
+        rows.append(
+            f"| {script.name} | {rule_of(script)} | {cell(original, fixed, 'compiles')} "
+            f"| {cell(original, fixed, 'executions')} | {cell(original, fixed, 'host_transfers')} "
+            f"| {cell(original, fixed, 'compile_time_s')} | {wall_cell(original, fixed)} |"
+        )
+
+    lines = [
+        "# xlalint run --compare --unsafe-fixes on the examples",
+        "",
+        f"Device {device}, torch_xla {torch_xla}, Python {platform.python_version()}, "
+        f"{platform.machine()}. Cells: original -> fixed (original/fixed). For cuda_port.py "
+        "the original is the script with only the XLA104 device fixes (CUDA cannot run on "
+        "XLA). Wall time includes Python start-up and importing torch_xla.",
+        "",
+        *header,
+        *rows,
+    ]
+    if failures:
+        lines += ["", "Runs that did not finish cleanly:", *[f"- {f}" for f in failures]]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    RESULTS.write_text(text, encoding="utf-8")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

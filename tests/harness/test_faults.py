@@ -1,0 +1,199 @@
+"""Faults are reported, not hidden, and no process of the script outlives `xlalint run`.
+
+These scripts do not use torch, so each run takes well under a second; the checks
+before the run (torch and torch_xla installed and matching) still apply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import venv
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("torch_xla_required")
+
+
+def _script(tmp_path: Path, source: str, name: str = "train.py") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def test_a_failing_script_gives_its_exit_status_and_stderr_tail(tmp_path, run_xlalint):
+    script = _script(
+        tmp_path,
+        """\
+        import sys
+        print("loading data", flush=True)
+        print("Traceback: something broke in the data loader", file=sys.stderr)
+        sys.exit(3)
+        """,
+    )
+    outcome = run_xlalint(script, fix=False)
+    assert outcome.status == 1
+    assert "original run: failed with exit status 3" in outcome.stdout
+    assert "something broke in the data loader" in outcome.stdout  # the stderr tail
+    assert "metrics: none (no process of the script imported torch_xla)" in outcome.stdout
+    assert "the original run failed with exit status 3" in outcome.stderr
+
+
+def test_a_script_killed_by_a_signal_says_which(tmp_path, run_xlalint):
+    script = _script(
+        tmp_path,
+        """\
+        import os, signal
+        os.kill(os.getpid(), signal.SIGKILL)
+        """,
+    )
+    outcome = run_xlalint(script, fix=False)
+    assert outcome.status == 1
+    assert "killed by SIGKILL" in outcome.stdout
+
+
+HANGS_WITH_A_GRANDCHILD = """\
+import subprocess, sys, time
+sleeper = subprocess.Popen(["sleep", "300"])
+with open(sys.argv[1], "w") as file:
+    file.write(str(sleeper.pid))
+print("waiting forever", flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_hanging_script_is_killed_at_the_timeout_with_its_children(tmp_path, run_xlalint, wait_until_gone):
+    script = _script(tmp_path, HANGS_WITH_A_GRANDCHILD)
+    pid_file = tmp_path / "sleeper.pid"
+    started = time.monotonic()
+    outcome = run_xlalint(script, fix=False, timeout_s=3, script_args=[str(pid_file)])
+    assert time.monotonic() - started < 20
+    assert outcome.status == 1
+    assert "timed out after 3 s: killed" in outcome.stdout
+    assert wait_until_gone(int(pid_file.read_text())), "the script's `sleep` outlived the run"
+
+
+def test_processes_the_script_leaves_behind_are_killed(tmp_path, run_xlalint, wait_until_gone):
+    script = _script(
+        tmp_path,
+        """\
+        import subprocess, sys
+        sleeper = subprocess.Popen(["sleep", "300"])
+        open(sys.argv[1], "w").write(str(sleeper.pid))
+        """,
+    )
+    pid_file = tmp_path / "sleeper.pid"
+    outcome = run_xlalint(script, fix=False, script_args=[str(pid_file)])
+    assert outcome.status == 0
+    assert "the script left processes running; they were killed" in outcome.stdout
+    assert wait_until_gone(int(pid_file.read_text()))
+
+
+def test_stopping_xlalint_run_stops_the_script(tmp_path, wait_until_gone):
+    """SIGTERM (or Ctrl-C) to `xlalint run` kills the script's whole process group."""
+    script = _script(tmp_path, HANGS_WITH_A_GRANDCHILD)
+    pid_file = tmp_path / "sleeper.pid"
+    command = [sys.executable, "-m", "xlalint.cli", "run", "--no-fix", str(script), "--", str(pid_file)]
+    xlalint = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    xlalint.send_signal(signal.SIGTERM)
+    _, stderr = xlalint.communicate(timeout=30)
+    assert xlalint.returncode == 130
+    assert "interrupted; the script's processes were killed" in stderr
+    assert wait_until_gone(int(pid_file.read_text()))
+
+
+def test_script_arguments_after_the_double_dash_reach_the_script(tmp_path, xlalint_command):
+    script = _script(tmp_path, "import sys\nprint('argv', sys.argv[1:])\n")
+    done = xlalint_command("run", "--no-fix", str(script), "--", "--epochs", "1", "-x")
+    assert done.returncode == 0, done.stderr
+    assert "argv ['--epochs', '1', '-x']" in done.stdout + done.stderr
+
+
+def test_torch_xla_missing_from_the_interpreter(tmp_path, run_xlalint, monkeypatch):
+    """XLALINT_PYTHON names the interpreter that runs the script; this one has no torch."""
+    bare = tmp_path / "bare-venv"
+    venv.create(bare, with_pip=False, symlinks=True)
+    monkeypatch.setenv("XLALINT_PYTHON", str(bare / "bin" / "python"))
+    script = _script(tmp_path, "print('never runs')\n")
+    outcome = run_xlalint(script, fix=False)
+    assert outcome.status == 2
+    (line,) = outcome.stderr.strip().splitlines()
+    assert "torch is not installed: pip install 'xlalint[harness]'" in line
+    assert "torch==2.9.0 torch-xla==2.9.0" in line
+
+
+def test_torch_xla_that_fails_to_import_in_the_script(tmp_path, run_xlalint, monkeypatch):
+    """A torch_xla that is there but cannot be imported (shadowed here by one that raises)."""
+    shadow = tmp_path / "shadow"
+    (shadow / "torch_xla").mkdir(parents=True)
+    (shadow / "torch_xla" / "__init__.py").write_text(
+        "raise ImportError('libtpu.so: cannot open shared object file (simulated)')\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(shadow))
+    script = _script(tmp_path, "import torch_xla\n")
+    outcome = run_xlalint(script, fix=False)
+    assert outcome.status == 2
+    assert "torch_xla cannot be imported in the script's process" in outcome.stderr
+    assert "(simulated)" in outcome.stderr
+    assert "pip install 'xlalint[harness]'" in outcome.stderr
+
+
+def test_an_import_error_of_the_scripts_own_module_is_a_script_failure(tmp_path, run_xlalint):
+    script = _script(tmp_path, "import module_that_is_not_there\n")
+    outcome = run_xlalint(script, fix=False)
+    assert outcome.status == 1
+    assert "No module named 'module_that_is_not_there'" in outcome.stdout
+
+
+def test_mismatched_torch_and_torch_xla(tmp_path, run_xlalint, monkeypatch):
+    """Simulated with the metadata of a torch_xla 2.8.0 ahead of the real one on the path."""
+    shadow = tmp_path / "shadow"
+    metadata = shadow / "torch_xla-2.8.0.dist-info"
+    metadata.mkdir(parents=True)
+    (metadata / "METADATA").write_text("Metadata-Version: 2.1\nName: torch_xla\nVersion: 2.8.0\n")
+    monkeypatch.setenv("PYTHONPATH", str(shadow))
+    script = _script(tmp_path, "print('never runs')\n")
+    outcome = run_xlalint(script, fix=False)
+    assert outcome.status == 2
+    (line,) = outcome.stderr.strip().splitlines()
+    assert "does not match torch_xla 2.8.0" in line
+    assert "pip install 'xlalint[harness]' (torch==2.9.0 torch-xla==2.9.0)" in line
+
+
+def test_device_cuda_without_plugin_or_gpu_says_what_is_missing(tmp_path, xlalint_command):
+    script = _script(tmp_path, "print('never runs')\n")
+    done = xlalint_command("run", "--device", "cuda", str(script))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("xlalint run: error: --device cuda: no PJRT CUDA plugin is installed")
+    if not os.path.exists("/dev/nvidia0"):
+        assert "no NVIDIA GPU is visible" in line
+    assert "never runs" not in done.stdout + done.stderr
+
+
+def test_compare_with_no_fix_is_a_usage_error(tmp_path, run_xlalint):
+    script = _script(tmp_path, "print('never runs')\n")
+    outcome = run_xlalint(script, fix=False, compare=True)
+    assert outcome.status == 2
+    assert "--compare runs the original and the fixed script" in outcome.stderr
+
+
+def test_json_report_of_a_failed_run(tmp_path, run_xlalint):
+    script = _script(tmp_path, "import sys\nsys.exit(4)\n")
+    report_path = tmp_path / "report.json"
+    outcome = run_xlalint(script, fix=False, json_path=report_path)
+    assert outcome.status == 1
+    report = json.loads(report_path.read_text())
+    run = report["runs"]["original"]
+    assert run["exit_code"] == 4
+    assert run["compiles"] is None  # no metrics: the script never imported torch_xla
+    assert list(report["runs"]) == ["original"]

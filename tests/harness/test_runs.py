@@ -1,0 +1,171 @@
+"""The harness for real: scripts run on torch_xla (CPU), metrics and causes checked.
+
+About a minute on two cores: four torch_xla runs, each paying torch's import.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("torch_xla_required")
+
+CAUSE_KEYS = {"kind", "cause", "file", "line", "code"}
+RUN_KEYS = {
+    "exit_code",
+    "wall_s",
+    "compiles",
+    "cached_compiles",
+    "executions",
+    "syncs",
+    "host_transfers",
+    "fallback_ops",
+    "causes",
+}
+RUN_SCHEMA = {
+    "type": "object",
+    "required": sorted(RUN_KEYS),
+    "additionalProperties": False,
+    "properties": {
+        "exit_code": {"type": "integer"},
+        "wall_s": {"type": "number"},
+        **{
+            name: {"type": "integer", "minimum": 0}
+            for name in ("compiles", "cached_compiles", "executions", "syncs", "host_transfers")
+        },
+        "fallback_ops": {"type": "array", "items": {"type": "string"}},
+        "causes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": sorted(CAUSE_KEYS),
+                "additionalProperties": False,
+                "properties": {
+                    "kind": {"enum": ["compilation", "execution"]},
+                    "cause": {"type": "string"},
+                    "file": {"type": ["string", "null"]},
+                    "line": {"type": ["integer", "null"]},
+                    "code": {"type": ["string", "null"]},
+                },
+            },
+        },
+    },
+}
+REPORT_SCHEMA = {
+    "type": "object",
+    "required": ["script", "device", "torch_xla", "findings", "runs"],
+    "additionalProperties": False,
+    "properties": {
+        "script": {"type": "string"},
+        "device": {"enum": ["CPU", "TPU", "CUDA"]},
+        "torch_xla": {"type": "string"},
+        "findings": {"type": "array", "items": {"type": "object"}},
+        "runs": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"original": RUN_SCHEMA, "fixed": RUN_SCHEMA},
+        },
+    },
+}
+
+
+def test_fixing_dynamic_padding_compiles_fewer_graphs(examples_dir, tmp_path, xlalint_command):
+    """`xlalint run --compare --unsafe-fixes --json` of the XLA101 example, through the
+    real command line; also checks the JSON report against the SPEC schema."""
+    work = tmp_path / "examples"
+    shutil.copytree(examples_dir, work)  # the run must leave the user's file unchanged
+    script = work / "dynamic_padding.py"
+    before = script.read_text()
+    report_path = tmp_path / "report.json"
+    done = xlalint_command(
+        "run", str(script), "--compare", "--unsafe-fixes", "--device", "cpu", "--json", str(report_path)
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert script.read_text() == before
+
+    report = json.loads(report_path.read_text())
+    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema.validate(report, REPORT_SCHEMA)
+    assert report["script"] == str(script)
+    assert report["device"] == "CPU"
+    assert [f["code"] for f in report["findings"]] == ["XLA101"]
+
+    original, fixed = report["runs"]["original"], report["runs"]["fixed"]
+    assert original["exit_code"] == fixed["exit_code"] == 0
+    assert fixed["compiles"] < original["compiles"]
+    assert fixed["compiles"] <= 3
+    assert original["syncs"] == fixed["syncs"] == 24  # one sync per step either way
+    # Every cause is located in the user's script (the fixed copy's path is mapped back).
+    for run in (original, fixed):
+        assert {(c["file"], c["kind"]) for c in run["causes"]} == {
+            (str(script), "compilation"),
+            (str(script), "execution"),
+        }
+
+    # The text report: both runs and the side-by-side table.
+    assert "comparison (original vs fixed):" in done.stdout
+    assert "compiles" in done.stdout and "original/fixed" in done.stdout
+    assert "running original" in done.stderr  # progress, plain lines when not a terminal
+
+
+def test_item_per_step_is_an_execution_cause_joined_to_xla102(examples_dir, harness_report):
+    script = examples_dir / "item_logging.py"
+    report = harness_report(script, fix=False, device="cpu")
+    run = report.runs["original"]
+    assert run.ok, run.stderr_tail
+    item_line = next(
+        number
+        for number, text in enumerate(script.read_text().splitlines(), start=1)
+        if text.strip().startswith("print(") and "loss.item()" in text
+    )
+    at_item = [c for c in run.causes if c.line == item_line and c.kind == "execution"]
+    assert len(at_item) == 30  # once per step
+    assert {c.code for c in at_item} == {"XLA102"}
+    assert {c.file for c in at_item} == {str(script)}
+    assert "most likely user code trying to access tensor value" in at_item[0].cause
+    assert "XLA102" in {f.code for f in report.findings}
+    # Two executions per step: one forced by .item(), one at the sync.
+    assert run.metrics.executions == 60
+    assert run.metrics.host_transfers == 30
+
+
+def test_launch_of_mp_fn_runs_one_worker_and_its_metrics_are_collected(scripts_dir, harness_report):
+    script = scripts_dir / "launch_mp_fn.py"
+    report = harness_report(script, fix=False, device="cpu")
+    run = report.runs["original"]
+    assert run.ok, run.stderr_tail
+    assert "world 1 sum 12.0" in run.stdout_tail
+    assert run.metrics.syncs == 3  # all in the spawned worker
+    sync_line = next(
+        number
+        for number, text in enumerate(script.read_text().splitlines(), start=1)
+        if text.strip() == "torch_xla.sync()"
+    )
+    syncs = [c for c in run.causes if c.cause == "user torch_xla.sync" and c.kind == "execution"]
+    assert [(c.file, c.line) for c in syncs] == [(str(script), sync_line)] * 3
+
+
+CUDA_SCRIPT = """\
+import torch
+
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+model = torch.nn.Linear(4, 2).cuda()
+total = model(torch.ones(3, 4).to(device)).sum()
+print(f"total {total.item():.3f}")
+"""
+
+
+def test_compare_on_a_cuda_script_uses_the_xla104_port_as_baseline(tmp_path, harness_report):
+    script = tmp_path / "cuda_train.py"
+    script.write_text(CUDA_SCRIPT)
+    report = harness_report(script, compare=True, device="cpu")
+    original, fixed = report.runs["original"], report.runs["fixed"]
+    assert original.description == "original + XLA104 device fixes"
+    assert original.ok and fixed.ok, original.stderr_tail + fixed.stderr_tail
+    assert original.metrics.executions >= 1  # it ran on XLA
+    baseline_summary = report.fix_summary.splitlines()[0]
+    assert baseline_summary.startswith("original + XLA104 device fixes: fixes applied:")
+    assert "XLA104 x" in baseline_summary
+    assert script.read_text() == CUDA_SCRIPT

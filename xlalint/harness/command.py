@@ -1,0 +1,83 @@
+"""The ``xlalint run`` command (typer). Imports nothing heavy: the harness modules are
+imported when the command runs, so ``xlalint check`` never pays for them, and the
+parent process never imports torch (only the child does)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+RUN_HELP = "\n\n".join(
+    [
+        "Run SCRIPT on torch_xla and report compilations, executions, syncs, host transfers "
+        "and their causes (file:line, joined to the lint findings).",
+        "By default a fixed temporary copy is run (SCRIPT itself is never changed). "
+        "Arguments after -- go to the script: xlalint run train.py --compare -- --epochs 1",
+        "Exit status: 0 the run(s) succeeded; 1 the script failed, was killed or timed out; "
+        "2 usage or environment error (torch/torch_xla missing or mismatched, device "
+        "unavailable); 130 interrupted.",
+    ]
+)
+
+
+class DeviceChoice(str, Enum):
+    auto = "auto"
+    cpu = "cpu"
+    tpu = "tpu"
+    cuda = "cuda"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``run`` command to the xlalint app."""
+
+    @app.command("run", help=RUN_HELP)
+    def run_command(
+        script: Annotated[
+            Path,
+            typer.Argument(exists=True, dir_okay=False, readable=True, help="The training script."),
+        ],
+        script_args: Annotated[
+            list[str] | None,
+            typer.Argument(metavar="SCRIPT_ARGS", help="Arguments for the script, after --."),
+        ] = None,
+        fix: Annotated[
+            bool,
+            typer.Option("--fix/--no-fix", help="Run a fixed temporary copy (default) or the script as is."),
+        ] = True,
+        unsafe_fixes: Annotated[
+            bool, typer.Option("--unsafe-fixes", help="Also apply unsafe fixes to the copy.")
+        ] = False,
+        compare: Annotated[
+            bool,
+            typer.Option("--compare", help="Run the original and the fixed script and compare them."),
+        ] = False,
+        device: Annotated[
+            DeviceChoice, typer.Option("--device", case_sensitive=False, help="The XLA device.")
+        ] = DeviceChoice.auto,
+        timeout: Annotated[
+            float | None,
+            typer.Option("--timeout", min=0.001, help="Kill a run after this many seconds."),
+        ] = None,
+        json_file: Annotated[
+            Path | None,
+            typer.Option("--json", dir_okay=False, help="Also write the report as JSON to this file."),
+        ] = None,
+    ) -> None:
+        from xlalint.harness.session import RunOptions, run
+
+        status = run(
+            RunOptions(
+                script=script,
+                fix=fix,
+                unsafe_fixes=unsafe_fixes,
+                compare=compare,
+                device=device.value,
+                timeout_s=timeout,
+                json_path=json_file,
+                script_args=list(script_args or []),
+            )
+        )
+        raise typer.Exit(status)

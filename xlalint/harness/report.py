@@ -1,0 +1,205 @@
+"""The harness report: text for people (stdout), JSON for programs (``--json FILE``)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from xlalint.harness.results import Cause, RunResult
+
+if TYPE_CHECKING:
+    from xlalint.linter.model import Finding
+
+MAX_CAUSE_SITES = 12
+_CAUSE_WIDTH = 80
+
+
+@dataclass
+class HarnessReport:
+    script: str  # as given on the command line
+    device: str  # "CPU" | "TPU" | "CUDA"
+    torch_xla: str | None
+    findings: list[Finding]  # of the user's script
+    runs: dict[str, RunResult] = field(default_factory=dict)  # "original"/"fixed" -> result
+    fix_summary: str | None = None
+
+
+# -- JSON -----------------------------------------------------------------------------
+
+
+def to_json(report: HarnessReport) -> dict:
+    from xlalint.linter.reporters import finding_to_json
+
+    return {
+        "script": report.script,
+        "device": report.device,
+        "torch_xla": report.torch_xla,
+        "findings": [finding_to_json(finding) for finding in report.findings],
+        "runs": {label: run.to_json() for label, run in report.runs.items()},
+    }
+
+
+def write_json(report: HarnessReport, path: Path) -> None:
+    path.write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
+
+
+# -- text -----------------------------------------------------------------------------
+
+
+def format_text(report: HarnessReport) -> str:
+    lines = [f"xlalint run {report.script}: {report.device}, torch_xla {report.torch_xla}"]
+    lines.append(f"findings in the script: {_count_codes(report.findings)}")
+    if report.fix_summary:
+        lines.append(report.fix_summary)
+    for run in report.runs.values():
+        lines.append("")
+        lines.extend(format_run(run))
+    if "original" in report.runs and "fixed" in report.runs:
+        lines.append("")
+        lines.extend(format_comparison(report.runs["original"], report.runs["fixed"]))
+    return "\n".join(lines) + "\n"
+
+
+def format_run(run: RunResult) -> list[str]:
+    lines = [f"{run.description} run: {run.status_line()}, {run.wall_s:.1f} s"]
+    if run.import_error:
+        lines.append(f"  torch_xla could not be imported: {run.import_error}")
+    if not run.ok and run.stderr_tail:
+        lines.append("  last lines of its stderr:")
+        lines.extend(f"    {line}" for line in run.stderr_tail.splitlines())
+    if run.stdout_tail:
+        lines.append("  its output ended with:")
+        lines.extend(f"    {line}" for line in run.stdout_tail.splitlines())
+    if run.stopped_leftovers:
+        lines.append("  note: the script left processes running; they were killed")
+    lines.extend(f"  note: {note}" for note in run.notes)
+    metrics = run.metrics
+    if metrics is None:
+        why = (
+            "the process was killed before it could write them"
+            if run.timed_out or run.signal_name
+            else "no process of the script imported torch_xla and exited normally"
+        )
+        lines.append(f"  metrics: none ({why})")
+    else:
+        if metrics.processes > 1:
+            lines.append(f"  metrics summed over {metrics.processes} processes")
+        lines.extend(
+            [
+                f"  compiles         {metrics.compiles:>7}   ({metrics.compile_time_s:.1f} s)",
+                f"  cached compiles  {metrics.cached_compiles:>7}",
+                f"  executions       {metrics.executions:>7}",
+                f"  syncs            {metrics.syncs:>7}",
+                f"  host transfers   {metrics.host_transfers:>7}",
+                f"  fallback ops     {_fallback_ops(metrics.fallback_ops)}",
+            ]
+        )
+    lines.extend(format_causes(run.causes))
+    return lines
+
+
+def format_causes(causes: list[Cause]) -> list[str]:
+    """Causes grouped by site (file:line) and reason, most frequent first."""
+    if not causes:
+        return ["  cause sites: none recorded"]
+    groups: dict[tuple, Counter] = {}
+    examples: dict[tuple, Cause] = {}
+    for cause in causes:
+        key = (cause.file, cause.line, cause.code, cause.cause)
+        groups.setdefault(key, Counter())[cause.kind] += 1
+        examples.setdefault(key, cause)
+    ordered = sorted(
+        groups.items(),
+        key=lambda item: (-sum(item[1].values()), str(item[0][0]), item[0][1] or 0),
+    )
+    lines = ["  cause sites (file:line [code]: count kind - cause):"]
+    for key, kinds in ordered[:MAX_CAUSE_SITES]:
+        file, line, code, text = key
+        site = f"{file}:{line}" if file else "(no Python frame)"
+        counts = ", ".join(f"{kinds[kind]} {kind}" for kind in ("compilation", "execution") if kinds[kind])
+        lines.append(f"    {site} [{code or '-'}]: {counts} - {_shorten(text)}")
+        example = examples[key]
+        if example.text:
+            origin = "   (written by the fix)" if example.from_fix else ""
+            lines.append(f"        | {_shorten(example.text, 60)}{origin}")
+    if len(ordered) > MAX_CAUSE_SITES:
+        lines.append(f"    ... and {len(ordered) - MAX_CAUSE_SITES} more sites (all in --json)")
+    return lines
+
+
+def format_comparison(original: RunResult, fixed: RunResult) -> list[str]:
+    header = f"{'':18}{'original':>10}{'fixed':>10}{'original/fixed':>16}"
+    lines = [f"comparison ({original.description} vs {fixed.description}):", header]
+    for label, name in (
+        ("compiles", "compiles"),
+        ("cached compiles", "cached_compiles"),
+        ("executions", "executions"),
+        ("syncs", "syncs"),
+        ("host transfers", "host_transfers"),
+    ):
+        before = getattr(original.metrics, name) if original.metrics else None
+        after = getattr(fixed.metrics, name) if fixed.metrics else None
+        lines.append(f"{label:18}{_cell(before):>10}{_cell(after):>10}{ratio(before, after):>16}")
+    before = original.metrics.compile_time_s if original.metrics else None
+    after = fixed.metrics.compile_time_s if fixed.metrics else None
+    lines.append(f"{'compile time (s)':18}{_seconds(before):>10}{_seconds(after):>10}{ratio(before, after):>16}")
+    lines.append(
+        f"{'wall time (s)':18}{original.wall_s:>10.1f}{fixed.wall_s:>10.1f}{ratio(original.wall_s, fixed.wall_s):>16}"
+    )
+    if not (original.ok and fixed.ok):
+        lines.append("note: a run did not finish cleanly; its numbers cover only what ran")
+    return lines
+
+
+def ratio(before: float | None, after: float | None) -> str:
+    if before is None or after is None:
+        return "n/a"
+    if after == 0:
+        return "=" if before == 0 else "n/a (0)"
+    return f"{before / after:.2f}x"
+
+
+def _seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def _cell(value: int | None) -> str:
+    return "n/a" if value is None else str(value)
+
+
+def _count_codes(findings: list[Finding]) -> str:
+    """``3 (XLA102 x2, XLA103 x1)``"""
+    if not findings:
+        return "none"
+    counts = Counter(finding.code for finding in findings)
+    return f"{len(findings)} (" + ", ".join(f"{c} x{n}" for c, n in sorted(counts.items())) + ")"
+
+
+def fix_summary(
+    description: str,
+    applied: list[Finding],
+    left: list[Finding],
+    error: str | None,
+    *,
+    hint_unsafe: bool = False,
+) -> str:
+    if error:
+        return f"{description}: the fix failed, so the copy is unchanged: {error}"
+    summary = f"{description}: fixes applied: {_count_codes(applied)}; findings left: {len(left)}"
+    unsafe = [f for f in left if f.fix is not None and f.fix.applicability == "unsafe"]
+    if hint_unsafe and unsafe:
+        summary += f" ({len(unsafe)} with an unsafe fix: add --unsafe-fixes)"
+    return summary
+
+
+def _fallback_ops(ops: dict[str, int]) -> str:
+    if not ops:
+        return "none"
+    return ", ".join(f"{op} x{count}" for op, count in sorted(ops.items()))
+
+
+def _shorten(text: str, width: int = _CAUSE_WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."

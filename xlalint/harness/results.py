@@ -1,0 +1,112 @@
+"""What one run of a script produced: exit status, metrics, and compile/execution causes."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One compilation or execution and the line in the user's script that caused it."""
+
+    kind: str  # "compilation" | "execution"
+    cause: str  # torch_xla's words, e.g. "user torch_xla.sync"
+    file: str | None  # the user's script as given on the command line, or another file
+    line: int | None  # line in `file` (in the user's script even when a copy ran)
+    code: str | None  # the lint finding on that line, e.g. "XLA102"
+    # Context for the text report (not in the JSON): the code that ran there, and
+    # whether the fix wrote that line (so it is not the user's text at `line`).
+    text: str = field(default="", compare=False)
+    from_fix: bool = field(default=False, compare=False)
+
+    def to_json(self) -> dict:
+        return {
+            "kind": self.kind,
+            "cause": self.cause,
+            "file": self.file,
+            "line": self.line,
+            "code": self.code,
+        }
+
+
+@dataclass
+class Metrics:
+    """torch_xla's metrics, summed over every process of the run that used XLA."""
+
+    compiles: int = 0  # UncachedCompile
+    cached_compiles: int = 0  # CachedCompile
+    executions: int = 0  # ExecuteTime samples
+    syncs: int = 0  # MarkStep
+    host_transfers: int = 0  # TransferFromDeviceTime samples
+    fallback_ops: dict[str, int] = field(default_factory=dict)  # op -> times executed
+    compile_time_s: float = 0.0  # CompileTime total (text report only; not in the schema)
+    processes: int = 0
+
+    def add(self, record: dict) -> None:
+        self.compiles += int(record.get("compiles", 0))
+        self.cached_compiles += int(record.get("cached_compiles", 0))
+        self.executions += int(record.get("executions", 0))
+        self.syncs += int(record.get("syncs", 0))
+        self.host_transfers += int(record.get("host_transfers", 0))
+        self.compile_time_s += float(record.get("compile_time_s", 0.0))
+        for op, count in dict(record.get("fallback_ops", {})).items():
+            self.fallback_ops[op] = self.fallback_ops.get(op, 0) + int(count)
+        self.processes += 1
+
+
+@dataclass
+class RunResult:
+    label: str  # "original" | "fixed"
+    description: str
+    exit_code: int | None  # the child's return code; negative: killed by that signal
+    wall_s: float
+    metrics: Metrics | None  # None when no process wrote metrics (killed, or no XLA)
+    causes: list[Cause]
+    timed_out: bool = False
+    timeout_s: float | None = None
+    stderr_tail: str = ""
+    stdout_tail: str = ""
+    import_error: str | None = None  # torch/torch_xla failed to import in the child
+    stopped_leftovers: bool = False  # processes the script left behind were killed
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    @property
+    def signal_name(self) -> str | None:
+        if self.exit_code is None or self.exit_code >= 0:
+            return None
+        try:
+            return signal.Signals(-self.exit_code).name
+        except ValueError:
+            return f"signal {-self.exit_code}"
+
+    def status_line(self) -> str:
+        if self.timed_out:
+            return f"timed out after {self.timeout_s:g} s: killed (with its child processes)"
+        if self.signal_name:
+            return f"killed by {self.signal_name}"
+        if self.exit_code == 0:
+            return "exit status 0"
+        return f"failed with exit status {self.exit_code}"
+
+    def to_json(self) -> dict:
+        metrics = self.metrics
+
+        def value(name: str) -> int | None:
+            return getattr(metrics, name) if metrics else None
+
+        return {
+            "exit_code": self.exit_code,
+            "wall_s": round(self.wall_s, 3),
+            "compiles": value("compiles"),
+            "cached_compiles": value("cached_compiles"),
+            "executions": value("executions"),
+            "syncs": value("syncs"),
+            "host_transfers": value("host_transfers"),
+            "fallback_ops": sorted(metrics.fallback_ops) if metrics else [],
+            "causes": [cause.to_json() for cause in self.causes],
+        }

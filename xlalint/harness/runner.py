@@ -1,0 +1,292 @@
+"""Run one version of a script in a child process on torch_xla and collect what it did.
+
+The child is ``python -c "import _xlalint_bootstrap as b; b.run_main()" ARGS`` with a
+temporary hook folder first on ``PYTHONPATH`` (see ``bootstrap.py``). It starts in
+its own session (process group); when it ends, times out, or ``run`` is interrupted,
+the whole group is killed, so no child outlives ``run``. Its stdout and stderr go to
+files (echoed to our stderr while it runs, if asked), never to our stdout, which is
+kept for the report.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from xlalint.harness import bootstrap
+from xlalint.harness.debug_log import Frame, RawCause, parse_debug_files
+from xlalint.harness.environment import Device
+from xlalint.harness.prepare import ScriptVersion
+from xlalint.harness.results import Cause, Metrics, RunResult
+
+BOOTSTRAP_MODULE = "_xlalint_bootstrap"
+_CHILD_COMMAND = f"import {BOOTSTRAP_MODULE} as b; b.run_main()"
+_SITECUSTOMIZE = f"""\
+# Written by `xlalint run` into a temporary folder; removed after the run.
+import os as _os
+
+import {BOOTSTRAP_MODULE} as _bootstrap
+
+_bootstrap.activate()
+_bootstrap.chain_next_sitecustomize(_os.path.dirname(_os.path.abspath(__file__)))
+"""
+
+STDERR_TAIL_LINES = 20
+STDOUT_TAIL_LINES = 3
+_TERM_GRACE_S = 3.0  # after SIGTERM, before SIGKILL
+_POLL_S = 0.1
+# Frames in these places are never "the user's code".
+_LIBRARY_PATH = re.compile(r"(/site-packages/|/dist-packages/|/lib/python\d+\.\d+/|^<)")
+
+
+def write_hook(folder: Path) -> Path:
+    """The folder to put first on the child's PYTHONPATH."""
+    folder.mkdir(parents=True, exist_ok=True)
+    source = Path(bootstrap.__file__).read_text(encoding="utf-8")
+    (folder / f"{BOOTSTRAP_MODULE}.py").write_text(source, encoding="utf-8")
+    (folder / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+    return folder
+
+
+@dataclass
+class RunSettings:
+    python: str
+    device: Device
+    hook_dir: Path
+    user_script: Path  # the user's file: its folder goes first on sys.path
+    display_path: str  # how the user named it; used as the `file` of causes
+    script_args: list[str]
+    timeout_s: float | None = None
+    echo_to: TextIO | None = None  # copy the child's output here while it runs
+    on_tick: Callable[[float], None] | None = None  # called with elapsed seconds
+
+
+def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> RunResult:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stdout_path, stderr_path = out_dir / "stdout.txt", out_dir / "stderr.txt"
+    env = _child_env(version, settings, out_dir)
+    command = [settings.python, "-c", _CHILD_COMMAND, *settings.script_args]
+    echo = _Echo([stdout_path, stderr_path], settings.echo_to)
+
+    timed_out = False
+    stopped_leftovers = False
+    with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
+        started = time.monotonic()
+        child = subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            start_new_session=True,  # its own process group, killed as a whole
+        )
+        try:
+            while not _has_exited(child):
+                elapsed = time.monotonic() - started
+                if settings.timeout_s is not None and elapsed > settings.timeout_s:
+                    timed_out = True
+                    _terminate_group(child)
+                    break
+                echo.pump()
+                if settings.on_tick:
+                    settings.on_tick(elapsed)
+                time.sleep(_POLL_S)
+            wall_s = time.monotonic() - started
+            stopped_leftovers = bool(_other_group_members(child.pid))
+        finally:
+            # Also on KeyboardInterrupt/SystemExit here. The leader is a zombie until
+            # reaped, so its group id cannot have been reused yet: kill whatever the
+            # script left running (launcher workers, `sleep`s...), then reap it.
+            _kill_group(child.pid)
+            child.wait()
+            echo.pump()
+
+    metrics, notes = _collect_metrics(out_dir)
+    return RunResult(
+        label=version.label,
+        description=version.description,
+        exit_code=child.returncode,
+        wall_s=wall_s,
+        metrics=metrics,
+        causes=_causes(version, settings, out_dir),
+        timed_out=timed_out,
+        timeout_s=settings.timeout_s,
+        stderr_tail=_tail(stderr_path, STDERR_TAIL_LINES),
+        stdout_tail=_tail(stdout_path, STDOUT_TAIL_LINES),
+        import_error=_import_error(out_dir),
+        stopped_leftovers=stopped_leftovers and not timed_out,
+        notes=notes,
+    )
+
+
+def _child_env(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(settings.device.env)
+    python_path = [str(settings.hook_dir)]
+    if env.get("PYTHONPATH"):
+        python_path.append(env["PYTHONPATH"])
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join(python_path),
+            "PYTHONUNBUFFERED": "1",  # the stderr tail and the echo are complete
+            "PT_XLA_DEBUG_LEVEL": "2",
+            # Each process sets its own PT_XLA_DEBUG_FILE; this is the fallback.
+            "PT_XLA_DEBUG_FILE": str(out_dir / "debug-main.log"),
+            bootstrap.OUT_DIR_ENV: str(out_dir),
+            bootstrap.SCRIPT_ENV: str(version.run_path),
+            bootstrap.SCRIPT_DIR_ENV: str(settings.user_script.resolve().parent),
+        }
+    )
+    return env
+
+
+def _has_exited(child: subprocess.Popen) -> bool:
+    """Whether the child has exited, without reaping it (see ``_kill_group``)."""
+    try:
+        return os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+    except AttributeError:  # no waitid on this platform
+        return child.poll() is not None
+
+
+def _terminate_group(child: subprocess.Popen) -> None:
+    """SIGTERM the group, give it a moment, then SIGKILL."""
+    _signal_group(child.pid, signal.SIGTERM)
+    deadline = time.monotonic() + _TERM_GRACE_S
+    while time.monotonic() < deadline and not _has_exited(child):
+        time.sleep(_POLL_S)
+    _signal_group(child.pid, signal.SIGKILL)
+
+
+def _kill_group(group: int) -> None:
+    _signal_group(group, signal.SIGKILL)
+
+
+def _other_group_members(group: int) -> list[int]:
+    """Processes in ``group`` other than its leader (Linux /proc; [] elsewhere)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # "pid (comm) state ppid pgrp ...": comm may hold spaces, so split after ")".
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        pid = int(stat.parent.name)
+        if pid != group and int(fields[2]) == group:
+            members.append(pid)
+    return members
+
+
+def _signal_group(group: int, signum: int) -> bool:
+    try:
+        os.killpg(group, signum)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _collect_metrics(out_dir: Path) -> tuple[Metrics | None, list[str]]:
+    metrics, notes = Metrics(), []
+    for path in sorted(out_dir.glob("metrics-*.json")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if "error" in record:
+            notes.append(f"process {record.get('pid')}: metrics unreadable: {record['error']}")
+            continue
+        metrics.add(record)
+    return (metrics if metrics.processes else None), notes
+
+
+def _import_error(out_dir: Path) -> str | None:
+    path = out_dir / bootstrap.IMPORT_ERROR_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["message"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _causes(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> list[Cause]:
+    ran = os.path.realpath(version.run_path)
+    return [
+        _locate(raw, version, ran, settings.display_path)
+        for raw in parse_debug_files(list(out_dir.glob("debug-*.log")))
+    ]
+
+
+def _locate(raw: RawCause, version: ScriptVersion, ran: str, display_path: str) -> Cause:
+    """Attach a cause to the innermost frame in the script; else to the innermost
+    frame outside libraries; else to no file."""
+    in_script = next((f for f in raw.frames if _same_file(f, ran)), None)
+    if in_script:
+        return Cause(
+            kind=raw.kind,
+            cause=raw.cause,
+            file=display_path,
+            line=version.user_line(in_script.line),
+            code=version.code_at(in_script.line),
+            text=version.source_line(in_script.line),
+            from_fix=version.is_fixed_line(in_script.line),
+        )
+    elsewhere = next((f for f in raw.frames if not _LIBRARY_PATH.search(f.file)), None)
+    if elsewhere:
+        return Cause(raw.kind, raw.cause, _shown_path(elsewhere.file), elsewhere.line, None)
+    return Cause(raw.kind, raw.cause, None, None, None)
+
+
+def _same_file(frame: Frame, real_path: str) -> bool:
+    return not frame.file.startswith("<") and os.path.realpath(frame.file) == real_path
+
+
+def _shown_path(path: str) -> str:
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if relative.startswith("..") else relative
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        data = path.read_bytes()[-64_000:]
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+class _Echo:
+    """Copy what the child has written to its output files so far to ``target``."""
+
+    def __init__(self, paths: list[Path], target: TextIO | None) -> None:
+        self._paths = paths
+        self._target = target
+        self._offsets = {path: 0 for path in paths}
+        # A read may end inside a multi-byte character.
+        self._decoders = {path: codecs.getincrementaldecoder("utf-8")("replace") for path in paths}
+
+    def pump(self) -> None:
+        if self._target is None:
+            return
+        for path in self._paths:
+            try:
+                with open(path, "rb") as file:
+                    file.seek(self._offsets[path])
+                    data = file.read()
+            except OSError:
+                continue
+            if data:
+                self._offsets[path] += len(data)
+                self._target.write(self._decoders[path].decode(data))
+                self._target.flush()

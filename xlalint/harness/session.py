@@ -1,0 +1,228 @@
+"""`xlalint run`: check the environment, prepare the versions, run them, report.
+
+Exit status of ``xlalint run``:
+
+- 0: every run finished with exit status 0;
+- 1: a run failed: non-zero exit status, killed by a signal, or past ``--timeout``;
+- 2: it could not run: usage error, unreadable script, bad config, torch/torch_xla
+  missing or mismatched (also when the child fails to import them), the requested
+  device unavailable, or an internal error;
+- 130: interrupted (Ctrl-C or SIGTERM); the script's processes are killed first.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from xlalint.harness import environment, prepare, report, runner
+from xlalint.harness.environment import INSTALL_HINT, HarnessEnvironmentError
+from xlalint.harness.progress import Progress
+from xlalint.harness.results import RunResult
+
+EXIT_OK = 0
+EXIT_SCRIPT_FAILED = 1
+EXIT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(HarnessEnvironmentError):
+    """Options that do not go together."""
+
+
+@dataclass
+class RunOptions:
+    script: Path
+    fix: bool = True
+    unsafe_fixes: bool = False
+    compare: bool = False
+    device: str = "auto"
+    timeout_s: float | None = None
+    json_path: Path | None = None
+    script_args: list[str] = field(default_factory=list)
+
+
+def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Everything ``xlalint run`` does; returns its exit status."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    try:
+        with _sigterm_as_interrupt():
+            harness_report = run_harness(options, stderr)
+    except HarnessEnvironmentError as error:
+        stderr.write(f"xlalint run: error: {error}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        stderr.write("xlalint run: interrupted; the script's processes were killed\n")
+        return EXIT_INTERRUPTED
+    stdout.write(report.format_text(harness_report))
+    stdout.flush()
+    if options.json_path:
+        try:
+            report.write_json(harness_report, options.json_path)
+        except OSError as error:
+            stderr.write(f"xlalint run: error: cannot write {options.json_path}: {error}\n")
+            return EXIT_ERROR
+    runs = list(harness_report.runs.values())
+    import_errors = [run.import_error for run in runs if run.import_error]
+    if import_errors:
+        stderr.write(
+            f"xlalint run: error: torch_xla cannot be imported in the script's process "
+            f"({import_errors[0]}): {INSTALL_HINT}\n"
+        )
+        return EXIT_ERROR
+    if not all(run.ok for run in runs):
+        for run in runs:
+            if not run.ok:
+                stderr.write(f"xlalint run: the {run.description} run {run.status_line()}\n")
+        return EXIT_SCRIPT_FAILED
+    return EXIT_OK
+
+
+def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
+    """Run the script as the options say and return the report (nothing printed to
+    stdout). Raises ``HarnessEnvironmentError`` when it cannot run."""
+    if options.compare and not options.fix:
+        raise UsageError("--compare runs the original and the fixed script; drop --no-fix")
+    if options.timeout_s is not None and options.timeout_s <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    script = options.script
+    display_path = str(script)
+    if not script.is_file():
+        raise UsageError(f"{display_path}: no such file")
+    try:
+        source, encoding = prepare.read_source(script)
+    except (OSError, SyntaxError, UnicodeDecodeError) as error:
+        raise HarnessEnvironmentError(f"{display_path}: cannot read: {error}") from error
+
+    python = environment.child_python()
+    probe = environment.probe_interpreter(python)
+    for warning in environment.check_torch_xla(probe):
+        stderr.write(f"xlalint run: {warning}\n")
+    device = environment.choose_device(options.device, probe, environment.detect_hardware())
+
+    with tempfile.TemporaryDirectory(prefix="xlalint-run-") as temp:
+        workdir = Path(temp)
+        versions, findings, summaries = _prepare_versions(options, script, source, encoding, display_path, workdir)
+        settings = runner.RunSettings(
+            python=python,
+            device=device,
+            hook_dir=runner.write_hook(workdir / "hook"),
+            user_script=script,
+            display_path=display_path,
+            script_args=list(options.script_args),
+            timeout_s=options.timeout_s,
+            # One run: show the script's output as it goes. Two: a progress line.
+            echo_to=None if len(versions) > 1 else stderr,
+        )
+        progress = Progress(stderr) if len(versions) > 1 else None
+        runs: dict[str, RunResult] = {}
+        for version in versions:
+            if progress:
+                progress.start(version.description)
+                settings.on_tick = progress.tick
+            result = runner.execute(version, settings, workdir / f"{version.label}-out")
+            if progress:
+                progress.finish(f"{result.status_line()}, {result.wall_s:.1f} s")
+            runs[version.label] = result
+
+    return report.HarnessReport(
+        script=display_path,
+        device=device.name,
+        torch_xla=probe.torch_xla_version,
+        findings=findings,
+        runs=runs,
+        fix_summary="\n".join(summaries) or None,
+    )
+
+
+def _prepare_versions(
+    options: RunOptions,
+    script: Path,
+    source: str,
+    encoding: str,
+    display_path: str,
+    workdir: Path,
+) -> tuple[list[prepare.ScriptVersion], list, list[str]]:
+    """The versions to run, the findings of the user's script, and fix summaries."""
+    from xlalint.linter.config import ConfigError
+
+    versions: list[prepare.ScriptVersion] = []
+    summaries: list[str] = []
+    try:
+        original = prepare.original_version(script, source, display_path)
+        if options.compare and prepare.uses_cuda(original.findings):
+            # CUDA code cannot run on XLA at all: the fair baseline is the script with
+            # only its device calls ported (XLA104, unsafe included: autocast/scaler).
+            baseline = prepare.fixed_copy(
+                script,
+                source,
+                display_path,
+                workdir,
+                encoding=encoding,
+                label="original",
+                folder="baseline",
+                unsafe=True,
+                select=["XLA104"],
+                description="original + XLA104 device fixes",
+            )
+            summaries.append(_summary(baseline, hint_unsafe=False))
+            versions.append(baseline)
+        elif options.compare or not options.fix:
+            versions.append(original)
+        if options.fix:
+            fixed = prepare.fixed_copy(
+                script,
+                source,
+                display_path,
+                workdir,
+                encoding=encoding,
+                label="fixed",
+                folder="fixed",
+                unsafe=options.unsafe_fixes,
+                description="fixed",
+            )
+            summaries.append(_summary(fixed, hint_unsafe=not options.unsafe_fixes))
+            versions.append(fixed)
+    except ConfigError as error:
+        raise HarnessEnvironmentError(f"configuration: {error}") from error
+    except Exception as error:  # an engine bug must not look like a script fault
+        raise HarnessEnvironmentError(
+            f"internal error while linting/fixing {display_path}: {type(error).__name__}: {error}"
+        ) from error
+    return versions, original.findings, summaries
+
+
+def _summary(version: prepare.ScriptVersion, *, hint_unsafe: bool) -> str:
+    return report.fix_summary(
+        version.description,
+        version.applied,
+        version.findings,
+        version.fix_error,
+        hint_unsafe=hint_unsafe,
+    )
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM to `xlalint run` cleans up like Ctrl-C (the runner kills the script's
+    process group on the way out)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
