@@ -50,6 +50,8 @@ def test_ported_cuda_script_runs_on_torch_xla_cpu(tmp_path):
     assert run_cli("fix", "--unsafe-fixes", "cuda_port.py", cwd=tmp_path).returncode == 0
     assert run_cli("check", "--select", "XLA103,XLA104", "cuda_port.py", cwd=tmp_path).returncode == 0
     env = {**os.environ, "PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "1"}
-    run = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "loss" in run.stdout

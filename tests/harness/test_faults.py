@@ -41,7 +41,7 @@ def test_a_failing_script_gives_its_exit_status_and_stderr_tail(tmp_path, run_xl
     assert outcome.status == 1
     assert "original run: failed with exit status 3" in outcome.stdout
     assert "something broke in the data loader" in outcome.stdout  # the stderr tail
-    assert "metrics: none (no process of the script imported torch_xla)" in outcome.stdout
+    assert "metrics: none (no process of the script imported torch_xla and exited normally)" in outcome.stdout
     assert "the original run failed with exit status 3" in outcome.stderr
 
 
