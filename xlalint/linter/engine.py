@@ -71,12 +71,12 @@ def lint_source(
         return [tree]
     if noqa.file_disabled(source):
         return []
-    attach_parents(tree)
-    ctx = Context(source, path, tree, settings)
+    nodes = attach_parents(tree)
+    ctx = Context(source, path, tree, settings, nodes)
     if not ctx.semantic.imports.imports_any():
         return []
     active = [rule(ctx) for rule in (rules if rules is not None else selected_rules(settings, path, select))]
-    _walk(tree, active)
+    _dispatch(nodes, active)
     suppressions = noqa.noqa_map(source)
     findings = [
         finding
@@ -87,19 +87,22 @@ def lint_source(
     return sorted(set(findings), key=Finding.sort_key)
 
 
-def _walk(tree: ast.Module, rules: list[Rule]) -> None:
-    dispatch: dict[str, list[Callable[[ast.AST], None]]] = defaultdict(list)
+def _dispatch(nodes: list[ast.AST], rules: list[Rule]) -> None:
+    """The one walk: each node, in source order, to every rule that visits its type."""
+    dispatch: dict[type, list[Callable[[ast.AST], None]]] = defaultdict(list)
     for rule in rules:
         for attr in dir(type(rule)):
             if attr.startswith("visit_"):
-                dispatch[attr[len("visit_") :]].append(getattr(rule, attr))
+                node_type = getattr(ast, attr[len("visit_") :], None)
+                if isinstance(node_type, type):
+                    dispatch[node_type].append(getattr(rule, attr))
     for rule in rules:
         rule.begin()
-    stack: list[ast.AST] = [tree]
-    while stack:
-        node = stack.pop()
-        for visit in dispatch.get(type(node).__name__, ()):
-            visit(node)
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    if dispatch:
+        for node in nodes:
+            visitors = dispatch.get(type(node))
+            if visitors:
+                for visit in visitors:
+                    visit(node)
     for rule in rules:
         rule.finish()

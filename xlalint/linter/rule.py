@@ -86,13 +86,15 @@ class Option:
 class Context:
     """What a rule may know about the module being checked."""
 
-    def __init__(self, source: str, path: str, tree: ast.Module, settings: Settings):
+    def __init__(
+        self, source: str, path: str, tree: ast.Module, settings: Settings, nodes: list[ast.AST] | None = None
+    ):
         self.source = source
         self.path = path
         self.tree = tree
         self.settings = settings
         self.lines = source.splitlines()
-        self.semantic = Semantic(tree)
+        self.semantic = Semantic(tree, nodes)
 
     @property
     def target_version(self) -> tuple[int, int]:

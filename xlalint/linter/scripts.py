@@ -55,7 +55,7 @@ def uses_syncing_library(semantic: Semantic) -> bool:
     if calls_to(semantic, TRAINERS):
         return True
     # A subclass of Trainer counts too: `class MyTrainer(Trainer)`.
-    for node in ast.walk(semantic.tree):
-        if isinstance(node, ast.ClassDef) and any(semantic.qualified_name(b) in TRAINERS for b in node.bases):
+    for node in semantic.nodes_of(ast.ClassDef):
+        if any(semantic.qualified_name(b) in TRAINERS for b in node.bases):
             return True
     return False

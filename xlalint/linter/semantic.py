@@ -28,9 +28,9 @@ class ImportTable:
     from_imports: dict[str, Import] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, tree: ast.Module) -> ImportTable:
+    def build(cls, tree: ast.Module, nodes: list[ast.AST] | None = None) -> ImportTable:
         table = cls()
-        for node in ast.walk(tree):
+        for node in nodes if nodes is not None else ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     table.imported_modules.add(alias.name)
@@ -107,12 +107,22 @@ class ImportTable:
         return preferred, (Import(qualified, asname=preferred),)
 
 
-def attach_parents(tree: ast.AST) -> None:
-    """Give every node a ``parent`` attribute (None for the module)."""
+def attach_parents(tree: ast.AST) -> list[ast.AST]:
+    """Give every node a ``parent`` attribute (None for the root); return every node
+    in source (pre-)order, so later passes need not walk the tree again."""
     tree.parent = None  # type: ignore[attr-defined]
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
+    order: list[ast.AST] = []
+    stack = [tree]
+    iter_children = ast.iter_child_nodes
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        children = list(iter_children(node))
+        for child in children:
             child.parent = node  # type: ignore[attr-defined]
+        children.reverse()
+        stack.extend(children)
+    return order
 
 
 def parent(node: ast.AST) -> ast.AST | None:
@@ -153,19 +163,31 @@ def dotted_name(node: ast.AST) -> str | None:
 
 
 class Semantic:
-    """Name resolution for one module."""
+    """Name resolution for one module, and every node of it by type."""
 
-    def __init__(self, tree: ast.Module):
+    def __init__(self, tree: ast.Module, nodes: list[ast.AST] | None = None):
         self.tree = tree
-        self.imports = ImportTable.build(tree)
+        #: Every node in source order (from ``attach_parents``, or walked here).
+        self.nodes: list[ast.AST] = nodes if nodes is not None else list(ast.walk(tree))
+        self._by_type: dict[type, list[ast.AST]] = {}
+        for node in self.nodes:
+            self._by_type.setdefault(type(node), []).append(node)
+        imports = sorted(self.nodes_of(ast.Import, ast.ImportFrom), key=lambda n: (n.lineno, n.col_offset))
+        self.imports = ImportTable.build(tree, imports)
         self.module_functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {
             stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
 
-    @cached_property
-    def calls(self) -> tuple[ast.Call, ...]:
-        """Every call in the module, in no particular order."""
-        return tuple(node for node in ast.walk(self.tree) if isinstance(node, ast.Call))
+    def nodes_of(self, *types: type) -> list:
+        """Every node of these exact types (source order within each type)."""
+        if len(types) == 1:
+            return self._by_type.get(types[0], [])
+        return [node for t in types for node in self._by_type.get(t, [])]
+
+    @property
+    def calls(self) -> list[ast.Call]:
+        """Every call in the module, in source order."""
+        return self.nodes_of(ast.Call)
 
     def qualified_name(self, node: ast.AST) -> str | None:
         """The fully qualified name of a name/attribute chain rooted in an import.

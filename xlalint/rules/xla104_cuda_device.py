@@ -683,8 +683,8 @@ opt.step()
                         self._report_device(value, message)
 
     def _used_as_string(self, key: tuple[int, str]) -> bool:
-        for node in ast.walk(self.ctx.tree):
-            if not (isinstance(node, ast.Name) and node.id == key[1] and isinstance(node.ctx, ast.Load)):
+        for node in self.ctx.semantic.nodes_of(ast.Name):
+            if not (node.id == key[1] and isinstance(node.ctx, ast.Load)):
                 continue
             if id(self.scope_of(node)) != key[0]:
                 continue
@@ -933,8 +933,8 @@ class ScalerRemoval:
             scope = self.rule.scope_of(target)
             found = [
                 n
-                for n in ast.walk(self.ctx.tree)
-                if isinstance(n, ast.Name) and n.id == target.id and n is not target and self.rule.scope_of(n) is scope
+                for n in self.ctx.semantic.nodes_of(ast.Name)
+                if n.id == target.id and n is not target and self.rule.scope_of(n) is scope
             ]
             return None if any(not isinstance(n.ctx, ast.Load) for n in found) else found
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
@@ -943,8 +943,8 @@ class ScalerRemoval:
                 return None
             everywhere = [
                 n
-                for n in ast.walk(self.ctx.tree)
-                if isinstance(n, ast.Attribute) and n.attr == target.attr and n is not target
+                for n in self.ctx.semantic.nodes_of(ast.Attribute)
+                if n.attr == target.attr and n is not target
             ]
             inside = {id(n) for n in ast.walk(cls)}
             if any(id(n) not in inside or not isinstance(n.ctx, ast.Load) for n in everywhere):
