@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 
 from xlalint.linter.model import Import
 
