@@ -237,6 +237,21 @@ for i, (x, y) in enumerate(loader):
             """,
             count=1,
         ),
+        # A message printed right before the script stops: a step closure would never
+        # run, so the print keeps its place (no fix); the `if` on the tensor is reported too.
+        Invalid(
+            """
+            import sys
+            import torch
+            for x, y in loader:
+                loss = loss_fn(model(x), y)
+                if not torch.isfinite(loss):
+                    print("stopping, loss is", loss.item())
+                    sys.exit(1)
+                loss.backward()
+            """,
+            count=2,
+        ),
     ]
 
     # -- visitors -------------------------------------------------------------------
@@ -354,12 +369,34 @@ for i, (x, y) in enumerate(loader):
     def _fix(self, node: ast.Call, loop: StepLoop) -> Fix | None:
         stmt = enclosing_statement(node)
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and self._is_log_call(stmt.value):
+            if self._leaves_before_sync(stmt):
+                return None
             return self._closure_fix(stmt.value)
         if method_name(node) == "item" and isinstance(stmt, ast.AugAssign) and _summed(node, stmt):
             receiver = node.func.value  # type: ignore[union-attr]
             operation = ReplaceExpr(self.ctx.span(node), "{recv}.detach()", (("recv", self.ctx.span(receiver)),))
             return self.fix("unsafe", "Accumulate the tensor on the device (`.detach()`)", operation)
         return None
+
+    def _leaves_before_sync(self, stmt: ast.stmt) -> bool:
+        """A later statement of the same block leaves the step (``raise``, ``return``,
+        ``break``, ``sys.exit()``): a closure would run after a sync that may never
+        come, and the message (often the reason for stopping) would be lost."""
+        block = getattr(parent(stmt), "body", None)
+        for field in ("body", "orelse", "finalbody"):
+            candidate = getattr(parent(stmt), field, None)
+            if isinstance(candidate, list) and stmt in candidate:
+                block = candidate
+        if not isinstance(block, list) or stmt not in block:
+            return False
+        for later in block[block.index(stmt) + 1 :]:
+            if isinstance(later, (ast.Raise, ast.Return, ast.Break)):
+                return True
+            if isinstance(later, ast.Expr) and isinstance(later.value, ast.Call):
+                name = self.ctx.semantic.call_name(later.value) or dotted_name(later.value.func) or ""
+                if name in _EXITS:
+                    return True
+        return False
 
     def _closure_fix(self, call: ast.Call) -> Fix | None:
         """Wrap a log call in ``xm.add_step_closure(lambda <locals>=<locals>: <call>)``."""
@@ -379,6 +416,8 @@ for i, (x, y) in enumerate(loader):
 
 
 _WHY = "copies it to the host and forces an early graph execution"
+# Calls that end the process.
+_EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
 
 
 def _arguments(call: ast.Call) -> list[ast.expr]:

@@ -138,6 +138,34 @@ for x, y in loader:
             for x in data:
                 x.backward()
         """),
+        # A subclass of a trainer from another module overrides its per-epoch loop;
+        # the base class calls it with its device loader (here rebound through islice):
+        # nothing in this file says it is not one.
+        Valid("""
+            import itertools
+            import torch
+            from my_trainers import BaseTrainer
+
+            class MyTrainer(BaseTrainer):
+                def epoch(self, batches, n):
+                    batches = itertools.islice(batches, n)
+                    for x, y in batches:
+                        self.loss(x, y).backward()
+                        self.opt.step()
+        """),
+        # A loader parameter rebound from itself still holds what the callers pass.
+        Valid("""
+            import itertools
+            import torch
+            import torch_xla.distributed.parallel_loader as pl
+
+            def run(batches, n):
+                batches = itertools.islice(batches, n)
+                for x, y in batches:
+                    model(x, y).backward()
+
+            run(pl.MpDeviceLoader(data, dev), 10)
+        """),
     ]
 
     INVALID = [
@@ -251,6 +279,54 @@ for x, y in loader:
                 model(x).backward()
                 torch_xla.sync()
                 continue
+            """,
+        ),
+        # Rebound through islice, but the only caller passes a plain DataLoader.
+        Invalid(
+            """
+            import itertools
+            import torch
+
+            def run(batches, n):
+                batches = itertools.islice(batches, n)
+                for x, y in batches:
+                    model(x, y).backward()
+
+            run(torch.utils.data.DataLoader(data), 10)
+            """,
+            fixed="""
+            import itertools
+            import torch
+            import torch_xla
+
+            def run(batches, n):
+                batches = itertools.islice(batches, n)
+                for x, y in batches:
+                    model(x, y).backward()
+                    torch_xla.sync()
+
+            run(torch.utils.data.DataLoader(data), 10)
+            """,
+        ),
+        # A subclass of a torch class (nn.Module) is not an opaque trainer.
+        Invalid(
+            """
+            import torch
+
+            class Net(torch.nn.Module):
+                def fit(self, batches):
+                    for x, y in batches:
+                        self.loss(x, y).backward()
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+
+            class Net(torch.nn.Module):
+                def fit(self, batches):
+                    for x, y in batches:
+                        self.loss(x, y).backward()
+                        torch_xla.sync()
             """,
         ),
     ]

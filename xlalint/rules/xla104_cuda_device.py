@@ -297,6 +297,16 @@ opt.step()
         Valid("import torch\nx = torch.zeros(3).to(torch.float32)\ny = t.view(0)\nz = f(0)\n"),
         # A "cuda" string in a variable that is never used as a device.
         Valid('import torch\nbackend = "cuda"\nprint(backend)\nx = torch.ones(2).to(device)\n'),
+        # A device *type* derived from a device string (the device is reported where it
+        # is set); it feeds `autocast(device_type=...)`, not a device position.
+        Valid(
+            """
+            import torch
+            kind = "cuda" if "cuda" in args.device else "cpu"
+            use = "cuda" if args.device.startswith("cuda") else "cpu"
+            ctx = torch.autocast(device_type=kind, dtype=torch.bfloat16)
+            """
+        ),
     ]
     INVALID = [
         Invalid(
@@ -622,6 +632,11 @@ opt.step()
         asks_cuda = any(
             self.ctx.semantic.call_name(n) in AVAILABILITY for n in ast.walk(node.test) if isinstance(n, ast.Call)
         )
+        if not asks_cuda and _inspects_device_string(node.test):
+            # ``"cuda" if "cuda" in device else "cpu"`` derives a device *type* from a
+            # device reported where it is set; as a type it feeds `autocast(device_type=)`
+            # and string comparisons, which `torch_xla.device()` would break.
+            return False
         other = [b for b in branches if b not in cuda]
         return asks_cuda or not other or any(self._is_any_device(b) for b in other)
 
@@ -942,9 +957,7 @@ class ScalerRemoval:
             if cls is None:
                 return None
             everywhere = [
-                n
-                for n in self.ctx.semantic.nodes_of(ast.Attribute)
-                if n.attr == target.attr and n is not target
+                n for n in self.ctx.semantic.nodes_of(ast.Attribute) if n.attr == target.attr and n is not target
             ]
             inside = {id(n) for n in ast.walk(cls)}
             if any(id(n) not in inside or not isinstance(n.ctx, ast.Load) for n in everywhere):
@@ -997,3 +1010,19 @@ class ScalerRemoval:
             self.operations.append(ReplaceExpr(span, replacements[method]))
             return True
         return False
+
+
+def _inspects_device_string(test: ast.expr) -> bool:
+    """The condition looks at a CUDA string (``"cuda" in device``, ``device == "cuda"``,
+    ``device.startswith("cuda")``): it classifies an existing device."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Compare) and any(is_cuda_string(n) for n in (node.left, *node.comparators)):
+            return True
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "startswith"
+            and any(is_cuda_string(a) for a in node.args)
+        ):
+            return True
+    return False
