@@ -240,8 +240,7 @@ def _print_diffs(reports: list[FileReport], out) -> None:
             difflib.unified_diff(
                 r.source.splitlines(keepends=True),
                 r.fixed_source.splitlines(keepends=True),
-                f"a/{r.path}",
-                f"b/{r.path}",
+                *_diff_names(r.path),
             )
         )
     changed = sum(1 for r in reports if r.changed)
@@ -250,6 +249,11 @@ def _print_diffs(reports: list[FileReport], out) -> None:
         f"\nWould fix {fixes} error{'s' if fixes != 1 else ''} in {changed} file{'s' if changed != 1 else ''}.",
         file=sys.stderr,
     )
+
+
+def _diff_names(path: str) -> tuple[str, str]:
+    """``a/x.py``/``b/x.py`` as git shows a relative path; an absolute path as it is."""
+    return (path, path) if Path(path).is_absolute() else (f"a/{path}", f"b/{path}")
 
 
 def _print_fixes(reports: list[FileReport], *, fixed: bool, out) -> None:
