@@ -169,7 +169,7 @@ class EventFinder:
         self.optimizers: set[str] = set()
         self.gradient_lists: set[str] = set()
         self._events: dict[int, Event | None] = {}
-        for node in ast.walk(semantic.tree):
+        for node in semantic.nodes_of(ast.Assign, ast.AnnAssign, ast.Call):
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 names = {name for t in targets if (name := dotted_name(t))}
@@ -405,9 +405,7 @@ class OrderAnalysis:
     @cached_property
     def _repeated_conditions(self) -> frozenset[str]:
         """The keys of conditions that more than one ``if`` of the module tests."""
-        counts = Counter(
-            condition_key(node.test)[0] for node in ast.walk(self.finder.semantic.tree) if isinstance(node, ast.If)
-        )
+        counts = Counter(condition_key(node.test)[0] for node in self.finder.semantic.nodes_of(ast.If))
         return frozenset(key for key, n in counts.items() if n > 1)
 
     def _inert(self, stmt: ast.stmt) -> bool:
@@ -583,7 +581,7 @@ def find_step_loops(semantic: Semantic) -> list[ast.For | ast.AsyncFor | ast.Whi
     """The innermost loops whose body, directly or through same-module functions,
     calls ``.backward()`` (a fallback for when ``ctx.steps`` is not available)."""
     resolve = same_module_resolver(semantic)
-    loops = [n for n in ast.walk(semantic.tree) if isinstance(n, LOOPS)]
+    loops = sorted(semantic.nodes_of(*LOOPS), key=lambda n: (n.lineno, n.col_offset))
     reach = {id(loop): [n for stmt in loop.body for n in _reached(stmt, resolve)] for loop in loops}
     training = [loop for loop in loops if any(_calls_backward(n) for n in reach[id(loop)])]
     training_ids = {id(loop) for loop in training}

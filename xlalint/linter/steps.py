@@ -340,7 +340,7 @@ def _is_self_attr(target: ast.AST, attr: str) -> bool:
 def _assigned_values(scope: ast.AST, matches, shallow: bool = False) -> Iterator[ast.expr]:
     """Values assigned to targets that ``matches`` in ``scope`` (``a = v``, ``a: T = v``,
     ``a, b = v1, v2``, ``with v as a``). ``shallow``: not inside nested functions."""
-    for node in _walk(scope, shallow=shallow):
+    for node in _binding_statements(scope, shallow):
         if isinstance(node, ast.Assign):
             for target in node.targets:
                 yield from _match_targets(target, node.value, matches)
@@ -350,6 +350,20 @@ def _assigned_values(scope: ast.AST, matches, shallow: bool = False) -> Iterator
             for item in node.items:
                 if item.optional_vars is not None:
                     yield from _match_targets(item.optional_vars, item.context_expr, matches)
+
+
+_BINDINGS = (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.With, ast.AsyncWith)
+
+
+def _binding_statements(scope: ast.AST, shallow: bool) -> list[ast.AST]:
+    """The assignments and ``with`` statements in ``scope``, found once per scope (the
+    list is kept on the scope node: names are looked up many times per module)."""
+    key = "_xlalint_bindings_shallow" if shallow else "_xlalint_bindings"
+    found = getattr(scope, key, None)
+    if found is None:
+        found = [node for node in _walk(scope, shallow=shallow) if isinstance(node, _BINDINGS)]
+        setattr(scope, key, found)
+    return found
 
 
 def _match_targets(target: ast.AST, value: ast.expr, matches) -> Iterator[ast.expr]:
@@ -455,7 +469,7 @@ class StepAnalysis:
         self._resolved: dict[int, Function | None] = {}
         self._locals: dict[int, dict[str, Function]] = {}
         self._loaders = _DeviceLoaders(self.semantic)
-        all_loops = [n for n in ast.walk(self.tree) if isinstance(n, _LOOPS)]
+        all_loops = sorted(self.semantic.nodes_of(*_LOOPS), key=lambda n: (n.lineno, n.col_offset))
         training = [loop for loop in all_loops if self.is_training_loop(loop)]
         step_loops = [loop for loop in training if not self._contains_training_loop(loop)]
         step_loops.sort(key=lambda n: (n.lineno, n.col_offset))
@@ -619,7 +633,7 @@ class StepAnalysis:
         names of the functions that ``torch_xla.compile`` traces)."""
         callables: set[str] = set()
         traced: set[str] = set()
-        for node in ast.walk(self.tree):
+        for node in self.semantic.nodes_of(*_FUNCTIONS, ast.Assign):
             if isinstance(node, _FUNCTIONS):
                 for dec in node.decorator_list:
                     target = dec.func if isinstance(dec, ast.Call) else dec
@@ -707,7 +721,7 @@ class StepAnalysis:
                 dotted = dotted_name(call.func.value)  # type: ignore[union-attr]
                 if dotted:
                     names.add(dotted)
-        assignments = [n for n in ast.walk(self.tree) if isinstance(n, (ast.Assign, ast.AnnAssign))]
+        assignments = semantic.nodes_of(ast.Assign, ast.AnnAssign)
         for _ in range(3):
             before = len(names)
             for node in assignments:
@@ -736,7 +750,7 @@ def _module_classes(tree: ast.Module, semantic: Semantic) -> set[str]:
     """Classes of this module that subclass ``torch.nn.Module`` (directly or through
     another such class)."""
     classes: set[str] = set()
-    definitions = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    definitions = semantic.nodes_of(ast.ClassDef)
     for _ in range(3):
         for node in definitions:
             if node.name not in classes:
