@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import ast
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from rules.fixture_checks import assert_fixes_to, expected_fixed
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import lint_source
 from xlalint.linter.fixing import fix_source
@@ -37,12 +37,6 @@ def read(name: str) -> str:
     return (FIXTURES / name).read_text()
 
 
-def expected_output(case: str, unsafe: bool) -> str:
-    candidates = [f"{case}.unsafe.py"] if unsafe else []
-    candidates += [f"{case}.fixed.py", f"{case}.py"]
-    return next(read(name) for name in candidates if (FIXTURES / name).exists())
-
-
 def findings(source: str):
     source = textwrap.dedent(source)
     return [f for f in lint_source(source, "train.py", Settings()) if f.code == CODE]
@@ -61,13 +55,7 @@ def test_findings(case):
 @pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 def test_fix(case, unsafe):
-    source = read(f"{case}.py")
-    result = fix_source(source, f"{case}.py", Settings(), unsafe=unsafe, select=[CODE])
-    assert result.error is None, result.error
-    assert result.source == expected_output(case, unsafe)
-    ast.parse(result.source)
-    again = fix_source(result.source, f"{case}.py", Settings(), unsafe=unsafe, select=[CODE])
-    assert again.source == result.source, "a second fix changed the code"
+    assert_fixes_to(CODE, read(f"{case}.py"), f"{case}.py", expected_fixed(FIXTURES, case, unsafe), unsafe=unsafe)
 
 
 def test_closure_fix_leaves_only_unfixable_findings():

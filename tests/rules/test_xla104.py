@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rules.fixture_checks import assert_fixes_to, expected_fixed
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import lint_source
 from xlalint.linter.fixing import fix_source
@@ -64,15 +65,6 @@ def read(name: str) -> str:
     return (FIXTURES / name).read_text()
 
 
-def expected_output(case: str, unsafe: bool) -> str:
-    """``<case>.unsafe.py`` if present (else the safe result), ``<case>.fixed.py``
-    if present (else the input: nothing to fix)."""
-    candidates = (
-        [f"{case}.unsafe.py", f"{case}.fixed.py", f"{case}.py"] if unsafe else [f"{case}.fixed.py", f"{case}.py"]
-    )
-    return next(read(name) for name in candidates if (FIXTURES / name).exists())
-
-
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 def test_findings(case):
     findings = [f for f in lint_source(read(f"{case}.py"), f"{case}.py", settings()) if f.code == CODE]
@@ -83,13 +75,14 @@ def test_findings(case):
 @pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 def test_fix(case, unsafe):
-    source = read(f"{case}.py")
-    result = fix_source(source, f"{case}.py", settings(), unsafe=unsafe, select=[CODE])
-    assert result.error is None, result.error
-    assert result.source == expected_output(case, unsafe)
-    ast.parse(result.source)
-    again = fix_source(result.source, f"{case}.py", settings(), unsafe=unsafe, select=[CODE])
-    assert again.source == result.source, "a second fix changed the code"
+    assert_fixes_to(
+        CODE,
+        read(f"{case}.py"),
+        f"{case}.py",
+        expected_fixed(FIXTURES, case, unsafe),
+        unsafe=unsafe,
+        settings=settings(),
+    )
 
 
 def test_training_script_is_fully_ported():

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
+from rules.fixture_checks import assert_fixes_to, expected_fixed
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import lint_source
-from xlalint.linter.fixing import fix_source
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA105"
 CODE = "XLA105"
@@ -42,13 +41,7 @@ def test_findings(case):
 @pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
 def test_fix(case, unsafe):
     path = FIXTURES / f"{case}.py"
-    expected_path = FIXTURES / f"{case}.fixed.py"
-    result = fix_source(path.read_text(), str(path), Settings(), unsafe=unsafe, select=[CODE])
-    assert result.error is None, result.error
-    assert result.source == expected_path.read_text()
-    ast.parse(result.source)
-    again = fix_source(result.source, str(path), Settings(), unsafe=unsafe, select=[CODE])
-    assert again.source == result.source, "a second fix changed the code"
+    assert_fixes_to(CODE, path.read_text(), str(path), expected_fixed(FIXTURES, case, unsafe), unsafe=unsafe)
 
 
 def test_fixed_files_are_clean():
