@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import InsertStatement, RemoveStatement, ReplaceExpr
+from xlalint.linter.model import InsertStatement, MoveStatement, ReplaceExpr
 from xlalint.linter.order import STEPS, Event, EventFinder, Kind, Path, loop_paths
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.scripts import is_multiprocess_xla_script
@@ -367,8 +367,8 @@ scaler.update()
             """,
             count=1,
         ),
-        # Clipping after the step has no effect: moved before it (unsafe), then
-        # unscaled (safe, on the next pass).
+        # Clipping after the step has no effect: moved before it with its comment
+        # (unsafe), then unscaled (safe, on the next pass).
         Invalid(
             """
             import torch
@@ -377,6 +377,7 @@ scaler.update()
                 scaler.scale(model(x, y)).backward()
                 scaler.step(opt)
                 scaler.update()
+                # keep the gradients bounded
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             """,
             unsafe_fixed="""
@@ -385,6 +386,7 @@ scaler.update()
             for x, y in loader:
                 scaler.scale(model(x, y)).backward()
                 scaler.unscale_(opt)
+                # keep the gradients bounded
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 scaler.step(opt)
                 scaler.update()
@@ -535,18 +537,17 @@ scaler.update()
         )
 
     def _move(self, stmt: ast.stmt, anchor: ast.stmt, where: str, message: str, applicability: str = "unsafe"):
-        """Move ``stmt`` before/after ``anchor``; only within one block, and only a
-        statement that is just the call (so nothing else moves with it)."""
+        """Move ``stmt`` (with the comments above it) before/after ``anchor``; only
+        within one block, and only a statement that is just the call (so nothing else
+        moves with it)."""
         if stmt is anchor or not _same_block(stmt, anchor) or not _just_a_call(stmt):
             return None
         if not (_own_lines(stmt) and _own_lines(anchor)):
             return None
-        code = self.ctx.source_of(stmt).replace("{", "{{").replace("}", "}}")
         return self.fix(
             applicability,  # type: ignore[arg-type]
             message,
-            RemoveStatement(self.ctx.span(stmt)),
-            InsertStatement(self.ctx.span(anchor), code, where),  # type: ignore[arg-type]
+            MoveStatement(self.ctx.span(stmt), self.ctx.span(anchor), where),  # type: ignore[arg-type]
         )
 
 
