@@ -100,3 +100,54 @@ def test_probe_reads_this_interpreter(torch_xla_required):
     assert probe.torch and probe.torch_xla
     assert probe.torch_xla_version.startswith("2.")
     assert check_torch_xla(probe) == []
+
+
+def _fake_bare_cuda_plugin(site) -> str:
+    """A package laid out as PyPI's xla-cuda12-pjrt: an `xla_plugins` entry point
+    naming a module folder that holds the PJRT library."""
+    folder = site / "xla_plugins" / "xla_cuda12_pjrt"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    (folder / "xla_gpu_pjrt.so").write_bytes(b"not really a library")
+    info = site / "xla_cuda12_pjrt-0.0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: xla_cuda12_pjrt\nVersion: 0.0.1\n")
+    (info / "entry_points.txt").write_text("[xla_plugins]\nxla_cuda12_pjrt = xla_plugins.xla_cuda12_pjrt\n")
+    return str(folder / "xla_gpu_pjrt.so")
+
+
+def test_probe_finds_a_bare_pjrt_cuda_plugin(tmp_path):
+    import os
+
+    library = _fake_bare_cuda_plugin(tmp_path)
+    probe = probe_interpreter(sys.executable, {**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert probe.cuda_pjrt_library == library and probe.cuda_plugin
+    # Without a GPU it says so; with one, the child is told to register the library.
+    with pytest.raises(HarnessEnvironmentError, match="no NVIDIA GPU is visible") as raised:
+        choose_device("cuda", probe, NO_HARDWARE)
+    assert "plugin" not in str(raised.value)
+    device = choose_device("cuda", probe, Hardware(0, True))
+    assert device.env["PJRT_DEVICE"] == "CUDA"
+    assert device.env["XLALINT_CUDA_PJRT_LIBRARY"] == library
+
+
+def test_bootstrap_registers_a_bare_cuda_plugin_with_torch_xla(tmp_path, torch_xla_required):
+    """Without a GPU this goes as far as torch_xla loading the registered library."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    import xlalint.harness.bootstrap as bootstrap
+
+    library = tmp_path / "xla_gpu_pjrt.so"
+    code = (
+        f"import sys; sys.path.insert(0, {str(Path(bootstrap.__file__).parent)!r})\n"
+        "import bootstrap\n"
+        f"bootstrap.register_cuda_plugin({str(library)!r})\n"
+        "import torch_xla\n"
+        "torch_xla.device()\n"
+    )
+    env = {**os.environ, "PJRT_DEVICE": "CUDA"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode != 0
+    assert f"Failed to open {library}" in done.stderr

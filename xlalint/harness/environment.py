@@ -48,6 +48,21 @@ def xla_plugins():
     except Exception:
         return []
 
+def pjrt_cuda_library():
+    # A bare PJRT CUDA plugin (PyPI xla-cuda12-pjrt) registers the entry point group
+    # `xla_plugins`, not `torch_xla.plugins`: torch_xla does not load it by itself.
+    try:
+        points = [ep for ep in md.entry_points(group="xla_plugins") if "cuda" in ep.name.lower()]
+    except Exception:
+        return None
+    for ep in points:
+        spec = importlib.util.find_spec(ep.value) if found(ep.value) else None
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            for name in sorted(os.listdir(folder)):
+                if name.endswith(".so") and "pjrt" in name:
+                    return os.path.join(folder, name)
+    return None
+
 def bundled_libtpu():
     spec = importlib.util.find_spec("torch_xla") if found("torch_xla") else None
     for folder in (spec.submodule_search_locations or []) if spec else []:
@@ -64,8 +79,13 @@ print(json.dumps({
     "libtpu": bool(os.environ.get("TPU_LIBRARY_PATH")) or found("libtpu") or bundled_libtpu(),
     "xla_plugins": xla_plugins(),
     "cuda_plugin_module": found("torch_xla_cuda_plugin"),
+    "cuda_pjrt_library": pjrt_cuda_library(),
 }))
 """
+
+
+#: Set for the child when it must register a bare PJRT CUDA library (bootstrap.py).
+CUDA_LIBRARY_ENV = "XLALINT_CUDA_PJRT_LIBRARY"
 
 
 class HarnessEnvironmentError(Exception):
@@ -84,10 +104,13 @@ class Probe:
     libtpu: bool
     xla_plugins: list[str] = field(default_factory=list)
     cuda_plugin_module: bool = False
+    #: The ``.so`` of a bare PJRT CUDA plugin (xla-cuda12-pjrt), which the child's
+    #: bootstrap registers with ``torch_xla.experimental.plugins``.
+    cuda_pjrt_library: str | None = None
 
     @property
     def cuda_plugin(self) -> bool:
-        return "cuda" in self.xla_plugins or self.cuda_plugin_module
+        return "cuda" in self.xla_plugins or self.cuda_plugin_module or self.cuda_pjrt_library is not None
 
 
 @dataclass(frozen=True)
@@ -211,20 +234,18 @@ def choose_device(requested: str, probe: Probe, hardware: Hardware) -> Device:
         missing = []
         if not probe.cuda_plugin:
             missing.append(
-                "no PJRT CUDA plugin is installed (torch_xla 2.9 has no built-in XLA:CUDA; "
-                "install one that registers the 'cuda' torch_xla.plugins entry point, "
-                "e.g. xla-cuda12-pjrt)"
+                "no PJRT CUDA plugin is installed (torch_xla 2.9 has no built-in XLA:CUDA; pip install xla-cuda12-pjrt)"
             )
         if not hardware.gpu:
             missing.append("no NVIDIA GPU is visible (no /dev/nvidia0, nvidia-smi lists none)")
         if missing:
             raise HarnessEnvironmentError("--device cuda: " + "; ".join(missing))
-        return Device("CUDA", {"PJRT_DEVICE": "CUDA", "GPU_NUM_DEVICES": "1"})
+        return _cuda(probe)
     if requested == "auto":
         if probe.libtpu and hardware.tpu_chips:
             return Device("TPU", {"PJRT_DEVICE": "TPU"})
         if probe.cuda_plugin and hardware.gpu:
-            return Device("CUDA", {"PJRT_DEVICE": "CUDA", "GPU_NUM_DEVICES": "1"})
+            return _cuda(probe)
         return _cpu()
     raise HarnessEnvironmentError(f"--device must be auto, cpu, tpu or cuda, not {requested!r}")
 
@@ -233,3 +254,12 @@ def _cpu() -> Device:
     # One CPU device: one process under torch_xla.launch/xmp.spawn, and the
     # compile/execution counts are those of a single replica.
     return Device("CPU", {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "1"})
+
+
+def _cuda(probe: Probe) -> Device:
+    env = {"PJRT_DEVICE": "CUDA", "GPU_NUM_DEVICES": "1"}
+    if "cuda" not in probe.xla_plugins and probe.cuda_pjrt_library:
+        # torch_xla registers only `torch_xla.plugins` entry points; the bootstrap
+        # registers this library as the CUDA plugin before the script runs.
+        env[CUDA_LIBRARY_ENV] = probe.cuda_pjrt_library
+    return Device("CUDA", env)
