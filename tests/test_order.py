@@ -312,3 +312,23 @@ def test_micro_batch_loop_uses_the_enclosing_loop():
     ((loop, paths),) = loop_paths(ctx)
     assert loop.lineno == 5
     assert {tuple(e.kind for e in p) for p in paths} == {(Kind.BACKWARD, Kind.OPTIMIZER_STEP)}
+
+
+def test_events_keep_their_innermost_statement():
+    # An `if` around a clip is first scanned as a whole (is it inert?); the clip's
+    # event must still name the clip's own statement, where fixes insert code.
+    tree = parse(
+        """
+        for i, x in enumerate(loader):
+            scaler.scale(model(x)).backward()
+            if (i + 1) % 4 == 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                scaler.step(opt)
+        """
+    )
+    semantic = Semantic(tree)
+    loop = next(n for n in ast.walk(tree) if isinstance(n, ast.For))
+    analysis = OrderAnalysis(EventFinder(semantic), same_module_resolver(semantic))
+    clips = [e for path in analysis.paths(loop.body) for e in path if e.kind is Kind.CLIP]
+    assert clips
+    assert all(isinstance(e.stmt, ast.Expr) and e.stmt.value is e.call for e in clips)

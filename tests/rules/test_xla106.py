@@ -120,8 +120,8 @@ for x in loader:
     assert len(found) == 1 and found[0].fix is None
 
 
-def test_xm_optimizer_step_with_barrier_has_no_fix():
-    # Replacing it with opt.step() would drop the sync the barrier gives.
+def test_xm_optimizer_step_with_barrier_keeps_a_sync():
+    # Replacing it with opt.step() alone would drop the sync the barrier gives.
     source = """
 import torch
 import torch_xla.core.xla_model as xm
@@ -130,6 +130,25 @@ def _mp_fn(index):
         model(x).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         xm.optimizer_step(opt, barrier=True)
+"""
+    found = findings(source, "t.py")
+    assert len(found) == 1 and found[0].fix is not None
+    fixed = fix_source(source, "t.py", Settings(), unsafe=True).source
+    assert "        opt.step()\n        torch_xla.sync()\n" in fixed
+    assert "barrier" not in fixed
+    old = fix_source(source, "t.py", Settings(target_version=(2, 3)), unsafe=True).source
+    assert "        opt.step()\n        xm.mark_step()\n" in old
+
+
+def test_xm_optimizer_step_with_variable_barrier_has_no_fix():
+    source = """
+import torch
+import torch_xla.core.xla_model as xm
+def _mp_fn(index):
+    for x in loader:
+        model(x).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        xm.optimizer_step(opt, barrier=flag)
 """
     found = findings(source, "t.py")
     assert len(found) == 1 and found[0].fix is None

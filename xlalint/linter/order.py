@@ -410,14 +410,18 @@ class OrderAnalysis:
 
     def _inert(self, stmt: ast.stmt) -> bool:
         """No event, no helper call and no early exit anywhere in ``stmt``: it adds
-        nothing to any path (and need not split paths at its branches)."""
+        nothing to any path (and need not split paths at its branches). Events are
+        cached per call, so each is asked with its own innermost statement (not
+        ``stmt``, which may be an enclosing ``if``): fixes insert before that one."""
         cached = self._inert_cache.get(id(stmt))
         if cached is None:
             cached = not any(
                 isinstance(node, (ast.Break, ast.Continue, ast.Return, ast.Raise))
                 or (
                     isinstance(node, ast.Call)
-                    and (self.finder.event(node, stmt) is not None or self._summary(node, ()) is not None)
+                    and (
+                        self.finder.event(node, _statement_of(node)) is not None or self._summary(node, ()) is not None
+                    )
                 )
                 for node in ast.walk(stmt)
             )

@@ -290,6 +290,57 @@ scaler.update()
             """,
             count=1,
         ),
+        # Clip under a gradient-accumulation guard: the unscale_ goes inside the guard,
+        # next to the clip (before the `if`, it would run, and raise, every micro-step).
+        Invalid(
+            """
+            import torch
+            scaler = torch.cuda.amp.GradScaler()
+            for i, (x, y) in enumerate(loader):
+                scaler.scale(model(x, y)).backward()
+                if (i + 1) % accumulation == 0:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    scaler.step(optimizer)
+                    scaler.update()
+            """,
+            fixed="""
+            import torch
+            scaler = torch.cuda.amp.GradScaler()
+            for i, (x, y) in enumerate(loader):
+                scaler.scale(model(x, y)).backward()
+                if (i + 1) % accumulation == 0:
+                    scaler.unscale_(optimizer)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    scaler.step(optimizer)
+                    scaler.update()
+            """,
+            count=1,
+        ),
+        # Clipping each parameter group: the unscale_ goes before that loop, once per step.
+        Invalid(
+            """
+            import torch
+            scaler = torch.cuda.amp.GradScaler()
+            for x, y in loader:
+                scaler.scale(model(x, y)).backward()
+                for group in optimizer.param_groups:
+                    torch.nn.utils.clip_grad_norm_(group["params"], 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+            """,
+            fixed="""
+            import torch
+            scaler = torch.cuda.amp.GradScaler()
+            for x, y in loader:
+                scaler.scale(model(x, y)).backward()
+                scaler.unscale_(optimizer)
+                for group in optimizer.param_groups:
+                    torch.nn.utils.clip_grad_norm_(group["params"], 1.0)
+                scaler.step(optimizer)
+                scaler.update()
+            """,
+            count=1,
+        ),
         # Through aliases, in a helper the loop calls, with `self.scaler`.
         Invalid(
             """
@@ -444,6 +495,32 @@ scaler.update()
             """,
             count=1,
         ),
+        # `barrier=True` made the step a sync point: the rewrite keeps one after `opt.step()`.
+        Invalid(
+            """
+            import torch
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+            def _mp_fn(index):
+                for x, y in loader:
+                    model(x, y).backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    xm.optimizer_step(opt, barrier=True)
+            """,
+            unsafe_fixed="""
+            import torch
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+            def _mp_fn(index):
+                for x, y in loader:
+                    model(x, y).backward()
+                    xm.reduce_gradients(opt)
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    opt.step()
+                    torch_xla.sync()
+            """,
+            count=1,
+        ),
     ]
 
     def finish(self) -> None:
@@ -492,6 +569,8 @@ scaler.update()
         steps = [e for e in path.after(i, Kind.SCALER_STEP)] + path.before(i, Kind.SCALER_STEP)
         step = next((s for s in steps if enclosing_function(s.call) is enclosing_function(clip.call)), None)
         anchor = _line_statement(clip.stmt)
+        if step is not None and anchor is not None:
+            anchor = _outside_inner_loops(anchor, step.call)
         if step is None or step.scaler is None or step.optimizer is None or anchor is None:
             return None
         return self.fix(
@@ -508,11 +587,13 @@ scaler.update()
     def _reduce_first_fix(self, clip: Event, path: Path, i: int):
         step = path.after(i, *STEPS)[0]
         call, opt = step.call, step.optimizer
+        barrier = next((k.value for k in call.keywords if k.arg == "barrier"), None)
         if (
             opt is None
             or enclosing_function(call) is not enclosing_function(clip.call)
             or not _is_statement_call(step)
-            or any(k.arg not in ("optimizer", "optimizer_args") for k in call.keywords)
+            or any(k.arg not in ("optimizer", "optimizer_args", "barrier") for k in call.keywords)
+            or (barrier is not None and not _is_literal_bool(barrier))
             or len(call.args) > 2
             or not _own_lines(clip.stmt)
         ):
@@ -528,11 +609,19 @@ scaler.update()
         if args is not None:
             template = "{opt}.step(**{args})"
             parts.append(("args", self.ctx.span(args)))
+        operations = [
+            InsertStatement(self.ctx.span(clip.stmt), f"{xm}.reduce_gradients({{opt}})", "before", (parts[0],)),
+            ReplaceExpr(self.ctx.span(call), template, tuple(parts)),
+        ]
+        if _is_literal_bool(barrier, True):
+            # `barrier=True` was also the step's sync point: keep one after the step.
+            sync, sync_imports = self.ctx.xla_api("sync", "mark_step")
+            operations.append(InsertStatement(self.ctx.span(step.stmt), f"{sync}()", "after"))
+            imports = (*imports, *sync_imports)
         return self.fix(
             "unsafe",
             "all-reduce the gradients before clipping, then step",
-            InsertStatement(self.ctx.span(clip.stmt), f"{xm}.reduce_gradients({{opt}})", "before", (parts[0],)),
-            ReplaceExpr(self.ctx.span(call), template, tuple(parts)),
+            *operations,
             imports=imports,
         )
 
@@ -636,9 +725,32 @@ def _line_statement(stmt: ast.stmt) -> ast.stmt | None:
     return current if isinstance(current, ast.stmt) else None
 
 
+def _outside_inner_loops(stmt: ast.stmt, step: ast.Call) -> ast.stmt:
+    """The statement to insert ``unscale_`` before so that it runs once per optimizer
+    step: ``stmt`` itself, or the outermost loop around it that does not also hold the
+    step (``for group in opt.param_groups: clip_grad_norm_(group["params"], ...)``: a
+    second ``unscale_`` before the step raises)."""
+    anchor = stmt
+    node = parent(stmt)
+    while node is not None and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            if any(inner is step for inner in ast.walk(node)):
+                break
+            anchor = node
+        node = parent(node)
+    return anchor
+
+
 def _just_a_call(stmt: ast.stmt) -> bool:
     """``f(...)`` or ``x = f(...)``: moving it moves nothing but the call (and its result)."""
     return isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign)) and isinstance(stmt.value, ast.Call)
+
+
+def _is_literal_bool(node: ast.expr | None, value: bool | None = None) -> bool:
+    """``node`` is the literal ``True``/``False`` (the given one, when ``value`` is set)."""
+    if not isinstance(node, ast.Constant) or not isinstance(node.value, bool):
+        return False
+    return value is None or node.value is value
 
 
 def _is_statement_call(event: Event) -> bool:
