@@ -20,7 +20,7 @@ from xlalint import __version__
 from xlalint.linter import reporters
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import ConfigError, ConfigFinder, Settings, parse_target_version, validate_selectors
-from xlalint.linter.runner import FileReport, Job, process_all, process_text
+from xlalint.linter.runner import FileReport, Job, internal_error, process_all, process_text
 
 app = typer.Typer(
     name="xlalint",
@@ -179,16 +179,22 @@ def _run(
     elif statistics:
         print(reporters.statistics(findings, unsafe, as_json=fmt == "json"), file=out)
     else:
+        # Edits are computed on the text the remaining findings were found in: after a
+        # fix, that is the fixed text.
         sources = (
-            {r.path: r.source for r in reports if r.source is not None}
+            {
+                r.path: r.fixed_source if r.fixed_source is not None else r.source
+                for r in reports
+                if r.source is not None
+            }
             if fmt in ("json", "json-lines", "sarif")
             else None
         )
-        rendered = reporters.render(fmt, findings, sources=sources, unsafe=unsafe or fix)
+        rendered = reporters.render(fmt, findings, sources=sources, unsafe=unsafe)
         if rendered:
             print(rendered, file=out)
         if fmt in ("text", "concise") and show_fixes:
-            _print_fixes(reports, fixed=fix, out=out)
+            _print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
         if fmt == "text" and not quiet:
             print(reporters.summary(findings, unsafe, fixed=len(fixed), command="fix" if fix else "check"), file=out)
     for report in reports:
@@ -228,7 +234,10 @@ def _stdin_report(invocation: Invocation, stdin_filename: str | None, *, fix, un
         return FileReport(name, [error_finding(name, str(exc))], source=None)
     if force_exclude and stdin_filename and settings.is_excluded(Path(stdin_filename)):
         return FileReport(name, [], source=original.text, fixed_source=original.text)
-    return process_text(Job(name, settings, fix=fix, unsafe=unsafe, write=False), original, stdin=True)
+    try:
+        return process_text(Job(name, settings, fix=fix, unsafe=unsafe, write=False), original, stdin=True)
+    except Exception as exc:  # a bug in a rule: one clear line, exit 2
+        return internal_error(name, exc, original.text)
 
 
 def _print_diffs(reports: list[FileReport], out) -> None:
@@ -256,9 +265,15 @@ def _diff_names(path: str) -> tuple[str, str]:
     return (path, path) if Path(path).is_absolute() else (f"a/{path}", f"b/{path}")
 
 
-def _print_fixes(reports: list[FileReport], *, fixed: bool, out) -> None:
+def _print_fixes(reports: list[FileReport], *, fixed: bool, unsafe: bool, out) -> None:
     rows = [
-        (r.path, Counter((f.code, f.name) for f in (r.fixed if fixed else [f for f in r.findings if f.fix])))
+        (
+            r.path,
+            Counter(
+                (f.code, f.name)
+                for f in (r.fixed if fixed else [f for f in r.findings if reporters.applicable(f, unsafe)])
+            ),
+        )
         for r in reports
     ]
     rows = [(path, counts) for path, counts in rows if counts]

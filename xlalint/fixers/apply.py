@@ -33,6 +33,7 @@ from xlalint.linter.model import (
     ReplaceExpr,
     SetKeyword,
     Span,
+    split_lines,
 )
 
 Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
@@ -318,7 +319,7 @@ class TextEdit:
 def text_edits(before: str, after: str) -> list[TextEdit]:
     """Small edits that turn ``before`` into ``after``: changed lines, narrowed to the
     changed characters (pieces closer than a few characters are merged)."""
-    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    old, new = split_lines(before, keepends=True), split_lines(after, keepends=True)
     edits: list[TextEdit] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
         if tag == "equal":
@@ -333,15 +334,20 @@ def text_edits(before: str, after: str) -> list[TextEdit]:
             else:
                 pieces.append([a1, a2, b1, b2])
         for a1, a2, b1, b2 in pieces:
-            edits.append(TextEdit(b[b1:b2], _position(a, a1, i1), _position(a, a2, i1)))
+            edits.append(TextEdit(b[b1:b2], _position(old[i1:i2], a1, i1), _position(old[i1:i2], a2, i1)))
     return edits
 
 
-def _position(block: str, offset: int, first_line: int) -> tuple[int, int]:
-    """1-based (row, column) of ``offset`` in ``block``, which starts at 0-based line ``first_line``."""
-    row = first_line + block.count("\n", 0, offset)
-    column = offset - (block.rfind("\n", 0, offset) + 1)
-    return row + 1, column + 1
+def _position(block: list[str], offset: int, first_line: int) -> tuple[int, int]:
+    """1-based (row, column) of ``offset`` in the lines ``block`` (kept ends), which
+    start at 0-based line ``first_line``."""
+    row = first_line
+    for line in block:
+        if offset < len(line) or not line.endswith(("\n", "\r")):
+            break
+        offset -= len(line)
+        row += 1
+    return row + 1, offset + 1
 
 
 def fix_edits(source: str, fix: Fix) -> list[TextEdit]:

@@ -62,12 +62,32 @@ class Settings:
     #: The folder the config file is in (globs are relative to it), or None.
     root: str | None = None
     source: str | None = None
+    #: Later selections (the command line's) as ``(select or None, extend_select, ignore)``,
+    #: applied on top of the file's, as ruff does.
+    overrides: tuple[tuple[tuple[str, ...] | None, tuple[str, ...], tuple[str, ...]], ...] = ()
 
     # -- which rules run -------------------------------------------------------------
     def enabled_codes(self, all_codes: Iterable[str], path: str | None = None) -> set[str]:
+        """ruff's resolution: each layer (the file, then the command line) either starts
+        afresh (it has ``select``) or adjusts the layer before; within a layer the more
+        specific selector wins, and ``ignore`` wins a tie."""
         codes = sorted(all_codes)
-        enabled = {c for c in codes if _matches_any(c, self.select + self.extend_select)}
-        enabled -= {c for c in codes if _matches_any(c, self.ignore)}
+        enabled: set[str] = set()
+        for select, extend_select, ignore in ((self.select, self.extend_select, self.ignore), *self.overrides):
+            decided: dict[str, bool] = {}
+            for selector, on in sorted(
+                [(s, True) for s in (*(select or ()), *extend_select)] + [(s, False) for s in ignore],
+                key=lambda item: (_specificity(item[0]), not item[1]),
+            ):
+                for code in codes:
+                    if _matches_any(code, (selector,)):
+                        decided[code] = on
+            if select is not None:
+                enabled = {code for code, on in decided.items() if on}
+            else:
+                enabled = (enabled | {c for c, on in decided.items() if on}) - {
+                    c for c, on in decided.items() if not on
+                }
         if path is not None:
             for glob, ignored in self.per_file_ignores:
                 if self._glob_matches(glob, path):
@@ -101,9 +121,27 @@ class Settings:
             fnmatch.fnmatch(part, glob) for part in candidate.parts
         )
 
-    def with_overrides(self, **overrides: Any) -> Settings:
-        changes = {key: value for key, value in overrides.items() if value is not None}
+    def with_overrides(
+        self,
+        *,
+        select: Iterable[str] | None = None,
+        ignore: Iterable[str] | None = None,
+        extend_select: Iterable[str] | None = None,
+        target_version: tuple[int, int] | None = None,
+    ) -> Settings:
+        """These settings with the command line's options on top: ``--select`` replaces
+        the file's selection, ``--ignore``/``--extend-select`` adjust it."""
+        changes: dict[str, Any] = {}
+        if select is not None or ignore or extend_select:
+            layer = (tuple(select) if select is not None else None, tuple(extend_select or ()), tuple(ignore or ()))
+            changes["overrides"] = (*self.overrides, layer)
+        if target_version is not None:
+            changes["target_version"] = target_version
         return replace(self, **changes)
+
+
+def _specificity(selector: str) -> int:
+    return -1 if selector == "ALL" else len(selector)
 
 
 def _matches_any(code: str, selectors: Iterable[str]) -> bool:

@@ -39,7 +39,11 @@ def parse(source: str, path: str) -> ast.Module | Finding:
         line = exc.lineno or 1
         col = max((exc.offset or 1) - 1, 0)
         return error_finding(path, f"SyntaxError: {exc.msg}", line, col)
-    except (ValueError, RecursionError, MemoryError) as exc:
+    except (RecursionError, MemoryError):
+        # CPython gives up on very deep nesting with a RecursionError, or a MemoryError
+        # with no message at all.
+        return error_finding(path, "cannot parse: the code is nested too deeply")
+    except ValueError as exc:
         return error_finding(path, f"cannot parse: {exc}")
 
 
@@ -64,6 +68,8 @@ def lint_source(
 ) -> list[Finding]:
     """All findings for one module, sorted, with suppressions applied."""
     settings = settings or Settings()
+    if source.startswith("\ufeff"):
+        source = source[1:]  # a BOM read as text: not part of the code
     if not _MENTIONS_SCOPE.search(source):
         return []
     tree = parse(source, path)
@@ -71,12 +77,17 @@ def lint_source(
         return [tree]
     if noqa.file_disabled(source):
         return []
-    nodes = attach_parents(tree)
-    ctx = Context(source, path, tree, settings, nodes)
-    if not ctx.semantic.imports.imports_any():
-        return []
-    active = [rule(ctx) for rule in (rules if rules is not None else selected_rules(settings, path, select))]
-    _dispatch(nodes, active)
+    chosen = rules if rules is not None else selected_rules(settings, path, select)
+    try:
+        nodes = attach_parents(tree)
+        ctx = Context(source, path, tree, settings, nodes)
+        if not ctx.semantic.imports.imports_any():
+            return []
+        active = [rule(ctx) for rule in chosen]
+        _dispatch(nodes, active)
+    except RecursionError:
+        # Code that parses but is too deep for the analysis is reported, not a crash.
+        return [error_finding(path, "cannot check: the code is nested too deeply")]
     suppressions = noqa.noqa_map(source)
     findings = [
         finding

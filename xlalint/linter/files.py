@@ -50,14 +50,19 @@ class IgnoreRules:
             self._specs[folder] = _load_ignore(folder)
         return self._specs[folder]
 
-    def ignored(self, path: Path, is_dir: bool) -> bool:
-        root = _git_root(path.parent) or path.parent
+    def ignored(self, path: Path, is_dir: bool, top: Path | None = None) -> bool:
+        """As git decides: the nearest .gitignore with a pattern that matches decides
+        (so a nested ``!keep.py`` re-includes what a parent ignores). The .gitignore
+        files read are those up to the repository's root, or up to ``top`` (the folder
+        being walked) outside a repository."""
+        root = _git_root(path.parent) or top or path.parent
         for folder in (path.parent, *path.parent.parents):
             spec = self._spec(folder)
             if spec is not None:
                 relative = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
-                if spec.match_file(relative):
-                    return True
+                verdict = spec.check_file(relative).include
+                if verdict is not None:
+                    return verdict
             if folder == root:
                 break
         return False
@@ -86,7 +91,7 @@ def discover(
                 for d in dirnames
                 if d not in DEFAULT_EXCLUDE
                 and not settings.is_excluded(here / d)
-                and not (respect_gitignore and ignore.ignored(here / d, True))
+                and not (respect_gitignore and ignore.ignored(here / d, True, path))
             )
             for name in sorted(filenames):
                 if not name.endswith(PYTHON_SUFFIXES):
@@ -94,7 +99,7 @@ def discover(
                 candidate = here / name
                 if candidate in seen or settings.is_excluded(candidate):
                     continue
-                if respect_gitignore and ignore.ignored(candidate, False):
+                if respect_gitignore and ignore.ignored(candidate, False, path):
                     continue
                 seen.add(candidate)
                 yield _display(candidate, given, path)

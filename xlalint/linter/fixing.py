@@ -40,6 +40,16 @@ def fix_source(
     unsafe: bool = False,
     select: Iterable[str] | None = None,
 ) -> FixResult:
+    if source.startswith("\ufeff"):
+        result = fix_source(source[1:], path, settings, unsafe=unsafe, select=select)
+        result.source = "\ufeff" + result.source
+        return result
+    if "\r" in source and "\n" not in source:
+        # Old Mac newlines: libcst does not keep a lone "\r" at the end of the file, so
+        # fix with "\n" and put the "\r" back (lines and columns are the same).
+        result = fix_source(source.replace("\r", "\n"), path, settings, unsafe=unsafe, select=select)
+        result.source = result.source.replace("\n", "\r")
+        return result
     from xlalint.fixers.apply import apply_fixes
 
     settings = settings or Settings()
@@ -56,20 +66,23 @@ def fix_source(
         fixes = list(dict.fromkeys(f.fix for f in fixable))
         try:
             new, used = apply_fixes(current, fixes)
+        except RecursionError:
+            return _failed(source, path, settings, select, "cannot fix: the code is nested too deeply")
         except Exception as exc:  # a bug in a fixer must not cost the user their file
             return _failed(source, path, settings, select, f"internal error while fixing: {type(exc).__name__}: {exc}")
         if not used or new == current:
             return FixResult(current, applied, findings)
         try:
             ast.parse(new)
-        except SyntaxError as exc:
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             codes = ", ".join(sorted({f.code for f in fixable if f.fix in used}))
+            reason = exc.msg if isinstance(exc, SyntaxError) else type(exc).__name__
             return _failed(
                 source,
                 path,
                 settings,
                 select,
-                f"a fix ({codes}) produced code that does not parse ({exc.msg}); file left unchanged",
+                f"a fix ({codes}) produced code that does not parse ({reason}); file left unchanged",
             )
         applied.extend(f for f in fixable if f.fix in used)
         current = new

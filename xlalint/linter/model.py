@@ -10,6 +10,7 @@ operations out on a libcst tree when, and only when, a file is being fixed.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -50,6 +51,22 @@ class Span:
             other.line,
             other.col,
         ) < (self.end_line, self.end_col)
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(text: str, keepends: bool = False) -> list[str]:
+    """Python's physical lines: split at ``\n``, ``\r\n`` and ``\r`` only (unlike
+    ``str.splitlines``, which also splits at form feeds, ``\x1c``, ``\u2028``...)."""
+    lines: list[str] = []
+    start = 0
+    for match in _NEWLINE.finditer(text):
+        lines.append(text[start : match.end() if keepends else match.start()])
+        start = match.end()
+    if start < len(text):
+        lines.append(text[start:])
+    return lines
 
 
 def _char_col(lines: list[str], line: int, byte_col: int) -> int:

@@ -12,6 +12,8 @@ import io
 import re
 import tokenize
 
+from xlalint.linter.model import split_lines
+
 NOQA = re.compile(
     r"#\s*noqa(?P<sep>\s*:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?",
     re.IGNORECASE,
@@ -21,7 +23,7 @@ ALL = frozenset({"*"})
 
 
 def file_disabled(source: str) -> bool:
-    head = source.splitlines()[:10]
+    head = split_lines(source)[:10]
     return any(DISABLE_FILE.search(line) for line in head)
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from xlalint.linter.model import Applicability, Finding, Fix, Import, Operation, Span
+from xlalint.linter.model import Applicability, Finding, Fix, Import, Operation, Span, split_lines
 from xlalint.linter.semantic import Semantic, ancestors
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class Context:
         self.path = path
         self.tree = tree
         self.settings = settings
-        self.lines = source.splitlines()
+        self.lines = split_lines(source)
         self.semantic = Semantic(tree, nodes)
 
     @property
@@ -236,7 +236,32 @@ def _noqa_lines(ctx: Context, node: ast.AST, span: Span) -> tuple[int, ...]:
     stmt = node if isinstance(node, ast.stmt) else next((a for a in ancestors(node) if isinstance(a, ast.stmt)), None)
     if stmt is not None:
         if _is_compound(stmt):
-            lines.add(ctx.header_span(stmt).end_line)
+            lines.add(_header_end_line(ctx, stmt))
         else:
             lines.add(stmt.end_lineno or stmt.lineno)
     return tuple(sorted(lines))
+
+
+def _header_end_line(ctx: Context, stmt: ast.stmt) -> int:
+    """The line of the colon that ends a compound statement's header, which may come
+    after the header's last expression (``for x in (\n    y\n):  # noqa``)."""
+    header = ctx.header_span(stmt)
+    last: ast.AST | None = None
+    if isinstance(stmt, (ast.With, ast.AsyncWith)) and stmt.items:
+        last = stmt.items[-1].optional_vars or stmt.items[-1].context_expr
+    elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.While, ast.If)):
+        last = stmt.iter if isinstance(stmt, (ast.For, ast.AsyncFor)) else stmt.test
+    if last is None:
+        return header.end_line
+    end = Span.of(last, ctx.lines)
+    line, col = end.end_line, end.end_col
+    while line <= len(ctx.lines):
+        for char in ctx.lines[line - 1][col:]:
+            if char == ":":
+                return line
+            if char == "#":
+                break
+            if char not in " \t\f)],\\":
+                return header.end_line
+        line, col = line + 1, 0
+    return header.end_line

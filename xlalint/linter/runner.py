@@ -93,7 +93,15 @@ def process(job: Job) -> FileReport:
         original = sourcefile.read(path)
     except sourcefile.SourceError as exc:
         return FileReport(job.path, [error_finding(job.path, str(exc), exc.line, exc.col)])
-    return process_text(job, original)
+    try:
+        return process_text(job, original)
+    except Exception as exc:  # a bug in a rule costs one file, not the run
+        return internal_error(job.path, exc, original.text)
+
+
+def internal_error(path: str, exc: BaseException, text: str | None = None) -> FileReport:
+    message = f"internal error while checking: {type(exc).__name__}: {exc}".rstrip(": ")
+    return FileReport(path, [error_finding(path, message)], source=text)
 
 
 def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False) -> FileReport:

@@ -90,6 +90,8 @@ def read(path: Path) -> SourceFile:
             )
         data = path.read_bytes()
     except FileNotFoundError:
+        if path.is_symlink():
+            raise SourceError("cannot read: a broken symbolic link (its target does not exist)") from None
         raise SourceError("cannot read: the file does not exist (was it removed during the run?)") from None
     except IsADirectoryError:
         raise SourceError("cannot read: is a directory") from None
@@ -101,6 +103,8 @@ def read(path: Path) -> SourceFile:
 def write_atomic(path: Path, original: SourceFile, text: str) -> None:
     """Replace ``path`` with ``text`` in the original's encoding, BOM and mode."""
     data = original.encode(text)
+    # Through a symbolic link to the file it names: the link itself stays a link.
+    path = Path(os.path.realpath(path))
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
