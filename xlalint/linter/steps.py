@@ -19,7 +19,6 @@ name is "a device loader" if it is assigned one anywhere in its scope.
 from __future__ import annotations
 
 import ast
-import builtins
 from collections.abc import Iterable, Iterator
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -1108,7 +1107,3 @@ def _guard_between(node: ast.AST, owner: ast.AST) -> ast.If | None:
             return anc
         child = anc
     return None
-
-
-def is_builtin(name: str) -> bool:
-    return hasattr(builtins, name)

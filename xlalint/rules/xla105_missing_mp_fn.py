@@ -78,20 +78,6 @@ def _is_main_guard(stmt: ast.stmt) -> bool:
     )
 
 
-def _comment_next_to(lines: list[str], start: int, step: int) -> bool:
-    """Is there a comment line from ``lines[start]`` on (going by ``step``) before the
-    next line of code? (Those comments belong to the def in libcst.)"""
-    i = start
-    while 0 <= i < len(lines):
-        text = lines[i].strip()
-        if text.startswith("#"):
-            return True
-        if text:
-            return False
-        i += step
-    return False
-
-
 class MissingMpFn(Rule):
     code = "XLA105"
     name = "missing-mp-fn"
