@@ -1,0 +1,404 @@
+"""torch_xla names that were deprecated or removed: when, and what replaces them.
+
+``API_CHANGES`` is the one table XLA401 (deprecated-api) and XLA402 (removed-api)
+read: supporting a new torch_xla release is an edit of this table, not of the rules.
+A row is *deprecated* for a ``target-version`` at or past ``deprecated`` and before
+``removed``, and *removed* from ``removed`` on.
+
+Facts checked against torch_xla 2.9.0 (what its source still defines, and what it
+decorates with ``@deprecated``) and the torch_xla release notes and deprecation
+tracking issue (pytorch/xla#8915): ``xrt_world_size``/``get_ordinal``/
+``parse_xla_device`` warned from 2.5 ("will be removed in release 2.7") and are gone
+in 2.7; ``xm.xla_device``/``xm.mark_step`` are ``@deprecated`` in 2.8 and 2.9;
+XLA:CUDA (``PJRT_DEVICE=CUDA``, ``torch_xla.amp.GradScaler``) was deprecated in 2.8
+and removed in 2.9.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from xlalint.linter.model import Fix, ReplaceExpr
+from xlalint.linter.rule import Rule
+from xlalint.linter.semantic import Semantic, string_value
+
+Version = tuple[int, int]
+# When a call is renamed to ``replacement`` (the replacement takes those arguments):
+# "always", "no arguments" (only a call that passes none), "positional" (at most
+# ``max_positional`` positional arguments and no keywords); None: never (no fix).
+RenameWhen = Literal["always", "no arguments", "positional"] | None
+
+
+@dataclass(frozen=True)
+class ApiChange:
+    #: A qualified name: a function or class (``kind="object"``), a module and its
+    #: submodules (``kind="module"``), or an environment setting ``VAR=value`` (``"env"``).
+    name: str
+    kind: Literal["object", "module", "env"]
+    deprecated: str | None
+    removed: str | None
+    #: The qualified name to use instead, or None when there is no drop-in replacement.
+    replacement: str | None = None
+    rename_when: RenameWhen = None
+    max_positional: int = 0
+    #: False when ``removed`` is only a bound: the name is gone in that release, but the
+    #: release that dropped it was not checked.
+    removed_exactly: bool = True
+    #: What to do instead, for the message (when there is no drop-in replacement, or
+    #: to say more than its name).
+    advice: str = ""
+
+    def status(self, target: Version) -> Literal["deprecated", "removed"] | None:
+        if self.removed is not None and target >= parse_version(self.removed):
+            return "removed"
+        if self.deprecated is not None and target >= parse_version(self.deprecated):
+            return "deprecated"
+        return None
+
+    def call_renamable(self, call: ast.Call) -> bool:
+        """The call can be renamed to ``replacement`` keeping its arguments."""
+        if self.replacement is None or self.rename_when is None:
+            return False
+        if self.rename_when == "always":
+            return True
+        if self.rename_when == "no arguments":
+            return not call.args and not call.keywords
+        return (
+            len(call.args) <= self.max_positional
+            and not call.keywords
+            and not any(isinstance(a, ast.Starred) for a in call.args)
+        )
+
+
+XM = "torch_xla.core.xla_model"
+
+API_CHANGES: tuple[ApiChange, ...] = (
+    # -- deprecated, still present in 2.9 --------------------------------------------------
+    ApiChange(
+        f"{XM}.xla_device",
+        "object",
+        deprecated="2.8",
+        removed=None,
+        replacement="torch_xla.device",
+        # xla_device(n=None, devkind=None) -> device(index=None): `devkind` has no counterpart.
+        rename_when="positional",
+        max_positional=1,
+    ),
+    ApiChange(
+        f"{XM}.mark_step",
+        "object",
+        deprecated="2.8",
+        removed=None,
+        replacement="torch_xla.sync",
+        # mark_step(wait=False, reset_scope=True) and sync(wait=False, reset_scope=True).
+        rename_when="always",
+    ),
+    # -- removed in 2.7 (deprecated in 2.5) -------------------------------------------------
+    ApiChange(
+        f"{XM}.xrt_world_size",
+        "object",
+        deprecated="2.5",
+        removed="2.7",
+        replacement="torch_xla.runtime.world_size",
+        # xrt_world_size(defval=1): world_size() takes no default.
+        rename_when="no arguments",
+    ),
+    ApiChange(
+        f"{XM}.get_ordinal",
+        "object",
+        deprecated="2.5",
+        removed="2.7",
+        replacement="torch_xla.runtime.global_ordinal",
+        rename_when="no arguments",
+    ),
+    ApiChange(
+        f"{XM}.parse_xla_device",
+        "object",
+        deprecated="2.5",
+        removed="2.7",
+        advice="there is no public replacement; `torch.device(name).index` gives the ordinal",
+    ),
+    # -- XLA:CUDA, removed in 2.9 (deprecated in 2.8) ---------------------------------------
+    ApiChange(
+        "torch_xla.amp.GradScaler",
+        "object",
+        deprecated="2.8",
+        removed="2.9",
+        advice='there is no XLA GradScaler; autocast to bfloat16 (`torch.autocast("xla", '
+        "dtype=torch.bfloat16)`), which needs no loss scaling",
+    ),
+    ApiChange(
+        "torch_xla.amp.grad_scaler",
+        "module",
+        deprecated="2.8",
+        removed="2.9",
+        advice="there is no XLA GradScaler; autocast to bfloat16, which needs no loss scaling",
+    ),
+    ApiChange(
+        "PJRT_DEVICE=CUDA",
+        "env",
+        deprecated="2.8",
+        removed="2.9",
+        advice="torch_xla no longer has a built-in XLA:CUDA; the value works only with a PJRT CUDA "
+        "plugin installed (e.g. xla-cuda12-pjrt), otherwise run on TPU or CPU",
+    ),
+    ApiChange(
+        "PJRT_DEVICE=GPU",
+        "env",
+        deprecated="2.8",
+        removed="2.9",
+        advice="torch_xla no longer has a built-in XLA:CUDA; the value works only with a PJRT CUDA "
+        "plugin installed (e.g. xla-cuda12-pjrt), otherwise run on TPU or CPU",
+    ),
+    # -- older moves ------------------------------------------------------------------------
+    # Moved to torch_xla.runtime in 2.1 (pytorch/xla#5011, with deprecated aliases); absent
+    # in 2.9.0. The release that dropped the aliases was not checked: 2.9 is the safe bound.
+    ApiChange(
+        "torch_xla.experimental.pjrt",
+        "module",
+        deprecated="2.1",
+        removed="2.9",
+        replacement="torch_xla.runtime",
+        removed_exactly=False,
+    ),
+    # The pre-1.0 package, renamed to torch_xla.* in 2019 (gone by torch_xla 1.5, the first
+    # release numbered after torch).
+    ApiChange("torch_xla_py.xla_model", "module", None, "1.5", replacement=XM, removed_exactly=False),
+    ApiChange(
+        "torch_xla_py.data_parallel",
+        "module",
+        None,
+        "1.5",
+        replacement="torch_xla.distributed.data_parallel",
+        removed_exactly=False,
+        advice="or, better, `torch_xla.distributed.parallel_loader.MpDeviceLoader`",
+    ),
+    ApiChange("torch_xla_py.utils", "module", None, "1.5", replacement="torch_xla.utils.utils", removed_exactly=False),
+    ApiChange(
+        "torch_xla_py.keyd_queue",
+        "module",
+        None,
+        "1.5",
+        replacement="torch_xla.utils.keyd_queue",
+        removed_exactly=False,
+    ),
+    ApiChange("torch_xla_py", "module", None, "1.5", replacement="torch_xla", removed_exactly=False),
+)
+
+
+def parse_version(text: str) -> Version:
+    major, minor = text.split(".")[:2]
+    return int(major), int(minor)
+
+
+_OBJECTS = {change.name: change for change in API_CHANGES if change.kind == "object"}
+# Longest first: `torch_xla_py.xla_model` before `torch_xla_py`.
+_MODULES = sorted((c for c in API_CHANGES if c.kind == "module"), key=lambda c: -len(c.name))
+_ENV: dict[tuple[str, str], ApiChange] = {
+    tuple(change.name.split("=", 1)): change  # type: ignore[misc]
+    for change in API_CHANGES
+    if change.kind == "env"
+}
+
+
+def object_change(qualified: str | None) -> ApiChange | None:
+    """The row of a function or class, by its qualified name."""
+    return _OBJECTS.get(qualified) if qualified else None
+
+
+def module_change(module: str | None) -> ApiChange | None:
+    """The row of a module or a package it belongs to."""
+    if not module:
+        return None
+    for change in _MODULES:
+        if module == change.name or module.startswith(change.name + "."):
+            return change
+    return None
+
+
+def env_change(variable: str | None, value: str | None) -> ApiChange | None:
+    if variable is None or value is None:
+        return None
+    return _ENV.get((variable, value.upper()))
+
+
+# -- finding the places a row applies to -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Use:
+    """One place a row applies to: ``node`` is where it is reported; ``call`` is the
+    call of the name (None for an import or a bare reference); ``func`` the name as
+    written."""
+
+    change: ApiChange
+    node: ast.AST
+    call: ast.Call | None = None
+    func: ast.expr | None = None
+
+
+def import_uses(node: ast.Import | ast.ImportFrom) -> list[Use]:
+    """Imports of a removed or deprecated module, or of a name from one."""
+    uses: list[Use] = []
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            change = module_change(alias.name)
+            if change is not None:
+                uses.append(Use(change, alias))
+        return uses
+    if node.level or not node.module:
+        return uses
+    for alias in node.names:
+        qualified = f"{node.module}.{alias.name}"
+        change = object_change(qualified) or module_change(qualified)
+        if change is not None:
+            uses.append(Use(change, alias))
+    whole = module_change(node.module)
+    if whole is not None and all(use.change is whole for use in uses):
+        # `from torch_xla_py.xla_model import a, b`: once, at the statement.
+        return [Use(whole, node)]
+    return uses
+
+
+def reference_use(node: ast.Name | ast.Attribute, semantic: Semantic) -> Use | None:
+    """A load of a tracked function or class (through any import alias), reported at
+    the call when it is called."""
+    if not isinstance(node.ctx, ast.Load):
+        return None
+    change = object_change(semantic.qualified_name(node))
+    if change is None:
+        return None
+    call = getattr(node, "parent", None)
+    if isinstance(call, ast.Call) and call.func is node:
+        return Use(change, call, call, node)
+    return Use(change, node, None, node)
+
+
+def _is_environ(node: ast.AST, semantic: Semantic) -> bool:
+    return semantic.qualified_name(node) == "os.environ"
+
+
+def env_uses(node: ast.AST, semantic: Semantic) -> list[Use]:
+    """Settings of a tracked environment variable: ``os.environ["V"] = "x"``,
+    ``os.environ.setdefault("V", "x")``, ``os.environ.update(V="x")``,
+    ``os.putenv("V", "x")``, and ``{"V": "x"}`` (an ``env=`` for a subprocess)."""
+    found: list[Use] = []
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            if isinstance(target, ast.Subscript) and _is_environ(target.value, semantic):
+                change = env_change(string_value(target.slice), string_value(node.value))
+                if change is not None:
+                    found.append(Use(change, node))
+    elif isinstance(node, ast.Call):
+        func = node.func
+        setter = semantic.qualified_name(func) == "os.putenv" or (
+            isinstance(func, ast.Attribute) and func.attr == "setdefault" and _is_environ(func.value, semantic)
+        )
+        if setter and len(node.args) == 2:
+            change = env_change(string_value(node.args[0]), string_value(node.args[1]))
+            if change is not None:
+                found.append(Use(change, node))
+        if isinstance(func, ast.Attribute) and func.attr == "update" and _is_environ(func.value, semantic):
+            for kw in node.keywords:
+                change = env_change(kw.arg, string_value(kw.value))
+                if change is not None:
+                    found.append(Use(change, kw))
+    elif isinstance(node, ast.Dict):
+        for key, value in zip(node.keys, node.values, strict=True):
+            change = env_change(string_value(key), string_value(value))
+            if change is not None:
+                found.append(Use(change, value))
+    return found
+
+
+# -- the rule logic XLA401 and XLA402 share -------------------------------------------------
+
+# Aliases the fixes prefer when they must import a replacement's module.
+_PREFERRED_ALIASES = {XM: "xm", "torch_xla.runtime": "xr"}
+
+
+class ApiVersionRule(Rule):
+    """Reports every use of a table row whose status, for the target version, is
+    ``status``. Subclasses set the code, name, documentation and ``status``."""
+
+    status: ClassVar[Literal["deprecated", "removed"]]
+
+    def _applies(self, change: ApiChange) -> bool:
+        return change.status(self.ctx.target_version) == self.status
+
+    def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
+        for use in import_uses(node):
+            # A deprecated function imports fine (its calls are reported); a removed
+            # one, or a module that moved, is reported where it is imported.
+            if self._applies(use.change) and (use.change.kind == "module" or self.status == "removed"):
+                self._report(use)
+
+    visit_ImportFrom = visit_Import
+
+    def visit_Name(self, node: ast.Name | ast.Attribute) -> None:
+        use = reference_use(node, self.ctx.semantic)
+        if use is not None and self._applies(use.change):
+            self._report(use)
+
+    visit_Attribute = visit_Name
+
+    def visit_Assign(self, node: ast.AST) -> None:
+        for use in env_uses(node, self.ctx.semantic):
+            if self._applies(use.change):
+                self._report(use)
+
+    visit_Call = visit_Dict = visit_Assign
+
+    # -- reporting ------------------------------------------------------------------------
+    def _report(self, use: Use) -> None:
+        change = use.change
+        if use.func is None:
+            what = f"`{change.name}`"
+        else:
+            what = f"`{self._segment(use.func)}{'()' if use.call is not None else ''}`"
+        if self.status == "removed" and change.removed_exactly:
+            message = f"{what} was removed in torch_xla {change.removed}"
+        elif self.status == "removed":
+            message = f"{what} no longer exists (gone by torch_xla {change.removed})"
+        else:
+            message = f"{what} is deprecated since torch_xla {change.deprecated}"
+            if change.removed is not None:
+                message += f" and removed in {change.removed}"
+        if change.replacement is not None:
+            message += f": use `{change.replacement}`"
+            if change.advice:
+                message += f" ({change.advice})"
+        elif change.advice:
+            message += f": {change.advice}"
+        fix = self._fix(use)
+        if fix is None and use.call is not None and change.rename_when is not None:
+            message += " (no automatic fix: the replacement does not take these arguments)"
+        self.report(use.node, message, fix=fix)
+
+    def _fix(self, use: Use) -> Fix | None:
+        change = use.change
+        if use.func is None or change.replacement is None or change.rename_when is None:
+            return None
+        if use.call is not None and not change.call_renamable(use.call):
+            return None
+        if use.call is None and change.rename_when != "always":
+            return None  # a bare reference: its later calls' arguments are unknown
+        module, _, attr = change.replacement.rpartition(".")
+        spelled, imports = self.ctx.reference(module, _PREFERRED_ALIASES.get(module))
+        new = f"{spelled}.{attr}"
+        binding = self.ctx.semantic.imports.import_binding(use.func)
+        return self.fix(
+            "safe",
+            f"Use `{new}`",
+            ReplaceExpr(self.ctx.span(use.func), new),
+            imports=imports,
+            unused_imports=(binding,) if binding is not None else (),
+        )
+
+    def _segment(self, node: ast.AST) -> str:
+        span = self.ctx.span(node)
+        if span.line != span.end_line:
+            return self.ctx.source_of(node)
+        return self.ctx.lines[span.line - 1][span.col : span.end_col]
