@@ -1,0 +1,226 @@
+"""XLA303 padding-without-truncation: padding to max_length that does not truncate.
+
+``padding="max_length"`` pads short inputs up to ``max_length`` but leaves longer
+ones as they are unless ``truncation`` is on: every input longer than ``max_length``
+brings a new sequence length, hence a new XLA graph (and a batch that cannot be
+stacked with the others).
+
+Tokenizers are recognised as XLA101 recognises them (a name ``tok``/``tokenizer``/
+``*_tokenizer``, or a variable assigned a transformers/tokenizers tokenizer);
+``tokenizer.pad(...)`` takes no ``truncation`` and is not checked.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from xlalint.linter.model import SetKeyword
+from xlalint.linter.rule import Invalid, Rule, Valid
+from xlalint.linter.semantic import dotted_name, enclosing_function, keyword
+from xlalint.rules.xla101_dynamic_padding import _TOKENIZER_NAME, ENCODE_METHODS, FIXED, _padding_kinds, on_non_xla_path
+
+# Values of `truncation=` that switch it off; any other value (True, a strategy such as
+# "only_first", a variable) is taken to truncate.
+_NO_TRUNCATION = (False, None, "do_not_truncate")
+
+
+class PaddingWithoutTruncation(Rule):
+    code = "XLA303"
+    name = "padding-without-truncation"
+    summary = 'padding="max_length" without truncation=True: longer inputs keep their length'
+    fix_availability = "unsafe"
+    explanation = """
+## Why
+`padding="max_length"` gives every batch one shape only if no input is longer than
+`max_length`: without `truncation=True` the tokenizer pads the short ones and keeps
+the long ones whole, so each longer input brings a new sequence length and a new
+XLA compilation (and batches whose rows cannot be stacked).
+
+## What is flagged
+A tokenizer call (`tokenizer(...)`, `.encode`, `.encode_plus`, `.batch_encode_plus`;
+not `tokenizer.pad`, which takes no `truncation`) whose padding is `"max_length"`
+(also `PaddingStrategy.MAX_LENGTH`, the old `pad_to_max_length=True`, a variable
+assigned it, or a conditional with a `"max_length"` branch) and which has no
+`truncation=`, or one that is `False`/`None`/`"do_not_truncate"`. Calls that pass
+`**kwargs` (which may carry `truncation`) and calls on the non-XLA path of a branch
+that tests for XLA/TPU are not flagged.
+
+## Fix (unsafe: longer inputs are cut)
+Add `truncation=True` (or replace the value that switched it off). XLA101's fix of
+dynamic padding adds the same keyword, so the two fixes agree.
+
+## Example
+```python
+enc = tokenizer(texts, padding="max_length", max_length=128)
+# becomes
+enc = tokenizer(texts, padding="max_length", max_length=128, truncation=True)
+```
+"""
+
+    VALID = [
+        Valid(
+            """
+            from transformers import AutoTokenizer
+            tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+            enc = tokenizer(texts, padding="max_length", max_length=128, truncation=True)
+            enc = tokenizer(pairs, padding="max_length", max_length=128, truncation="only_second")
+            enc = tokenizer(texts, padding="max_length", max_length=128, truncation=args.truncate)
+            """
+        ),
+        # Not fixed-length padding (XLA101's business), `.pad`, `**kwargs`, not a tokenizer.
+        Valid(
+            """
+            import torch
+            enc = tokenizer(texts, padding="longest")
+            batch = tokenizer.pad(features, padding="max_length", max_length=128)
+            enc = tokenizer(texts, padding="max_length", **tokenize_kwargs)
+            out = processor(texts, padding="max_length")
+            """
+        ),
+        # The non-XLA path of a test for XLA.
+        Valid(
+            """
+            from accelerate import DistributedType
+            def tokenize(batch):
+                if accelerator.distributed_type != DistributedType.XLA:
+                    return tokenizer(batch["text"], padding="max_length")
+                return tokenizer(batch["text"], padding="max_length", truncation=True)
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            from transformers import AutoTokenizer
+            tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+            enc = tokenizer(texts, padding="max_length", max_length=128)
+            """,
+            unsafe_fixed="""
+            from transformers import AutoTokenizer
+            tokenizer = AutoTokenizer.from_pretrained("bert-base-uncased")
+            enc = tokenizer(texts, padding="max_length", max_length=128, truncation=True)
+            """,
+            count=1,
+        ),
+        # Switched off explicitly; found through a variable and a tokenizer variable.
+        Invalid(
+            """
+            import transformers
+            tk = transformers.BertTokenizerFast.from_pretrained("bert-base-uncased")
+            padding = "max_length" if pad_to_max_length else False
+            enc = tk.batch_encode_plus(texts, padding=padding, max_length=64, truncation=False)
+            """,
+            unsafe_fixed="""
+            import transformers
+            tk = transformers.BertTokenizerFast.from_pretrained("bert-base-uncased")
+            padding = "max_length" if pad_to_max_length else False
+            enc = tk.batch_encode_plus(texts, padding=padding, max_length=64, truncation=True)
+            """,
+            count=1,
+        ),
+        # The old spelling, and a PaddingStrategy.
+        Invalid(
+            """
+            from transformers.utils import PaddingStrategy
+            a = self.tokenizer.encode_plus(text, max_length=32, pad_to_max_length=True)
+            b = self.tokenizer(text, padding=PaddingStrategy.MAX_LENGTH)
+            """,
+            unsafe_fixed="""
+            from transformers.utils import PaddingStrategy
+            a = self.tokenizer.encode_plus(text, max_length=32, pad_to_max_length=True, truncation=True)
+            b = self.tokenizer(text, padding=PaddingStrategy.MAX_LENGTH, truncation=True)
+            """,
+            count=2,
+        ),
+    ]
+
+    def begin(self) -> None:
+        self.tokenizer_vars: set[str] = set()
+        self.calls: list[ast.Call] = []
+        self._assigned: dict[ast.AST, dict[str, list[ast.AST]]] = {}
+
+    def visit_Assign(self, node: ast.Assign | ast.AnnAssign) -> None:
+        if _builds_tokenizer(self.ctx.semantic.call_name(node.value) if isinstance(node.value, ast.Call) else None):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            self.tokenizer_vars.update(name for name in map(dotted_name, targets) if name)
+
+    visit_AnnAssign = visit_Assign
+
+    def visit_Call(self, node: ast.Call) -> None:
+        self.calls.append(node)
+
+    def finish(self) -> None:
+        for call in self.calls:
+            if self._is_encode_call(call):
+                self.check(call)
+
+    def check(self, call: ast.Call) -> None:
+        if any(kw.arg is None for kw in call.keywords):
+            return  # **kwargs may carry truncation
+        padding = keyword(call, "padding")
+        old_style = keyword(call, "pad_to_max_length")
+        if padding is not None:
+            if FIXED not in _padding_kinds(padding.value, self._assigned_in_scope(call)):
+                return
+            shown = padding
+        elif old_style is not None and isinstance(old_style.value, ast.Constant) and old_style.value.value is True:
+            shown = old_style
+        else:
+            return
+        truncation = keyword(call, "truncation")
+        if truncation is not None and not (
+            isinstance(truncation.value, ast.Constant) and truncation.value.value in _NO_TRUNCATION
+        ):
+            return
+        if on_non_xla_path(call):
+            return
+        self.report(
+            shown,
+            "Padding to max_length without truncation=True: inputs longer than max_length keep their "
+            "length, and each new length compiles a new XLA graph",
+            fix=self.fix(
+                "unsafe",
+                "Truncate to max_length (truncation=True)",
+                SetKeyword(self.ctx.span(call), "truncation", "True"),
+            ),
+        )
+
+    def _is_encode_call(self, call: ast.Call) -> bool:
+        if self._is_tokenizer(call.func):
+            return True
+        return (
+            isinstance(call.func, ast.Attribute)
+            and call.func.attr in ENCODE_METHODS
+            and self._is_tokenizer(call.func.value)
+        )
+
+    def _is_tokenizer(self, node: ast.AST) -> bool:
+        name = dotted_name(node)
+        if name is None:
+            return False
+        return name in self.tokenizer_vars or bool(_TOKENIZER_NAME.match(name.split(".")[-1]))
+
+    def _assigned_in_scope(self, node: ast.AST) -> dict[str, list[ast.AST]]:
+        """Values assigned to plain names in the function around ``node`` (or the module)."""
+        scope: ast.AST = enclosing_function(node) or self.ctx.tree
+        if scope not in self._assigned:
+            values: dict[str, list[ast.AST]] = {}
+            for sub in ast.walk(scope):
+                if isinstance(sub, ast.Assign):
+                    for target in sub.targets:
+                        if isinstance(target, ast.Name):
+                            values.setdefault(target.id, []).append(sub.value)
+                elif isinstance(sub, ast.AnnAssign) and isinstance(sub.target, ast.Name) and sub.value is not None:
+                    values.setdefault(sub.target.id, []).append(sub.value)
+            self._assigned[scope] = values
+        return self._assigned[scope]
+
+
+def _builds_tokenizer(qualified: str | None) -> bool:
+    """``AutoTokenizer.from_pretrained``, ``BertTokenizerFast(...)``, ... from transformers/tokenizers."""
+    parts = (qualified or "").split(".")
+    if parts[0] not in {"transformers", "tokenizers"}:
+        return False
+    if parts[-1] == "from_pretrained":
+        return len(parts) > 1 and "Tokenizer" in parts[-2]
+    return "Tokenizer" in parts[-1]
