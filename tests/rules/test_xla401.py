@@ -91,5 +91,6 @@ def test_resolved_through_imports(source):
 def test_reference_without_call_is_renamed_when_drop_in():
     source = "import torch_xla.core.xla_model as xm\nhooks = [xm.mark_step]\n"
     (finding,) = findings(source)
+    assert finding.fix is not None
     result = fix_source(source, "f.py", Settings(), select=[CODE])
     assert "hooks = [torch_xla.sync]" in result.source
