@@ -201,11 +201,19 @@ enc = tokenizer(texts, padding="max_length", max_length=128, truncation=True)
         return name in self.tokenizer_vars or bool(_TOKENIZER_NAME.match(name.split(".")[-1]))
 
     def _assigned_in_scope(self, node: ast.AST) -> dict[str, list[ast.AST]]:
-        """Values assigned to plain names in the function around ``node`` (or the module)."""
-        scope: ast.AST = enclosing_function(node) or self.ctx.tree
+        """Values assigned to plain names in the function around ``node``, and for the
+        names it does not assign, at module level (``padding = ...`` read by a function)."""
+        function = enclosing_function(node)
+        module = self._assigned_in(self.ctx.tree, shallow=True)
+        if function is None:
+            return module
+        return {**module, **self._assigned_in(function, shallow=False)}
+
+    def _assigned_in(self, scope: ast.AST, shallow: bool) -> dict[str, list[ast.AST]]:
         if scope not in self._assigned:
             values: dict[str, list[ast.AST]] = {}
-            for sub in ast.walk(scope):
+            nodes = _module_level(scope) if shallow else ast.walk(scope)
+            for sub in nodes:
                 if isinstance(sub, ast.Assign):
                     for target in sub.targets:
                         if isinstance(target, ast.Name):
@@ -214,6 +222,17 @@ enc = tokenizer(texts, padding="max_length", max_length=128, truncation=True)
                     values.setdefault(sub.target.id, []).append(sub.value)
             self._assigned[scope] = values
         return self._assigned[scope]
+
+
+def _module_level(tree: ast.AST):
+    """The nodes of a module outside its functions and classes."""
+    stack = list(ast.iter_child_nodes(tree))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        yield node
+        stack.extend(ast.iter_child_nodes(node))
 
 
 def _builds_tokenizer(qualified: str | None) -> bool:

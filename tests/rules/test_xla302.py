@@ -1,0 +1,66 @@
+"""XLA302 dynamic-shape-op on whole scripts (it has no fix)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rules.fixture_checks import assert_fixes_to
+from xlalint.linter.config import Settings
+from xlalint.linter.engine import lint_source
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA302"
+CODE = "XLA302"
+
+# case -> the (line, column, code) of every finding.
+EXPECTED = {
+    # Masked loss in a helper the step calls (two mask indexings), `torch.unique` of a
+    # masked tensor in the loop (two ops). Not: the every-50-steps accuracy, the step
+    # closure, the evaluation loop (no backward).
+    "token_classification": [(14, 28, CODE), (14, 44, CODE), (30, 22, CODE), (30, 35, CODE)],
+    # A `while` step: one-argument `torch.where`, `.unique()`, a masked store. Not the
+    # `print` after the loop.
+    "sparse_updates": [(15, 12, CODE), (16, 12, CODE), (17, 5, CODE)],
+}
+
+
+def findings(source: str, path: str = "f.py"):
+    return [f for f in lint_source(source, path, Settings(), select=[CODE]) if f.code == CODE]
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_findings(case):
+    path = FIXTURES / f"{case}.py"
+    found = findings(path.read_text(), str(path))
+    assert [(f.span.line, f.span.col + 1, f.code) for f in found] == EXPECTED[case]
+    assert all(f.fix is None for f in found)
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_no_fix_changes_nothing(case):
+    path = FIXTURES / f"{case}.py"
+    source = path.read_text()
+    assert_fixes_to(CODE, source, str(path), source, unsafe=True)
+
+
+def test_messages_suggest_static_shapes():
+    (where, unique, store) = findings((FIXTURES / "sparse_updates.py").read_text())
+    assert where.message.startswith("`torch.where(cond)` has a data-dependent output shape")
+    assert "torch.where(cond, a, b)" in where.message
+    assert unique.message.startswith("`.unique()`")
+    assert "masked_fill_" in store.message
+
+
+def test_methods_need_a_tensor_receiver():
+    source = (
+        "import torch\nimport numpy as np\n"
+        "for x, y in loader:\n"
+        "    x = x.to(device)\n"
+        "    idx = np.array(ids).nonzero()\n"
+        "    names = df['label'].unique()\n"
+        "    loss = model(x).sum()\n"
+        "    loss.backward()\n"
+        "    picked = x.nonzero()\n"
+    )
+    assert [(f.span.line, f.message.split("`")[1]) for f in findings(source)] == [(9, ".nonzero()")]
