@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
+from functools import cached_property
 from typing import ClassVar, Literal
 
 from xlalint.linter.model import Fix, ReplaceExpr
 from xlalint.linter.rule import Rule
-from xlalint.linter.semantic import Semantic, string_value
+from xlalint.linter.semantic import Semantic, ancestors, string_value
 
 Version = tuple[int, int]
 # When a call is renamed to ``replacement`` (the replacement takes those arguments):
@@ -372,21 +373,29 @@ class ApiVersionRule(Rule):
                 message += f" ({change.advice})"
         elif change.advice:
             message += f": {change.advice}"
-        fix = self._fix(use)
-        if fix is None and use.call is not None and change.rename_when is not None:
-            message += " (no automatic fix: the replacement does not take these arguments)"
+        fix, no_fix_reason = self._fix(use)
+        if no_fix_reason:
+            message += f" (no automatic fix: {no_fix_reason})"
         self.report(use.node, message, fix=fix)
 
-    def _fix(self, use: Use) -> Fix | None:
+    def _fix(self, use: Use) -> tuple[Fix | None, str]:
+        """The rename, or None and why there is none (empty when none is expected)."""
         change = use.change
         if use.func is None or change.replacement is None or change.rename_when is None:
-            return None
+            return None, ""
         if use.call is not None and not change.call_renamable(use.call):
-            return None
+            return None, "the replacement does not take these arguments"
         if use.call is None and change.rename_when != "always":
-            return None  # a bare reference: its later calls' arguments are unknown
+            return None, ""  # a bare reference: the arguments of its later calls are unknown
+        root = _root_name(use.func)
+        if root is not None and root in self._fallback_names:
+            # `except ImportError: xm = _Fallback()`: the new name would break the fallback path.
+            return None, f"`{root}` is also bound to a stand-in when torch_xla is missing"
         module, _, attr = change.replacement.rpartition(".")
         spelled, imports = self.ctx.reference(module, _PREFERRED_ALIASES.get(module))
+        if imports and root is not None and root in self._guarded_imports:
+            # An unconditional import added at the top would fail where the guarded one is skipped.
+            return None, f"`{root}` is imported conditionally; import `{module}` the same way"
         new = f"{spelled}.{attr}"
         binding = self.ctx.semantic.imports.import_binding(use.func)
         return self.fix(
@@ -395,10 +404,38 @@ class ApiVersionRule(Rule):
             ReplaceExpr(self.ctx.span(use.func), new),
             imports=imports,
             unused_imports=(binding,) if binding is not None else (),
-        )
+        ), ""
+
+    @cached_property
+    def _fallback_names(self) -> frozenset[str]:
+        """Names bound by something other than an import too (a stand-in for torch_xla
+        when it is missing): ``xm = _XMFallback()``, ``class xm:``."""
+        names: set[str] = set()
+        semantic = self.ctx.semantic
+        for node in semantic.nodes_of(ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        for node in semantic.nodes_of(ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef):
+            names.add(node.name)
+        return frozenset(names)
+
+    @cached_property
+    def _guarded_imports(self) -> frozenset[str]:
+        """Names bound by an import inside a ``try`` or an ``if``."""
+        names: set[str] = set()
+        for node in self.ctx.semantic.nodes_of(ast.Import, ast.ImportFrom):
+            if any(isinstance(a, (ast.Try, ast.If)) for a in ancestors(node)):
+                for alias in node.names:
+                    names.add(alias.asname or alias.name.split(".", 1)[0])
+        return frozenset(names)
 
     def _segment(self, node: ast.AST) -> str:
         span = self.ctx.span(node)
         if span.line != span.end_line:
             return self.ctx.source_of(node)
         return self.ctx.lines[span.line - 1][span.col : span.end_col]
+
+
+def _root_name(node: ast.AST) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None

@@ -121,6 +121,25 @@ sampler = DistributedSampler(ds, num_replicas=xr.world_size(), rank=xr.global_or
             """,
             count=3,
         ),
+        # A stand-in for machines without torch_xla, and a guarded import: reported, not
+        # fixed (the new name, or an unconditional import of it, would break those paths).
+        Invalid(
+            """
+            import torch
+            try:
+                import torch_xla.core.xla_model as xm
+            except ImportError:
+                class _Stub:
+                    def xrt_world_size(self):
+                        return 1
+                xm = _Stub()
+            if is_torch_xla_available():
+                from torch_xla.core import xla_model
+            world = xm.xrt_world_size()
+            rank = xla_model.get_ordinal()
+            """,
+            count=2,
+        ),
         # Target 2.6: get_ordinal still exists (XLA401); XLA:CUDA too.
         Invalid(
             """
