@@ -48,8 +48,9 @@ import torch_xla.core.xla_model as xm
 device = xm.xla_device()
 xm.mark_step()
 # becomes
-import torch_xla
 import torch_xla.core.xla_model as xm
+import torch_xla
+
 device = torch_xla.device()
 torch_xla.sync()
 ```
