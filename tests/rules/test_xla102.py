@@ -312,3 +312,33 @@ def test_no_closure_fix_for_statements_that_do_more_than_log():
     """
     got = findings(source)
     assert [(f.span.line, f.fix) for f in got] == [(6, None), (7, None)]
+
+
+def test_accumulator_read_by_the_while_test_is_read_every_step():
+    source = """
+        import torch
+        total = 0.0
+        while total < 100:
+            loss = model(x)
+            loss.backward()
+            total += loss.item()
+    """
+    (finding,) = findings(source)
+    assert finding.fix is None
+
+
+def test_closure_binds_an_exception_name():
+    # `e` is deleted when its `except` block ends, before the closure runs.
+    fixed = fix_of("""
+        import torch
+        import torch_xla
+        for x in loader:
+            loss = model(x)
+            loss.backward()
+            try:
+                check(x)
+            except ValueError as e:
+                print(e, loss.item())
+            torch_xla.sync()
+    """)
+    assert "        xm.add_step_closure(lambda e=e, loss=loss: print(e, loss.item()))\n" in fixed

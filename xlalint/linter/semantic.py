@@ -80,7 +80,7 @@ class ImportTable:
         module_alias = self.alias_for(module, names)
         if module_alias:
             return f"{module_alias}.{name}", ()
-        if name in self.bindings or (names is not None and not names.free(name)):
+        if (name in self.bindings) if names is None else not names.free(name):
             # The name means something else here: spell the object out through its module.
             module_ref, imports = self.reference(module, None, names)
             return f"{module_ref}.{name}", imports
@@ -105,7 +105,8 @@ class ImportTable:
             return existing, ()
 
         def free(local: str) -> bool:
-            return local not in self.bindings and (names is None or names.free(local))
+            # An import inside another function binds its name there only.
+            return local not in self.bindings if names is None else names.free(local)
 
         if preferred is None:
             root = qualified.split(".", 1)[0]
@@ -121,7 +122,7 @@ class ImportTable:
     def fresh_name(self, base: str, names: ScopeNames | None = None) -> str:
         """``base_1``, ``base_2``, ...: the first that names nothing in the file."""
         n = 1
-        while f"{base}_{n}" in self.bindings or (names is not None and not names.fresh(f"{base}_{n}")):
+        while f"{base}_{n}" in self.bindings if names is None else not names.fresh(f"{base}_{n}"):
             n += 1
         return f"{base}_{n}"
 
@@ -156,8 +157,9 @@ class ScopeNames:
         self.every_name = every_name
 
     def means(self, local: str, qualified: str) -> bool:
-        """``local`` is bound (by an import) to ``qualified`` where the code goes."""
-        return self.visible.get(local, qualified) == qualified
+        """``local`` is bound (by an import) to ``qualified`` where the code goes (an
+        import inside another function does not count)."""
+        return self.visible.get(local) == qualified
 
     def free(self, local: str) -> bool:
         """A new module-level import may bind ``local``: nothing binds it where the code goes."""
@@ -317,7 +319,9 @@ class Semantic:
         visible = dict(self._module_bindings)
         if node is None:
             for scope in self.nodes_of(*_SCOPES):
-                visible.update(dict.fromkeys(self._scope_bindings(scope), _OTHER))
+                for name, meaning in self._scope_bindings(scope).items():
+                    # Bound to one module everywhere (a local `import torch_xla`) still means it.
+                    visible[name] = meaning if visible.get(name, meaning) == meaning else _OTHER
         else:
             scopes = [a for a in ancestors(node) if isinstance(a, _SCOPES)]
             # Outermost first, so inner bindings win; a class body is seen only from itself.

@@ -444,7 +444,12 @@ for i, (x, y) in enumerate(loader):
             return False
         name = stmt.target.id
         reads = (n for n in loop.nodes() if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
-        return not any(loop.contains(n) and not self._closure_fixable(enclosing_statement(n)) for n in reads)
+        test = loop.node.test if isinstance(loop.node, ast.While) else None
+        return not any(
+            (loop.contains(n) or (test is not None and n in ast.walk(test)))
+            and not self._closure_fixable(enclosing_statement(n))
+            for n in reads
+        )
 
     def _leaves_before_sync(self, stmt: ast.stmt) -> bool:
         """A later statement of the same block leaves the step (``raise``, ``return``,
@@ -486,7 +491,7 @@ for i, (x, y) in enumerate(loader):
             return self.fix("safe", "Run it in a step closure (after the sync)", operation, imports=imports)
         names_here = self.ctx.semantic.names_at(call)
         function = "log_step"
-        if not names_here.free(function) or function in self.ctx.semantic.imports.bindings:
+        if not names_here.free(function):
             function = self.ctx.semantic.imports.fresh_name(function, names_here)
         body = _indented_continuation(call, text, indent)
         if body is None:
@@ -615,9 +620,16 @@ def _rebound_in_step(node: ast.AST) -> set[str]:
     if region is None:
         if scope is None or isinstance(scope, ast.Module):
             return set()
-        return {n.id for n in _shallow(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    # The loop's own nodes include its target (`for i, (x, y) in ...`).
-    return {n.id for n in _shallow(region) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        region = scope
+    # The loop's own nodes include its target (`for i, (x, y) in ...`). An `except ... as e`
+    # name is deleted at the end of its block: a closure must have bound it.
+    names: set[str] = set()
+    for n in _shallow(region):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.add(n.id)
+        elif isinstance(n, (ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name:
+            names.add(n.name)
+    return names
 
 
 def _indented_continuation(call: ast.Call, text: str, indent: int) -> str | None:
