@@ -316,18 +316,23 @@ class Semantic:
     def names_at(self, node: ast.AST | None) -> ScopeNames:
         """The names bound where code at ``node`` runs (module and enclosing scopes); for
         ``None``, every name bound anywhere in the file. See :class:`ScopeNames`."""
-        visible = dict(self._module_bindings)
         if node is None:
-            for scope in self.nodes_of(*_SCOPES):
-                for name, meaning in self._scope_bindings(scope).items():
-                    # Bound to one module everywhere (a local `import torch_xla`) still means it.
-                    visible[name] = meaning if visible.get(name, meaning) == meaning else _OTHER
-        else:
-            scopes = [a for a in ancestors(node) if isinstance(a, _SCOPES)]
-            # Outermost first, so inner bindings win; a class body is seen only from itself.
-            for depth in range(len(scopes) - 1, -1, -1):
-                if depth == 0 or not isinstance(scopes[depth], ast.ClassDef):
-                    visible.update(self._scope_bindings(scopes[depth]))
+            return self._names_anywhere
+        visible = dict(self._module_bindings)
+        scopes = [a for a in ancestors(node) if isinstance(a, _SCOPES)]
+        # Outermost first, so inner bindings win; a class body is seen only from itself.
+        for depth in range(len(scopes) - 1, -1, -1):
+            if depth == 0 or not isinstance(scopes[depth], ast.ClassDef):
+                visible.update(self._scope_bindings(scopes[depth]))
+        return ScopeNames(visible, self._every_name)
+
+    @cached_property
+    def _names_anywhere(self) -> ScopeNames:
+        visible = dict(self._module_bindings)
+        for scope in self.nodes_of(*_SCOPES):
+            for name, meaning in self._scope_bindings(scope).items():
+                # Bound to one module everywhere (a local `import torch_xla`) still means it.
+                visible[name] = meaning if visible.get(name, meaning) == meaning else _OTHER
         return ScopeNames(visible, self._every_name)
 
     @cached_property
