@@ -10,6 +10,7 @@ from xlalint.linter import noqa
 from xlalint.linter.config import ConfigError, ConfigFinder, Settings
 from xlalint.linter.engine import lint_source
 from xlalint.linter.fixing import fix_source
+from xlalint.linter.model import Import
 from xlalint.linter.semantic import ImportTable
 from xlalint.linter.source import SourceError, decode, write_atomic
 
@@ -58,7 +59,47 @@ def test_reference_asks_for_import_and_avoids_taken_alias():
     assert name == "xm" and imports[0].asname == "xm"
     taken = ImportTable.build(ast.parse("import numpy as xm\n"))
     name, imports = taken.reference("torch_xla.core.xla_model", "xm")
-    assert name == "torch_xla.core.xla_model" and imports[0].module == "torch_xla.core.xla_model"
+    assert name == "xm_1" and imports == (Import("torch_xla.core.xla_model", asname="xm_1"),)
+
+
+def test_reference_sees_the_names_bound_where_the_fix_goes():
+    import ast
+
+    from xlalint.linter.semantic import Semantic, attach_parents
+
+    source = textwrap.dedent("""
+        import torch_xla
+        from transformers import Trainer
+        xm = 5
+        def train(torch_xla, Trainer):
+            return 1
+        def setup():
+            import torch_xla.core.xla_model as xm_1
+            return 2
+    """)
+    tree = ast.parse(source)
+    semantic = Semantic(tree, attach_parents(tree))
+    in_train, in_setup = (n for n in semantic.nodes if isinstance(n, ast.Return))
+    at = semantic.names_at
+    # A module variable `xm`; a local import in another function binds `xm_1` only there.
+    assert semantic.imports.reference("torch_xla.core.xla_model", "xm", at(in_train)) == (
+        "xm_2",
+        (Import("torch_xla.core.xla_model", asname="xm_2"),),
+    )
+    assert semantic.imports.reference("torch_xla.core.xla_model", "xm", at(in_setup)) == ("xm_1", ())
+    # The parameter `torch_xla` hides the module's import inside train() only.
+    assert semantic.imports.reference("torch_xla", None, at(in_train)) == (
+        "torch_xla_1",
+        (Import("torch_xla", asname="torch_xla_1"),),
+    )
+    assert semantic.imports.reference("torch_xla", None, at(in_setup)) == ("torch_xla", ())
+    # Without a node, a name bound anywhere is taken.
+    assert semantic.imports.reference("torch_xla", None, at(None))[0] == "torch_xla_1"
+    assert semantic.imports.reference_object("transformers.Trainer", at(in_setup)) == ("Trainer", ())
+    assert semantic.imports.reference_object("transformers.Trainer", at(in_train)) == (
+        "transformers.Trainer",
+        (Import("transformers"),),
+    )
 
 
 def test_out_of_scope_and_strings_and_comments():

@@ -147,7 +147,7 @@ def test_guard_in_a_helper_and_guarded_helper():
     assert lines(source) == [15]  # `!= 0` runs on most steps
 
 
-def test_loop_at_module_level_binds_module_variables():
+def test_loop_at_module_level_binds_only_what_the_step_changes():
     source = textwrap.dedent("""
         import torch
         import torch_xla.core.xla_model as xm
@@ -160,10 +160,128 @@ def test_loop_at_module_level_binds_module_variables():
     """)
     result = fix_source(source, "t.py", Settings(), select=[CODE])
     assert result.error is None
+    # `extra` is set before the loop: read as it is. Too long for a lambda: a `def`.
     assert (
-        "    xm.add_step_closure(lambda extra=extra, i=i, loss=loss, x=x: "
-        "print(i, loss.item(), [t.item() for t in extra], len(x)))\n"
+        "    def log_step(i, loss, x):\n"
+        "        print(i, loss.item(), [t.item() for t in extra], len(x))\n"
+        "    xm.add_step_closure(log_step, args=(i, loss, x))\n"
     ) in result.source
+
+
+def fix_of(source: str, unsafe: bool = False) -> str:
+    source = textwrap.dedent(source)
+    result = fix_source(source, "t.py", Settings(), unsafe=unsafe, select=[CODE])
+    assert result.error is None
+    again = fix_source(result.source, "t.py", Settings(), unsafe=unsafe, select=[CODE])
+    assert again.source == result.source
+    return result.source
+
+
+def test_closure_binds_tensors_and_counters_not_parameters():
+    # The lambda of issue 10 bound nine locals; only `step` and `loss` change in the step.
+    fixed = fix_of("""
+        import torch
+        import torch_xla
+        def train(model, loader, optimizer, scheduler, args, logger, device, epoch, pbar):
+            step = 0
+            for x, y in loader:
+                loss = model(x.to(device), y.to(device))
+                loss.backward()
+                optimizer.step()
+                step += 1
+                logger.info("epoch %d step %d loss %.4f lr %g", epoch, step, loss.item(), scheduler.get_last_lr()[0])
+                torch_xla.sync()
+    """)
+    assert (
+        "        def log_step(loss, step):\n"
+        '            logger.info("epoch %d step %d loss %.4f lr %g", epoch, step, loss.item(), '
+        "scheduler.get_last_lr()[0])\n"
+        "        xm.add_step_closure(log_step, args=(loss, step))\n"
+    ) in fixed
+
+
+def test_closure_def_gets_a_free_name_and_keeps_a_multi_line_call_aligned():
+    fixed = fix_of("""
+        import torch
+        import torch_xla
+        log_step = 3
+        for i, x in enumerate(loader):
+            loss = model(x)
+            loss.backward()
+            print(
+                f"step {i}",
+                loss.item(),
+            )
+            torch_xla.sync()
+    """)
+    assert (
+        "    def log_step_1(i, loss):\n"
+        "        print(\n"
+        '            f"step {i}",\n'
+        "            loss.item(),\n"
+        "        )\n"
+        "    xm.add_step_closure(log_step_1, args=(i, loss))\n"
+    ) in fixed
+
+
+def test_closure_import_avoids_a_taken_alias():
+    fixed = fix_of("""
+        import torch
+        import torch_xla
+        xm = 5
+        for x in loader:
+            loss = model(x)
+            loss.backward()
+            print(loss.item())
+            torch_xla.sync()
+    """)
+    assert "import torch_xla.core.xla_model as xm_1\n" in fixed
+    assert "    xm_1.add_step_closure(lambda loss=loss: print(loss.item()))\n" in fixed
+
+
+ACCUMULATOR = """
+    import torch
+    import torch_xla
+    total, seen = 0.0, 0
+    for i, (x, y) in enumerate(loader):
+        loss = model(x, y)
+        loss.backward()
+        total += loss.item()
+        {read}
+        torch_xla.sync()
+    print(total)
+"""
+
+
+@pytest.mark.parametrize(
+    "read, offered",
+    [
+        ("pass", True),  # read only after the loop
+        ("if i % 100 == 0: print(total / (i + 1))", True),  # every N steps
+        ('print(f"avg {total / (i + 1):.3f}")', True),  # a log statement: it gets a step closure
+        ("avg = total / (i + 1)", False),  # copied to the host every step
+        ("pbar.set_postfix(avg=total / (i + 1)); seen += 1", True),
+        ("if total > 1e6: break", False),
+    ],
+)
+def test_accumulator_fix_only_when_the_sum_is_not_read_every_step(read, offered):
+    (finding,) = [f for f in findings(ACCUMULATOR.format(read=read)) if f.span.line == 8]
+    assert (finding.fix is not None) == offered
+    if offered:
+        assert finding.fix.applicability == "unsafe"
+
+
+def test_no_accumulator_fix_for_an_attribute_or_item():
+    # transformers' Trainer: a tensor would end up in the JSON state.
+    source = """
+        import torch
+        for inputs in loader:
+            loss = model(**inputs).loss
+            loss.backward()
+            self.state.num_input_tokens_seen += inputs["input_ids"].numel().item()
+            stats["loss"] += loss.item()
+    """
+    assert [(f.span.line, f.fix) for f in findings(source)] == [(6, None), (7, None)]
 
 
 def test_globals_are_not_bound_inside_a_function():
@@ -194,3 +312,33 @@ def test_no_closure_fix_for_statements_that_do_more_than_log():
     """
     got = findings(source)
     assert [(f.span.line, f.fix) for f in got] == [(6, None), (7, None)]
+
+
+def test_accumulator_read_by_the_while_test_is_read_every_step():
+    source = """
+        import torch
+        total = 0.0
+        while total < 100:
+            loss = model(x)
+            loss.backward()
+            total += loss.item()
+    """
+    (finding,) = findings(source)
+    assert finding.fix is None
+
+
+def test_closure_binds_an_exception_name():
+    # `e` is deleted when its `except` block ends, before the closure runs.
+    fixed = fix_of("""
+        import torch
+        import torch_xla
+        for x in loader:
+            loss = model(x)
+            loss.backward()
+            try:
+                check(x)
+            except ValueError as e:
+                print(e, loss.item())
+            torch_xla.sync()
+    """)
+    assert "        xm.add_step_closure(lambda e=e, loss=loss: print(e, loss.item()))\n" in fixed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -52,10 +53,99 @@ def test_reported_at_the_loop_header():
     assert read("cuda_train.py").splitlines()[43][finding.span.col : finding.span.end_col] == "for x, y in loader"
 
 
-def test_continue_is_mentioned():
+def test_grad_accum_message_and_a_sync_before_the_break():
     (finding,) = findings(read("grad_accum.py"))
     assert "only every few iterations" in finding.message
-    assert "`continue` on line 13" in finding.message
+    fixed = fix_source(read("grad_accum.py"), "train.py", Settings(), select=[CODE]).source
+    # The early `continue` (before the step's work) gets nothing; the `break` after it does.
+    assert "            if batch is None:\n                continue\n" in fixed
+    assert "                torch_xla.sync()\n                break\n            torch_xla.sync()\n" in fixed
+
+
+def fixed_body(source: str, **settings) -> str:
+    result = fix_source(textwrap.dedent(source), "train.py", Settings(**settings), select=[CODE])
+    assert result.error is None
+    assert findings(result.source) == []
+    again = fix_source(result.source, "train.py", Settings(**settings), select=[CODE])
+    assert again.source == result.source
+    return result.source
+
+
+def test_dry_run_break_syncs_on_both_paths():
+    # pytorch/examples' `if args.dry_run: break` under the logging guard.
+    fixed = fixed_body("""
+        import torch
+        for i, (x, y) in enumerate(loader):
+            loss_fn(model(x), y).backward()
+            opt.step()
+            if i % 10 == 0:
+                print(i)
+                if args.dry_run:
+                    break
+    """)
+    assert fixed.endswith(
+        "        if args.dry_run:\n            torch_xla.sync()\n            break\n    torch_xla.sync()\n"
+    )
+
+
+def test_one_line_break_gets_the_sync_before_its_if():
+    fixed = fixed_body("""
+        import torch
+        for x in data:
+            model(x).backward()
+            if dry_run: break
+            opt.step()
+            if done(): return_value = 1; continue
+    """)
+    assert fixed.endswith(
+        "    model(x).backward()\n"
+        "    torch_xla.sync()\n"
+        "    if dry_run: break\n"
+        "    opt.step()\n"
+        "    torch_xla.sync()\n"
+        "    if done(): return_value = 1; continue\n"
+        "    torch_xla.sync()\n"
+    )
+
+
+def test_return_from_the_loop_and_nested_loops_break():
+    fixed = fixed_body(
+        """
+        import torch_xla.core.xla_model as xm
+        def train(data):
+            for x in data:
+                model(x).backward()
+                for g in groups:
+                    if g is None:
+                        break
+                if stop(x):
+                    return x
+        """,
+        target_version=(2, 3),
+    )
+    # The inner loop's `break` does not leave the step.
+    assert "            if g is None:\n                break\n" in fixed
+    assert fixed.endswith(
+        "        if stop(x):\n            xm.mark_step()\n            return x\n        xm.mark_step()\n"
+    )
+
+
+def test_jump_on_an_except_line_gets_no_fix():
+    source = "import torch\nfor x in data:\n    model(x).backward()\n    try:\n        f()\n    except E: break\n"
+    (finding,) = findings(source)
+    assert finding.fix is None
+
+
+def test_a_taken_name_gets_a_fresh_alias():
+    # `torch_xla` is a parameter of the function that holds the loop.
+    fixed = fixed_body("""
+        import torch
+        def train(torch_xla, data):
+            for x in data:
+                model(x).backward()
+    """)
+    assert "import torch_xla as torch_xla_1\n" in fixed
+    assert fixed.endswith("        model(x).backward()\n        torch_xla_1.sync()\n")
 
 
 def test_old_target_appends_mark_step():

@@ -110,21 +110,26 @@ class Context:
     def span(self, node: ast.AST) -> Span:
         return Span.of(node, self.lines)
 
-    def reference(self, qualified: str, preferred: str | None = None) -> tuple[str, tuple[Import, ...]]:
-        """How to spell ``qualified`` in a fix, and the imports that needs."""
-        return self.semantic.imports.reference(qualified, preferred)
+    def reference(
+        self, qualified: str, preferred: str | None = None, at: ast.AST | None = None
+    ) -> tuple[str, tuple[Import, ...]]:
+        """How to spell ``qualified`` in a fix placed at node ``at``, and the imports that
+        needs. A name already bound there to something else (``xm = 5``, a parameter
+        ``torch_xla``) is never reused: the import gets a fresh alias (``xm_1``). Without
+        ``at``, a name bound anywhere in the file counts as taken."""
+        return self.semantic.imports.reference(qualified, preferred, self.semantic.names_at(at))
 
-    def reference_object(self, qualified: str) -> tuple[str, tuple[Import, ...]]:
+    def reference_object(self, qualified: str, at: ast.AST | None = None) -> tuple[str, tuple[Import, ...]]:
         """How to spell a class or function in a fix (``from module import name`` if needed)."""
-        return self.semantic.imports.reference_object(qualified)
+        return self.semantic.imports.reference_object(qualified, self.semantic.names_at(at))
 
-    def xla_api(self, new: str, old: str) -> tuple[str, tuple[Import, ...]]:
+    def xla_api(self, new: str, old: str, at: ast.AST | None = None) -> tuple[str, tuple[Import, ...]]:
         """Code for an API that moved in torch_xla 2.4, e.g. ``xla_api("sync", "mark_step")``:
-        ``torch_xla.sync`` for targets >= 2.4, ``xm.mark_step`` before."""
+        ``torch_xla.sync`` for targets >= 2.4, ``xm.mark_step`` before (names as ``reference``)."""
         if self.target_version >= (2, 4):
-            module, imports = self.reference("torch_xla")
+            module, imports = self.reference("torch_xla", at=at)
             return f"{module}.{new}", imports
-        module, imports = self.reference("torch_xla.core.xla_model", "xm")
+        module, imports = self.reference("torch_xla.core.xla_model", "xm", at)
         return f"{module}.{old}", imports
 
     def header_span(self, stmt: ast.AST) -> Span:

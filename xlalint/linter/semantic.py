@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from xlalint.linter.model import Import
 
@@ -61,49 +62,183 @@ class ImportTable:
     def imports_module(self, prefix: str) -> bool:
         return any(m == prefix or m.startswith(prefix + ".") for m in self.imported_modules)
 
-    def alias_for(self, qualified: str) -> str | None:
-        """A local name already bound to ``qualified`` (a module or object), if any."""
+    def alias_for(self, qualified: str, names: ScopeNames | None = None) -> str | None:
+        """A local name already bound to ``qualified`` (a module or object), if any,
+        and (given ``names``) not rebound to something else where the code goes."""
         for local, target in self.bindings.items():
-            if target == qualified:
+            if target == qualified and (names is None or names.means(local, qualified)):
                 return local
         return None
 
-    def reference_object(self, qualified: str) -> tuple[str, tuple[Import, ...]]:
+    def reference_object(self, qualified: str, names: ScopeNames | None = None) -> tuple[str, tuple[Import, ...]]:
         """How to write a class or function ``qualified`` (``transformers.DataCollatorWithPadding``):
         an existing binding of it or of its module, else ``from module import name``."""
-        existing = self.alias_for(qualified)
+        existing = self.alias_for(qualified, names)
         if existing:
             return existing, ()
         module, _, name = qualified.rpartition(".")
-        module_alias = self.alias_for(module)
+        module_alias = self.alias_for(module, names)
         if module_alias:
             return f"{module_alias}.{name}", ()
-        if name in self.bindings:
+        if (name in self.bindings) if names is None else not names.free(name):
             # The name means something else here: spell the object out through its module.
-            return qualified, (Import(module),)
+            module_ref, imports = self.reference(module, None, names)
+            return f"{module_ref}.{name}", imports
         return name, (Import(module, name=name),)
 
-    def reference(self, qualified: str, preferred: str | None = None) -> tuple[str, tuple[Import, ...]]:
+    def reference(
+        self, qualified: str, preferred: str | None = None, names: ScopeNames | None = None
+    ) -> tuple[str, tuple[Import, ...]]:
         """How to write ``qualified`` in code, and the import that makes it valid.
 
         Reuses an existing alias (``xm`` for ``torch_xla.core.xla_model``, however
-        it was imported); otherwise asks for ``import qualified as preferred`` (or a
-        plain ``import qualified`` when no alias is preferred).
+        it was imported) unless the code's scope rebinds it; otherwise asks for
+        ``import qualified as preferred`` (or a plain ``import qualified`` when no
+        alias is preferred). When that name is already taken (by an import of
+        something else, a variable, a parameter of the function the code goes in),
+        the import gets a fresh alias instead: ``import torch_xla.core.xla_model as xm_1``.
+        ``names``: the names bound where the code goes (``Semantic.names_at``);
+        without them only imports count as taken.
         """
-        existing = self.alias_for(qualified)
+        existing = self.alias_for(qualified, names)
         if existing:
             return existing, ()
+
+        def free(local: str) -> bool:
+            # An import inside another function binds its name there only.
+            return local not in self.bindings if names is None else names.free(local)
+
         if preferred is None:
             root = qualified.split(".", 1)[0]
-            if self.bindings.get(root) == root:
+            if self.bindings.get(root) == root and (names is None or names.means(root, root)):
                 return qualified, ()
-            return qualified, (Import(qualified),)
-        if preferred in self.bindings:
-            # The preferred alias means something else here: spell it out in full.
-            root = qualified.split(".", 1)[0]
-            needs = () if self.bindings.get(root) == root else (Import(qualified),)
-            return qualified, needs
+            if free(root):
+                return qualified, (Import(qualified),)
+            preferred = qualified.rsplit(".", 1)[-1]
+        if not free(preferred):
+            preferred = self.fresh_name(preferred, names)
         return preferred, (Import(qualified, asname=preferred),)
+
+    def fresh_name(self, base: str, names: ScopeNames | None = None) -> str:
+        """``base_1``, ``base_2``, ...: the first that names nothing in the file."""
+        n = 1
+        while f"{base}_{n}" in self.bindings if names is None else not names.fresh(f"{base}_{n}"):
+            n += 1
+        return f"{base}_{n}"
+
+
+# Nodes that open a scope of their own.
+_SCOPES = (
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.Lambda,
+    ast.ClassDef,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+)
+_FUNCTION_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+# A binding that is not an import of anything (a variable, parameter, def, class).
+_OTHER = ""
+
+
+class ScopeNames:
+    """The names bound where a fix puts code: in the module and in the scopes around
+    the node. A name maps to the qualified name it is imported as, or to ``""``
+    (a variable, parameter, function or class). Built from `ast` alone.
+
+    Without a node (``at=None``) every name bound in any function or class of the
+    file counts as taken: the code could go anywhere.
+    """
+
+    def __init__(self, visible: dict[str, str], every_name: frozenset[str]):
+        self.visible = visible
+        self.every_name = every_name
+
+    def means(self, local: str, qualified: str) -> bool:
+        """``local`` is bound (by an import) to ``qualified`` where the code goes (an
+        import inside another function does not count)."""
+        return self.visible.get(local) == qualified
+
+    def free(self, local: str) -> bool:
+        """A new module-level import may bind ``local``: nothing binds it where the code goes."""
+        return local not in self.visible
+
+    def fresh(self, local: str) -> bool:
+        """``local`` appears nowhere in the file."""
+        return local not in self.visible and local not in self.every_name
+
+
+def scope_bindings(scope: ast.AST) -> dict[str, str]:
+    """The names a scope binds itself (not those of nested scopes): local name -> the
+    qualified name an import binds it to, or ``""``. A scope's ``global`` names are
+    left out (they belong to the module)."""
+    bound: dict[str, str] = {}
+    declared_global: set[str] = set()
+
+    def bind(name: str, meaning: str = _OTHER) -> None:
+        # A name bound both by an import and otherwise means something else somewhere.
+        bound[name] = meaning if bound.get(name, meaning) == meaning else _OTHER
+
+    if isinstance(scope, _FUNCTION_SCOPES):
+        a = scope.args
+        for param in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg):
+            if param is not None:
+                bind(param.arg)
+        stack: list[ast.AST] = [scope.body] if isinstance(scope, ast.Lambda) else list(scope.body)
+    elif isinstance(scope, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+        for generator in scope.generators:
+            for node in ast.walk(generator.target):
+                if isinstance(node, ast.Name):
+                    bind(node.id)
+        return bound
+    else:
+        stack = list(scope.body)  # type: ignore[attr-defined]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bind(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bind(node.name)
+            # Decorators, defaults and bases run in this scope.
+            stack.extend(node.decorator_list)
+            if isinstance(node, ast.ClassDef):
+                stack.extend(node.bases)
+            else:
+                stack.extend(d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None)
+            continue
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    bind(alias.asname, alias.name)
+                else:
+                    root = alias.name.split(".", 1)[0]
+                    bind(root, root)
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name != "*":
+                    bind(alias.asname or alias.name, f"{node.module}.{alias.name}" if not node.level else _OTHER)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bind(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            if isinstance(node, ast.Global):
+                declared_global.update(node.names)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            bind(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            bind(node.rest)
+        if isinstance(node, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            # Their own names are theirs; only the first iterable is evaluated here.
+            if not isinstance(node, ast.Lambda):
+                stack.append(node.generators[0].iter)
+            else:
+                stack.extend(d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    for name in declared_global:
+        bound.pop(name, None)
+    return bound
 
 
 def attach_parents(tree: ast.AST) -> list[ast.AST]:
@@ -176,6 +311,52 @@ class Semantic:
         self.module_functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {
             stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
+        self._scope_cache: dict[int, dict[str, str]] = {}
+
+    def names_at(self, node: ast.AST | None) -> ScopeNames:
+        """The names bound where code at ``node`` runs (module and enclosing scopes); for
+        ``None``, every name bound anywhere in the file. See :class:`ScopeNames`."""
+        if node is None:
+            return self._names_anywhere
+        visible = dict(self._module_bindings)
+        scopes = [a for a in ancestors(node) if isinstance(a, _SCOPES)]
+        # Outermost first, so inner bindings win; a class body is seen only from itself.
+        for depth in range(len(scopes) - 1, -1, -1):
+            if depth == 0 or not isinstance(scopes[depth], ast.ClassDef):
+                visible.update(self._scope_bindings(scopes[depth]))
+        return ScopeNames(visible, self._every_name)
+
+    @cached_property
+    def _names_anywhere(self) -> ScopeNames:
+        visible = dict(self._module_bindings)
+        for scope in self.nodes_of(*_SCOPES):
+            for name, meaning in self._scope_bindings(scope).items():
+                # Bound to one module everywhere (a local `import torch_xla`) still means it.
+                visible[name] = meaning if visible.get(name, meaning) == meaning else _OTHER
+        return ScopeNames(visible, self._every_name)
+
+    @cached_property
+    def _module_bindings(self) -> dict[str, str]:
+        bound = scope_bindings(self.tree)
+        for node in self.nodes_of(ast.Global):
+            bound.update(dict.fromkeys(node.names, _OTHER))
+        return bound
+
+    def _scope_bindings(self, scope: ast.AST) -> dict[str, str]:
+        cached = self._scope_cache.get(id(scope))
+        if cached is None:
+            cached = self._scope_cache[id(scope)] = scope_bindings(scope)
+        return cached
+
+    @cached_property
+    def _every_name(self) -> frozenset[str]:
+        """Every identifier the file binds or reads (a fresh alias must be none of them)."""
+        names = {n.id for n in self.nodes_of(ast.Name)}
+        names.update(n.arg for n in self.nodes_of(ast.arg))
+        names.update(n.name for n in self.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        for node in self.nodes_of(ast.Import, ast.ImportFrom):
+            names.update((a.asname or a.name).split(".", 1)[0] for a in node.names)
+        return frozenset(names)
 
     def nodes_of(self, *types: type) -> list:
         """Every node of these exact types (source order within each type)."""

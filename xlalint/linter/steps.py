@@ -528,6 +528,10 @@ class StepAnalysis:
             self._training[key] = self._region_reaches_backward(loop.body, set())
         return self._training[key]
 
+    def reaches_backward(self, statements: list[ast.stmt]) -> bool:
+        """These statements call ``.backward()``, directly or through functions they call."""
+        return self._region_reaches_backward(statements, set())
+
     def _region_reaches_backward(self, statements: list[ast.stmt], visiting: set[int]) -> bool:
         for call in self.region_calls(statements):
             if _is_backward_call(call, self.semantic):

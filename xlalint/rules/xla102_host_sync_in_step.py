@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import Fix, ReplaceExpr
+from xlalint.linter.model import Fix, InsertStatement, ReplaceExpr
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import dotted_name, enclosing_statement, method_name, parent
 from xlalint.linter.steps import HOST_FETCH_METHODS, StepLoop
@@ -64,11 +64,18 @@ after the sync, when values are ready), code under a guard that runs it every N 
 (`if step % N == 0:`, the recommended way to log), code after the loop, evaluation
 loops (no `.backward()`), `len(x)`, `x.shape`, `print("epoch done")`.
 
-**Fix**: a statement that only logs is wrapped in a step closure (safe), binding the
-locals it reads so it sees this step's values:
-`xm.add_step_closure(lambda i=i, loss=loss: print(i, loss.item()))`.
+**Fix**: a statement that only logs is run in a step closure (safe), after the sync.
+The closure binds the values that may change before it runs: the names assigned in
+the step loop (this step's tensors, the loop variables, counters); parameters and
+values set before the loop are read as they are. A short closure is a lambda,
+`xm.add_step_closure(lambda loss=loss: print(loss.item()))`; one that would not fit
+in 88 columns is a small `def` passed with `args=(...)`.
 `total += loss.item()` becomes `total += loss.detach()` (unsafe: `total` becomes a
-tensor on the device; read it once after the loop). Other uses have no fix: gate them
+tensor on the device; read it once after the loop), offered only when `total` is a
+plain variable (an attribute or item, `self.state.num_input_tokens_seen`, may be saved
+as a number) that nothing in the step reads except under an every-N guard or in a
+statement that only logs (it gets a step closure): a read on every step would copy the
+tensor to the host as often as the `.item()` did. Other uses have no fix: gate them
 with `if step % N == 0:` or move them into a step closure.
 
 ```python
@@ -156,7 +163,9 @@ for i, (x, y) in enumerate(loader):
             for i, (x, y) in enumerate(loader):
                 loss = model(x, y)
                 loss.backward()
-                xm.add_step_closure(lambda i=i, loss=loss: print(f"step {i} loss {loss.item():.4f}"))
+                def log_step(i, loss):
+                    print(f"step {i} loss {loss.item():.4f}")
+                xm.add_step_closure(log_step, args=(i, loss))
                 torch_xla.sync()
             """,
             count=1,
@@ -184,7 +193,9 @@ for i, (x, y) in enumerate(loader):
                     outputs = model(x, labels=y)
                     outputs.loss.backward()
                     opt.step()
-                    xla_model.add_step_closure(lambda outputs=outputs: logger.info("loss %s", outputs.loss))
+                    def log_step(outputs):
+                        logger.info("loss %s", outputs.loss)
+                    xla_model.add_step_closure(log_step, args=(outputs,))
                     xla_model.mark_step()
             """,
             count=1,
@@ -210,6 +221,42 @@ for i, (x, y) in enumerate(loader):
             print(total)
             """,
             count=1,
+        ),
+        # A short closure: a lambda; `model` is set before the loop and read as it is.
+        Invalid(
+            """
+            import torch_xla
+            for x in loader:
+                loss = model(x)
+                loss.backward()
+                print(model, loss)
+                torch_xla.sync()
+            """,
+            fixed="""
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+
+            for x in loader:
+                loss = model(x)
+                loss.backward()
+                xm.add_step_closure(lambda loss=loss: print(model, loss))
+                torch_xla.sync()
+            """,
+            count=1,
+        ),
+        # The sum is read on every step (`avg`) or is an attribute: no `.detach()` fix.
+        Invalid(
+            """
+            import torch
+            for i, x in enumerate(loader):
+                loss = model(x)
+                loss.backward()
+                total += loss.item()
+                avg = total / (i + 1)
+                self.state.tokens_seen += x.sum().item()
+            """,
+            unsafe_fixed=None,
+            count=2,
         ),
         # Control flow on a tensor and a conversion: no fix. In a helper the loop calls.
         Invalid(
@@ -368,15 +415,41 @@ for i, (x, y) in enumerate(loader):
     # -- fixes --------------------------------------------------------------------
     def _fix(self, node: ast.Call, loop: StepLoop) -> Fix | None:
         stmt = enclosing_statement(node)
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and self._is_log_call(stmt.value):
-            if self._leaves_before_sync(stmt):
-                return None
-            return self._closure_fix(stmt.value)
-        if method_name(node) == "item" and isinstance(stmt, ast.AugAssign) and _summed(node, stmt):
+        if self._closure_fixable(stmt):
+            return self._closure_fix(stmt.value)  # type: ignore[union-attr]
+        if method_name(node) == "item" and isinstance(stmt, ast.AugAssign) and self._accumulates(node, stmt, loop):
             receiver = node.func.value  # type: ignore[union-attr]
             operation = ReplaceExpr(self.ctx.span(node), "{recv}.detach()", (("recv", self.ctx.span(receiver)),))
             return self.fix("unsafe", "Accumulate the tensor on the device (`.detach()`)", operation)
         return None
+
+    def _closure_fixable(self, stmt: ast.AST | None) -> bool:
+        """``stmt`` only logs, and may run later, in a step closure."""
+        return (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and self._is_log_call(stmt.value)
+            and not self._leaves_before_sync(stmt)
+            and _closure_names(stmt.value) is not None
+        )
+
+    def _accumulates(self, item: ast.Call, stmt: ast.AugAssign, loop: StepLoop) -> bool:
+        """``total += loss.item()`` may become ``total += loss.detach()``: the target is a
+        plain variable (an attribute or item may be saved or serialized as a number:
+        ``self.state.num_input_tokens_seen``), and nothing in the step reads it except
+        under an every-N guard or in a statement that only logs (which gets a step
+        closure): otherwise each read would copy the tensor to the host every step, as
+        often as the ``.item()`` did, and more when several sums are read."""
+        if not (isinstance(stmt.target, ast.Name) and _summed(item, stmt)):
+            return False
+        name = stmt.target.id
+        reads = (n for n in loop.nodes() if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
+        test = loop.node.test if isinstance(loop.node, ast.While) else None
+        return not any(
+            (loop.contains(n) or (test is not None and n in ast.walk(test)))
+            and not self._closure_fixable(enclosing_statement(n))
+            for n in reads
+        )
 
     def _leaves_before_sync(self, stmt: ast.stmt) -> bool:
         """A later statement of the same block leaves the step (``raise``, ``return``,
@@ -399,22 +472,44 @@ for i, (x, y) in enumerate(loader):
         return False
 
     def _closure_fix(self, call: ast.Call) -> Fix | None:
-        """Wrap a log call in ``xm.add_step_closure(lambda <locals>=<locals>: <call>)``."""
-        if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(call)):
+        """Run a log call in a step closure, binding the values the step changes:
+        ``xm.add_step_closure(lambda loss=loss: print(loss.item()))``, or, when that
+        would not fit on a line, a small ``def`` passed with ``args=(...)``."""
+        names = _closure_names(call)
+        if names is None:
             return None
-        names = _free_names(call)
-        if names & _UNBINDABLE:
+        bound = sorted(names & _rebound_in_step(call))
+        xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm", at=call)
+        call_span = self.ctx.span(call)
+        indent = len(self.ctx.lines[call.lineno - 1]) - len(self.ctx.lines[call.lineno - 1].lstrip())
+        head = f"lambda {', '.join(f'{n}={n}' for n in bound)}:" if bound else "lambda:"
+        text = self.ctx.source_of(call)
+        lambda_line = f"{xm}.add_step_closure({head} {text})"
+        if "\n" not in text and indent + len(lambda_line) <= _LINE_LENGTH:
+            template = f"{xm}.add_step_closure({head} {{call}})"
+            operation = ReplaceExpr(call_span, template, (("call", call_span),))
+            return self.fix("safe", "Run it in a step closure (after the sync)", operation, imports=imports)
+        names_here = self.ctx.semantic.names_at(call)
+        function = "log_step"
+        if not names_here.free(function):
+            function = self.ctx.semantic.imports.fresh_name(function, names_here)
+        body = _indented_continuation(call, text, indent)
+        if body is None:
             return None
-        local = _local_names(call)
-        bound = sorted(n for n in names if n in local)
-        xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm")
-        params = ", ".join(f"{n}={n}" for n in bound)
-        head = f"lambda {params}:" if params else "lambda:"
-        template = f"{xm}.add_step_closure({head} {{call}})"
-        operation = ReplaceExpr(self.ctx.span(call), template, (("call", self.ctx.span(call)),))
-        return self.fix("safe", "Run it in a step closure (after the sync)", operation, imports=imports)
+        define = f"def {function}({', '.join(bound)}):\n    {body}\n"
+        args = f", args=({bound[0]},)" if len(bound) == 1 else f", args=({', '.join(bound)})" if bound else ""
+        register = f"{xm}.add_step_closure({function}{args})"
+        return self.fix(
+            "safe",
+            "Run it in a step closure (after the sync)",
+            InsertStatement(call_span, _escape(define), "before"),
+            ReplaceExpr(call_span, _escape(register)),
+            imports=imports,
+        )
 
 
+# A closure longer than this goes in a `def` (the line length of ruff and black).
+_LINE_LENGTH = 88
 _WHY = "copies it to the host and forces an early graph execution"
 # Calls that end the process.
 _EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
@@ -468,32 +563,6 @@ def _free_names(expr: ast.AST) -> set[str]:
     return loaded - bound
 
 
-def _local_names(node: ast.AST) -> set[str]:
-    """The names local to the functions around ``node`` (parameters, assignments, loop
-    targets, ``with ... as``, local imports), or, at module level, the module's variables
-    (not its imports, functions and classes, which a closure may read as globals)."""
-    functions = [a for a in _ancestors(node) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
-    if not functions:
-        module = next(a for a in _ancestors(node) if isinstance(a, ast.Module))
-        return {n.id for n in _shallow(module) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-    names: set[str] = set()
-    for func in functions:
-        a = func.args
-        names.update(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if p)
-        declared_global: set[str] = set()
-        for n in _shallow(func):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                names.add(n.id)
-            elif isinstance(n, (ast.Import, ast.ImportFrom)):
-                names.update((alias.asname or alias.name).split(".", 1)[0] for alias in n.names)
-            elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler)) and n.name:
-                names.add(n.name)
-            elif isinstance(n, ast.Global):
-                declared_global.update(n.names)
-        names -= declared_global
-    return names
-
-
 def _ancestors(node: ast.AST):
     current = parent(node)
     while current is not None:
@@ -522,3 +591,66 @@ def _shallow(scope: ast.AST):
         ):
             continue
         stack.extend(ast.iter_child_nodes(node))
+
+
+def _closure_names(call: ast.Call) -> set[str] | None:
+    """The names a log call reads that a closure must find, or None when it cannot be
+    moved into one (it binds names itself, yields, awaits, calls ``super()``)."""
+    if any(isinstance(n, (ast.NamedExpr, ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(call)):
+        return None
+    names = _free_names(call)
+    return None if names & _UNBINDABLE else names
+
+
+def _rebound_in_step(node: ast.AST) -> set[str]:
+    """The names that may hold another value by the time a closure registered at
+    ``node`` runs (at the sync, usually the end of the step): those assigned in the
+    outermost loop around ``node`` in its function (loop variables, this step's
+    tensors, counters), or, outside a loop, in its function (a helper the step calls).
+    Parameters and variables set before the loop keep their value: the closure reads
+    them as they are."""
+    scope: ast.AST | None = None
+    region: ast.AST | None = None
+    for anc in _ancestors(node):
+        if isinstance(anc, (ast.For, ast.AsyncFor, ast.While)):
+            region = anc
+        elif isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
+            scope = anc
+            break
+    if region is None:
+        if scope is None or isinstance(scope, ast.Module):
+            return set()
+        region = scope
+    # The loop's own nodes include its target (`for i, (x, y) in ...`). An `except ... as e`
+    # name is deleted at the end of its block: a closure must have bound it.
+    names: set[str] = set()
+    for n in _shallow(region):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.add(n.id)
+        elif isinstance(n, (ast.ExceptHandler, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name:
+            names.add(n.name)
+    return names
+
+
+def _indented_continuation(call: ast.Call, text: str, indent: int) -> str | None:
+    """The call's source as the body of a ``def`` at column 0 (the fix is re-indented where
+    it goes): continuation lines keep their place relative to the statement, one level
+    deeper. None when a string spans lines (its text would change) or a continuation line
+    is left of the statement."""
+    if "\n" not in text:
+        return text
+    for node in ast.walk(call):
+        if isinstance(node, (ast.Constant, ast.JoinedStr)) and node.lineno != node.end_lineno:
+            return None
+    first, *rest = text.split("\n")
+    lines = [first]
+    for line in rest:
+        if line.strip() and (len(line) - len(line.lstrip()) < indent or not line[:indent].isspace()):
+            return None
+        lines.append(f"    {line[indent:]}" if line.strip() else "")
+    return "\n".join(lines)
+
+
+def _escape(code: str) -> str:
+    """Code as a fix template (no parts): braces doubled."""
+    return code.replace("{", "{{").replace("}", "}}")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import AppendToBody, InsertStatement
+from xlalint.linter.model import AppendToBody, Fix, InsertStatement, Operation
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.scripts import uses_syncing_library
+from xlalint.linter.semantic import parent
 from xlalint.linter.steps import StepLoop
 
 # Statements after which nothing in the block runs: a sync goes before them.
@@ -38,15 +39,25 @@ Sync points: `torch_xla.sync()` (`xm.mark_step()` before 2.4), iterating a
 HF `Trainer`/`accelerate` (they sync), a micro-batch loop inside a `torch_xla.compile`d
 function or a `with torch_xla.step():` block.
 
-**Fix** (safe): append `torch_xla.sync()` (`xm.mark_step()` for targets before 2.4) as
-the last statement of the step-loop body, so it runs on every iteration. A `continue`
-in the body skips it on that iteration (the next sync then covers both).
+**Fix** (safe): a sync on every path that ends the step. `torch_xla.sync()`
+(`xm.mark_step()` for targets before 2.4) is appended as the last statement of the
+step-loop body, and inserted right before each `break`, `continue` or `return` that
+leaves the step after its work began (`if args.dry_run: break`): without it, that path
+never syncs, step closures never run, and whatever reads a tensor next (a
+`torch.save`) traces the whole unsynced graph. A jump on the line of its `if`
+(`if done: break`) gets the sync before the `if`. A jump before the statement that
+reaches `.backward()` (`if batch is None: continue`) skips a step that has not started
+and gets none. (A `try`/`finally` around the body was the alternative: it also syncs
+while an exception propagates, and it re-indents the user's whole loop.)
 
 ```python
-for x, y in loader:
+for i, (x, y) in enumerate(loader):
     loss = loss_fn(model(x), y)
     loss.backward()
     opt.step()
+    if args.dry_run:
+        torch_xla.sync()  # added
+        break
     torch_xla.sync()  # added
 ```
 """
@@ -281,6 +292,51 @@ for x, y in loader:
                 continue
             """,
         ),
+        # A dry-run `break` ends the step too: it gets a sync of its own.
+        Invalid(
+            """
+            import torch
+            import torch_xla
+            for i, (x, y) in enumerate(loader):
+                loss_fn(model(x), y).backward()
+                opt.step()
+                if args.dry_run:
+                    break
+            torch.save(model.state_dict(), "model.pt")
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+            for i, (x, y) in enumerate(loader):
+                loss_fn(model(x), y).backward()
+                opt.step()
+                if args.dry_run:
+                    torch_xla.sync()
+                    break
+                torch_xla.sync()
+            torch.save(model.state_dict(), "model.pt")
+            """,
+            count=1,
+        ),
+        # `xm` means something else here: the import gets a fresh alias.
+        Invalid(
+            """
+            import torch
+            xm = 5
+            for x in data:
+                model(x).backward()
+            """,
+            fixed="""
+            import torch
+            import torch_xla.core.xla_model as xm_1
+
+            xm = 5
+            for x in data:
+                model(x).backward()
+                xm_1.mark_step()
+            """,
+            target_version="2.3",
+        ),
         # Rebound through islice, but the only caller passes a plain DataLoader.
         Invalid(
             """
@@ -347,7 +403,7 @@ for x, y in loader:
                 )
             else:
                 continue
-            self.report(loop.node, self._with_continue_note(loop, message), fix=self._fix(loop))
+            self.report(loop.node, message, fix=self._fix(loop))
 
     def _delimited_elsewhere(self, loop: StepLoop) -> bool:
         """A micro-batch loop inside a ``torch_xla.compile``d function, or inside a
@@ -365,35 +421,66 @@ for x, y in loader:
                 return True
         return False
 
-    def _fix(self, loop: StepLoop):
-        sync, imports = self.ctx.xla_api("sync", "mark_step")
+    def _fix(self, loop: StepLoop) -> Fix | None:
+        """A sync at the end of the body and before every jump that ends the step after
+        its work began (``if args.dry_run: break``), so every path out of the step syncs."""
+        body = loop.node.body
+        if body[0].lineno == loop.node.lineno and len(body) > 1:
+            return None  # `for x in y: a; b` on one line: leave the layout to the user
+        sync, imports = self.ctx.xla_api("sync", "mark_step", at=loop.node)
         code = f"{sync}()"
-        last = loop.node.body[-1]
-        if isinstance(last, _JUMPS):
-            operation = InsertStatement(self.ctx.span(last), code, "before")
-        else:
-            operation = AppendToBody(self.ctx.header_span(loop.node), code)
-        return self.fix("safe", f"Append `{code}` to the loop body", operation, imports=imports)
+        operations: list[Operation] = []
+        anchors: list[ast.stmt] = []
+        for jump in _step_exits(loop, self.ctx.steps):
+            anchor = _own_line_statement(jump)
+            if anchor is None or anchor is loop.node:
+                return None
+            if anchor not in anchors:
+                anchors.append(anchor)
+                operations.append(InsertStatement(self.ctx.span(anchor), code, "before"))
+        if not isinstance(body[-1], _JUMPS):
+            operations.append(AppendToBody(self.ctx.header_span(loop.node), code))
+        elif isinstance(body[-1], ast.Raise):
+            operations.append(InsertStatement(self.ctx.span(body[-1]), code, "before"))
+        where = "to the loop body" if len(operations) == 1 else "to the loop body and before each jump out of the step"
+        return self.fix("safe", f"Add `{code}` {where}", *operations, imports=imports)
 
-    def _with_continue_note(self, loop: StepLoop, message: str) -> str:
-        lines = sorted({node.lineno for node in _own_continues(loop.node)})
-        if loop.node.body and isinstance(loop.node.body[-1], ast.Continue):
-            lines = [line for line in lines if line != loop.node.body[-1].lineno]
-        if not lines:
-            return message
-        where = ", ".join(str(line) for line in lines)
-        return f"{message} (note: `continue` on line {where} skips a sync appended at the end of the body)"
+
+def _step_exits(loop: StepLoop, steps) -> list[ast.stmt]:
+    """The ``break``/``continue`` of ``loop`` and the ``return`` statements in its body
+    (not those of nested loops or functions), after the first statement of the body that
+    reaches ``.backward()``: an earlier jump (``if batch is None: continue``) skips a step
+    that has not started, so it has nothing to sync."""
+    body = loop.node.body
+    start = next((i for i, stmt in enumerate(body) if steps.reaches_backward([stmt])), 0)
+    exits: list[ast.stmt] = []
+    for stmt in body[start:]:
+        stack: list[tuple[ast.AST, bool]] = [(stmt, False)]
+        while stack:
+            node, in_nested_loop = stack.pop()
+            if isinstance(node, ast.Return) or (isinstance(node, (ast.Break, ast.Continue)) and not in_nested_loop):
+                exits.append(node)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            nested = in_nested_loop or isinstance(node, (ast.For, ast.AsyncFor, ast.While))
+            stack.extend((child, nested) for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
+            if isinstance(node, ast.Try):
+                stack.extend((h, nested) for h in node.handlers)
+            elif isinstance(node, ast.Match):
+                stack.extend((c, nested) for c in node.cases)
+    return sorted(exits, key=lambda n: (n.lineno, n.col_offset))
 
 
-def _own_continues(loop: ast.AST):
-    """The ``continue`` statements that belong to ``loop`` (not to nested loops or functions)."""
-    stack = list(loop.body)  # type: ignore[attr-defined]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.Continue):
-            yield node
-        if isinstance(
-            node, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
-        ):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
+def _own_line_statement(stmt: ast.stmt) -> ast.stmt | None:
+    """The statement a line of code can go before: ``stmt`` itself, or, when it shares its
+    line with the header of the statement it is in (``if args.dry_run: break``), that
+    statement (a sync before the ``if`` also runs before the ``break``). None for a jump
+    on the line of an ``except``/``case`` header (nothing can go between them)."""
+    current: ast.stmt = stmt
+    while True:
+        owner = parent(current)
+        if owner is None or getattr(owner, "lineno", None) != current.lineno:
+            return current
+        if not isinstance(owner, ast.stmt):
+            return None
+        current = owner
