@@ -486,6 +486,18 @@ def explain(rule_class) -> str:
     return "\n".join(parts)
 
 
+@app.command()
+def server() -> None:
+    """Run the language server (LSP over stdio) for editors; needs the `server` extra."""
+    import importlib.util
+
+    if importlib.util.find_spec("pygls") is None or importlib.util.find_spec("lsprotocol") is None:
+        raise fail("the language server needs pygls and lsprotocol: pip install 'xlalint[server]'")
+    from xlalint.server import start
+
+    start()
+
+
 def _register_harness() -> None:
     import importlib.util
 

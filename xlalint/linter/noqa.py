@@ -113,7 +113,7 @@ def add_noqa(source: str, findings: list[Finding]) -> tuple[str, int]:
         comment = comments.get(number)
         match = NOQA.search(body, comment[0]) if comment else None
         if match and not match.group("codes"):
-            continue  # a bare `# noqa` already suppresses everything
+            continue  # a bare noqa comment already suppresses everything
         if match:
             present = [c for c in re.split(r"[\s,]+", match.group("codes")) if c]
             new = sorted(codes - {c.upper() for c in present})

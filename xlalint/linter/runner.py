@@ -30,7 +30,7 @@ class FileReport:
     source: str | None = None
     fixed_source: str | None = None
     error: str | None = None  # a fix that could not be written, and why
-    noqa_added: int = 0  # lines given a `# noqa` by --add-noqa
+    noqa_added: int = 0  # lines given a noqa comment by --add-noqa
 
     @property
     def unreadable(self) -> bool:
