@@ -458,32 +458,9 @@ def rule(
 
 
 def explain(rule_class) -> str:
-    fix = {"safe": "Fix is always available (safe).", "unsafe": "Fix is available with `--unsafe-fixes`.",
-           "sometimes": "Fix is sometimes available.", "none": "No automatic fix."}[rule_class.fix_availability]  # fmt: skip
-    parts = [
-        f"# {rule_class.name} ({rule_class.code})",
-        "",
-        rule_class.summary + ".",
-        "",
-        fix,
-        "",
-        rule_class.explanation.strip(),
-    ]
-    if rule_class.options:
-        parts += ["", "## Options", ""]
-        parts += [f"- `{k}` (default `{o.default!r}`): {o.help}" for k, o in rule_class.options.items()]
-    if rule_class.INVALID:
-        parts += ["", "## Example", "", "```python", rule_class.INVALID[0].code.rstrip(), "```"]
-        if rule_class.INVALID[0].fixed or rule_class.INVALID[0].unsafe_fixed:
-            parts += [
-                "",
-                "Fixed:",
-                "",
-                "```python",
-                (rule_class.INVALID[0].fixed or rule_class.INVALID[0].unsafe_fixed).rstrip(),
-                "```",
-            ]
-    return "\n".join(parts)
+    from xlalint.docs import explain as markdown
+
+    return markdown(rule_class)
 
 
 @app.command()
