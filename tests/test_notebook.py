@@ -205,3 +205,52 @@ def test_a_fix_that_moves_code_between_cells_is_refused():
 )
 def test_layout_round_trips(text):
     assert Layout.of(text).dump(json.loads(text)) == text
+
+
+# -- the fixed notebook runs on torch_xla -------------------------------------------------------
+
+CUDA_NOTEBOOK = (
+    ("md", "# A small CUDA training notebook"),
+    ("code", "%pip install torch_xla\n%matplotlib inline\nimport torch\nimport torch_xla"),
+    (
+        "code",
+        "model = torch.nn.Linear(8, 1).cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "data = [(torch.randn(4, 8).cuda(), torch.randn(4, 1).cuda()) for _ in range(6)]",
+    ),
+    (
+        "code",
+        "%%time\nfor step, (x, y) in enumerate(data):\n    opt.zero_grad()\n"
+        "    loss = torch.nn.functional.mse_loss(model(x), y)\n    loss.backward()\n    opt.step()\n    !echo step",
+    ),
+    ("code", "print('final', loss.item())"),
+)
+
+
+def test_the_fixed_notebook_runs_on_torch_xla(tmp_path):
+    """Fix the notebook, run its code cells (without the IPython lines) with the harness
+    on torch_xla CPU: it ports to XLA and syncs once per step."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch_xla") is None:
+        pytest.skip("torch_xla is not installed (the harness extra)")
+    path = tmp_path / "train.ipynb"
+    notebook(*CUDA_NOTEBOOK, path=path)
+    fixed = run_cli("fix", "--no-cache", "train.ipynb", cwd=tmp_path)
+    assert fixed.returncode == 0, out(fixed)
+    assert "Found 4 errors (4 fixed, 0 remaining)." in out(fixed)
+    cells = nbformat.reads(path.read_text(), as_version=4).cells
+    nbformat.validate(nbformat.reads(path.read_text(), as_version=4))
+    assert cells[3].source.endswith("    !echo step\n    torch_xla.sync()")
+    code = [
+        line
+        for cell in cells
+        if cell.cell_type == "code"
+        for line in cell.source.splitlines()
+        if not line.lstrip().startswith(("%", "!"))
+    ]
+    (tmp_path / "train.py").write_text("\n".join(code) + "\n")
+    result = run_cli("run", "--no-fix", "--json", "run.json", "train.py", cwd=tmp_path, env={"PJRT_DEVICE": "CPU"})
+    assert result.returncode == 0, out(result) + result.stderr.decode()
+    run = json.loads((tmp_path / "run.json").read_text())["runs"]["original"]
+    assert run["exit_code"] == 0
+    assert run["syncs"] == 6 and run["compiles"] <= 2, run
