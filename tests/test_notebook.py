@@ -159,6 +159,16 @@ def test_noqa_in_a_cell_and_add_noqa_round_trip(tmp_path):
     assert "Added 0 noqa directives." in again.stderr.decode() and path.read_text() == text
 
 
+def test_github_annotations_name_the_cell_not_a_file_line():
+    from xlalint.linter.model import Finding, Span
+    from xlalint.linter.reporters import render_github
+
+    finding = Finding("XLA104", "cuda-device", "use torch_xla", "nb.ipynb", Span(2, 8, 2, 15), cell=3)
+    assert render_github([finding]) == (
+        "::error title=xlalint (XLA104),file=nb.ipynb::nb.ipynb:cell 3:2:9: XLA104 use torch_xla"
+    )
+
+
 def test_stdin_notebook_is_checked(tmp_path):
     text = notebook(*TRAIN)
     result = run_cli("check", "--stdin-filename", "nb.ipynb", "-", stdin=text, cwd=tmp_path)
@@ -201,6 +211,7 @@ def test_a_fix_that_moves_code_between_cells_is_refused():
         json.dumps({"cells": [{"cell_type": "code", "source": ["x = 1\n", "y = \u00e9"]}]}, indent=2),
         '{"cells": [{"cell_type": "code", "source": "x = 1"}], "metadata": {"name": "é"}}',
         '{\n\t"cells": []\n}\n',
+        '{\r\n "cells": [],\r\n "metadata": {}\r\n}\r\n',
     ],
 )
 def test_layout_round_trips(text):

@@ -152,3 +152,17 @@ async def session(tmp_path: Path) -> None:
 
 def test_language_server_end_to_end(tmp_path):
     asyncio.run(session(tmp_path))
+
+
+def test_server_without_the_extra_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    from typer.testing import CliRunner
+
+    from xlalint.cli import app
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pygls" else real(name, *a))
+    result = CliRunner().invoke(app, ["server"])
+    assert result.exit_code == 2
+    assert "pip install 'xlalint[server]'" in result.output

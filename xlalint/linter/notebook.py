@@ -53,6 +53,7 @@ class Layout:
     ensure_ascii: bool = False
     separators: tuple[str, str] = (",", ": ")
     trailing_newline: bool = True
+    crlf: bool = False
 
     @classmethod
     def of(cls, text: str) -> Layout:
@@ -68,11 +69,13 @@ class Layout:
         else:
             separators = (",", ": ")
         ensure_ascii = text.isascii() and re.search(r"\\u(?!00[0-7])[0-9a-fA-F]{4}", text) is not None
-        return cls(indent, ensure_ascii, separators, text.endswith("\n"))
+        return cls(indent, ensure_ascii, separators, text.endswith("\n"), "\r\n" in text)
 
     def dump(self, data: Any) -> str:
         text = json.dumps(data, indent=self.indent, ensure_ascii=self.ensure_ascii, separators=self.separators)
-        return text + "\n" if self.trailing_newline else text
+        text = text + "\n" if self.trailing_newline else text
+        # JSON escapes the newlines inside strings, so every newline left is layout.
+        return text.replace("\n", "\r\n") if self.crlf else text
 
 
 @dataclass(frozen=True)
