@@ -133,10 +133,6 @@ class CellText(str):
         return {cell.number: cell.text for cell in self.cells}
 
 
-def is_notebook(path: str | Path) -> bool:
-    return str(path).endswith(".ipynb")
-
-
 class Notebook:
     def __init__(self, text: str):
         try:
@@ -149,7 +145,9 @@ class Notebook:
             raise NotebookError("is not a Jupyter notebook (no `cells` list at the top level)")
         self.data = data
         self.layout = Layout.of(text)
-        self.language = str((data.get("metadata") or {}).get("language_info", {}).get("name", "python")).lower()
+        metadata = data.get("metadata")
+        info = metadata.get("language_info") if isinstance(metadata, dict) else None
+        self.language = str(info.get("name", "python") if isinstance(info, dict) else "python").lower()
         self.module = CellText(tuple(self._code_cells()))
 
     def _code_cells(self):
@@ -177,8 +175,9 @@ class Notebook:
         as a :class:`CellText`. Raises NotebookError when the fix moved code across cells."""
         fixed_cells = split_module(fixed_module, self.module.cells)
         data = self.data
+        before = self.module.cell_texts()
         for cell in fixed_cells:
-            if cell.text == self.module.cell_texts()[cell.number]:
+            if cell.text == before[cell.number]:
                 continue
             entry = data["cells"][cell.number - 1]
             if isinstance(entry.get("source"), list):
@@ -319,18 +318,6 @@ def cell_diffs(path: str, before: CellText, after: CellText) -> list[str]:
 
 def _with_final_newline(text: str) -> str:
     return text if not text or text.endswith("\n") else text + "\n"
-
-
-def read(path: Path) -> tuple[sourcefile.SourceFile, Notebook]:
-    original = sourcefile.read(path)
-    return original, parse(original.text)
-
-
-def parse(text: str) -> Notebook:
-    try:
-        return Notebook(text)
-    except NotebookError as exc:
-        raise sourcefile.SourceError(str(exc)) from None
 
 
 def process_notebook(job, original: sourcefile.SourceFile | None = None, stdin: bool = False):
