@@ -133,6 +133,18 @@ def test_a_folder_walk_includes_notebooks_but_not_checkpoints(tmp_path):
     assert files == {"nb.ipynb"}
 
 
+def test_many_notebooks_are_checked_and_fixed_in_the_process_pool(tmp_path):
+    from xlalint.linter.runner import PARALLEL_THRESHOLD
+
+    for i in range(PARALLEL_THRESHOLD + 2):
+        notebook(*TRAIN, path=tmp_path / f"nb{i:02}.ipynb")
+    checked = run_cli("check", "--no-cache", ".", cwd=tmp_path)
+    lines = [line for line in out(checked).splitlines() if " XLA104 " in line]
+    assert len(lines) == 2 * (PARALLEL_THRESHOLD + 2) and lines[0].startswith("nb00.ipynb:cell 3:2:9: XLA104")
+    fixed = run_cli("fix", "--diff", ".", cwd=tmp_path)
+    assert fixed.returncode == 1 and out(fixed).count("+++ b/nb") == 2 * (PARALLEL_THRESHOLD + 2)
+
+
 def test_syntax_errors_and_bad_notebooks_are_xla000(tmp_path):
     notebook(("code", "import torch"), ("code", "x = (\n"), path=tmp_path / "broken.ipynb")
     (tmp_path / "json.ipynb").write_text('{"cells": [')

@@ -107,6 +107,10 @@ class CellText(str):
         self.cells, self.ranges = cells, tuple(ranges)
         return self
 
+    def __reduce__(self):
+        # Reports cross process boundaries (the process pool): rebuild from the cells.
+        return (CellText, (self.cells,))
+
     def locate(self, line: int) -> tuple[int, int]:
         """Module line -> (cell number, line within the cell); the marker line counts as the
         cell's line 1."""
