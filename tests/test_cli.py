@@ -60,7 +60,7 @@ def test_syntax_error_is_xla000_and_others_still_checked(tmp_path, cli):
 
 def test_unreadable_inputs_are_one_line_each(tmp_path, cli):
     write(tmp_path, "latin.py", b"import torch\nname = '\xe9'\n")
-    write(tmp_path, "nb.ipynb", '{"cells": []}')
+    write(tmp_path, "nb.ipynb", '{"cells": [')
     result = cli("check", "latin.py", "nb.ipynb", "missing.py", cwd=tmp_path)
     assert result.returncode == 2
     lines = out(result).splitlines()

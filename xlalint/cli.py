@@ -28,6 +28,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help, as ruff's: typer's rich help shows every flag as `<bool>`.
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
@@ -51,7 +53,8 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(
     version: Annotated[
-        bool, typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version.")
+        bool,
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version.", metavar=""),
     ] = False,
 ) -> None:
     """A linter and autofixer for PyTorch/XLA training scripts."""
@@ -70,32 +73,52 @@ def _codes(values: list[str] | None) -> tuple[str, ...] | None:
 
 # Options shared by `check` and `fix` -------------------------------------------------------
 Paths = Annotated[
-    list[str] | None, typer.Argument(help="Files or folders to check (default: .); - reads stdin.", show_default=False)
+    list[str] | None,
+    typer.Argument(help="Files or folders to check (default: .); - reads stdin.", show_default=False, metavar="PATH"),
 ]
 Select = Annotated[
     list[str] | None,
-    typer.Option("--select", help="Rule codes or prefixes to enable (ALL for every rule); comma-separated."),
+    typer.Option(
+        "--select", help="Rule codes or prefixes to enable (ALL for every rule); comma-separated.", metavar="CODES"
+    ),
 ]
 Ignore = Annotated[
-    list[str] | None, typer.Option("--ignore", help="Rule codes or prefixes to disable; comma-separated.")
+    list[str] | None,
+    typer.Option("--ignore", help="Rule codes or prefixes to disable; comma-separated.", metavar="CODES"),
 ]
-ExtendSelect = Annotated[list[str] | None, typer.Option("--extend-select", help="Codes to enable on top of select.")]
+ExtendSelect = Annotated[
+    list[str] | None, typer.Option("--extend-select", help="Codes to enable on top of select.", metavar="CODES")
+]
 Format = Annotated[OutputFormat, typer.Option("--output-format", help="How to print findings.")]
-Statistics = Annotated[bool, typer.Option("--statistics", help="Count findings per rule instead of listing them.")]
-ExitZero = Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when findings remain.")]
-ShowFixes = Annotated[bool, typer.Option("--show-fixes", help="List the fixes applied (or available) per file.")]
-StdinFilename = Annotated[
-    str | None, typer.Option("--stdin-filename", help="Read source from stdin; report it under this name.")
+# metavar="": a flag takes no value, so its help shows none (typer would print `<bool>`).
+Statistics = Annotated[
+    bool, typer.Option("--statistics", help="Count findings per rule instead of listing them.", metavar="")
 ]
-TargetVersion = Annotated[str | None, typer.Option("--target-version", help='torch_xla version to target, e.g. "2.9".')]
-ConfigFile = Annotated[Path | None, typer.Option("--config", help="Use this config file instead of discovering one.")]
-NoCache = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.")]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print findings only: no summary.")]
+ExitZero = Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when findings remain.", metavar="")]
+ShowFixes = Annotated[
+    bool, typer.Option("--show-fixes", help="List the fixes applied (or available) per file.", metavar="")
+]
+StdinFilename = Annotated[
+    str | None,
+    typer.Option("--stdin-filename", help="Read source from stdin; report it under this name.", metavar="PATH"),
+]
+TargetVersion = Annotated[
+    str | None, typer.Option("--target-version", help='torch_xla version to target, e.g. "2.9".', metavar="VERSION")
+]
+ConfigFile = Annotated[
+    Path | None,
+    typer.Option("--config", help="Use this config file instead of discovering one.", metavar="FILE"),
+]
+NoCache = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.", metavar="")]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print findings only: no summary.", metavar="")]
 UnsafeFixes = Annotated[
-    bool, typer.Option("--unsafe-fixes", help="Also apply (or offer) fixes that may change behaviour.")
+    bool, typer.Option("--unsafe-fixes", help="Also apply (or offer) fixes that may change behaviour.", metavar="")
 ]
 ForceExclude = Annotated[
-    bool, typer.Option("--force-exclude", help="Apply exclude to files named on the command line too (for pre-commit).")
+    bool,
+    typer.Option(
+        "--force-exclude", help="Apply exclude to files named on the command line too (for pre-commit).", metavar=""
+    ),
 ]
 
 
@@ -140,6 +163,7 @@ def _run(
     no_cache: bool,
     quiet: bool,
     force_exclude: bool,
+    add_noqa: bool = False,
 ) -> None:
     try:
         invocation = Invocation(
@@ -149,6 +173,8 @@ def _run(
         use_stdin = paths == ["-"] or (stdin_filename is not None and not paths)
         if "-" in paths and not use_stdin:
             raise ConfigError("`-` (stdin) cannot be combined with other paths")
+        if add_noqa and (use_stdin or fix or diff):
+            raise ConfigError("--add-noqa writes the files it is given: not with stdin, --fix or --diff")
         if use_stdin:
             reports = [_stdin_report(invocation, stdin_filename, fix=fix, unsafe=unsafe, force_exclude=force_exclude)]
         else:
@@ -160,9 +186,13 @@ def _run(
                 write=not diff,
                 no_cache=no_cache,
                 force_exclude=force_exclude,
+                add_noqa=add_noqa,
             )
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    if add_noqa:
+        _report_add_noqa(reports)
+        return
 
     fmt = output_format.value
     findings = sorted((f for r in reports for f in r.findings), key=lambda f: f.sort_key())
@@ -210,16 +240,40 @@ def _run(
 
 
 def _file_reports(
-    invocation: Invocation, paths: list[str], *, fix, unsafe, write, no_cache, force_exclude
+    invocation: Invocation, paths: list[str], *, fix, unsafe, write, no_cache, force_exclude, add_noqa=False
 ) -> list[FileReport]:
     from xlalint.linter.files import discover
 
-    cache_dir = None if no_cache or fix else str(Path.cwd() / ".xlalint_cache")
+    cache_dir = None if no_cache or fix or add_noqa else str(Path.cwd() / ".xlalint_cache")
     jobs = [
-        Job(str(path), invocation.settings(path), fix=fix, unsafe=unsafe, write=write, cache_dir=cache_dir)
+        Job(
+            str(path),
+            invocation.settings(path),
+            fix=fix,
+            unsafe=unsafe,
+            write=write,
+            cache_dir=cache_dir,
+            add_noqa=add_noqa,
+        )
         for path in discover([Path(p) for p in paths], invocation.finder, force_exclude=force_exclude)
     ]
     return process_all(jobs)
+
+
+def _report_add_noqa(reports: list[FileReport]) -> None:
+    """As ruff: how many lines got a ``# noqa``; what could not be read is still an error."""
+    from xlalint.linter.engine import SYNTAX_ERROR
+
+    errors = [f for r in reports for f in r.findings if f.code == SYNTAX_ERROR[0]]
+    if errors:
+        print(reporters.render("text", errors), file=sys.stdout)
+    for report in reports:
+        if report.error:
+            typer.echo(f"xlalint: error: {report.path}: {report.error}", err=True)
+    added = sum(r.noqa_added for r in reports)
+    typer.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
+    if errors or any(r.error for r in reports):
+        raise typer.Exit(2)
 
 
 def _stdin_report(invocation: Invocation, stdin_filename: str | None, *, fix, unsafe, force_exclude) -> FileReport:
@@ -234,6 +288,10 @@ def _stdin_report(invocation: Invocation, stdin_filename: str | None, *, fix, un
         return FileReport(name, [error_finding(name, str(exc))], source=None)
     if force_exclude and stdin_filename and settings.is_excluded(Path(stdin_filename)):
         return FileReport(name, [], source=original.text, fixed_source=original.text)
+    if name.endswith(".ipynb"):
+        from xlalint.linter.notebook import process_notebook
+
+        return process_notebook(Job(name, settings, fix=fix, unsafe=unsafe, write=False), original, stdin=True)
     try:
         return process_text(Job(name, settings, fix=fix, unsafe=unsafe, write=False), original, stdin=True)
     except Exception as exc:  # a bug in a rule: one clear line, exit 2
@@ -241,10 +299,15 @@ def _stdin_report(invocation: Invocation, stdin_filename: str | None, *, fix, un
 
 
 def _print_diffs(reports: list[FileReport], out) -> None:
+    from xlalint.linter.notebook import CellText, cell_diffs
+
     for r in reports:
         if not r.changed:
             continue
         assert r.source is not None and r.fixed_source is not None
+        if isinstance(r.source, CellText) and isinstance(r.fixed_source, CellText):
+            out.writelines(cell_diffs(r.path, r.source, r.fixed_source))
+            continue
         out.writelines(
             difflib.unified_diff(
                 r.source.splitlines(keepends=True),
@@ -304,14 +367,22 @@ def check(
     quiet: Quiet = False,
     unsafe_fixes: UnsafeFixes = False,
     force_exclude: ForceExclude = False,
-    fix: Annotated[bool, typer.Option("--fix", help="Apply fixes (same as `xlalint fix`).")] = False,
+    fix: Annotated[bool, typer.Option("--fix", help="Apply fixes (same as `xlalint fix`).", metavar="")] = False,
+    add_noqa: Annotated[
+        bool,
+        typer.Option(
+            "--add-noqa",
+            help="Add `# noqa: CODE` to every line with a finding (merged into an existing `# noqa:` list).",
+            metavar="",
+        ),
+    ] = False,
 ) -> None:
     """Check files and report findings."""
     _run(
         paths, fix=fix, unsafe=unsafe_fixes, diff=False, select=select, ignore=ignore, extend_select=extend_select,
         output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
         stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
-        quiet=quiet, force_exclude=force_exclude,
+        quiet=quiet, force_exclude=force_exclude, add_noqa=add_noqa,
     )  # fmt: skip
 
 
@@ -319,7 +390,9 @@ def check(
 def fix_command(
     paths: Paths = None,
     unsafe_fixes: UnsafeFixes = False,
-    diff: Annotated[bool, typer.Option("--diff", help="Print the changes as a diff; write nothing.")] = False,
+    diff: Annotated[
+        bool, typer.Option("--diff", help="Print the changes as a diff; write nothing.", metavar="")
+    ] = False,
     select: Select = None,
     ignore: Ignore = None,
     extend_select: ExtendSelect = None,
@@ -351,7 +424,7 @@ class RuleFormat(str, Enum):
 @app.command()
 def rule(
     code: Annotated[str | None, typer.Argument(help="A rule code, e.g. XLA104.", show_default=False)] = None,
-    all_rules: Annotated[bool, typer.Option("--all", help="Explain every rule.")] = False,
+    all_rules: Annotated[bool, typer.Option("--all", help="Explain every rule.", metavar="")] = False,
     output_format: Annotated[RuleFormat, typer.Option("--output-format")] = RuleFormat.text,
 ) -> None:
     """Explain a rule: why it matters, what is flagged, the fix, an example."""
@@ -385,32 +458,21 @@ def rule(
 
 
 def explain(rule_class) -> str:
-    fix = {"safe": "Fix is always available (safe).", "unsafe": "Fix is available with `--unsafe-fixes`.",
-           "sometimes": "Fix is sometimes available.", "none": "No automatic fix."}[rule_class.fix_availability]  # fmt: skip
-    parts = [
-        f"# {rule_class.name} ({rule_class.code})",
-        "",
-        rule_class.summary + ".",
-        "",
-        fix,
-        "",
-        rule_class.explanation.strip(),
-    ]
-    if rule_class.options:
-        parts += ["", "## Options", ""]
-        parts += [f"- `{k}` (default `{o.default!r}`): {o.help}" for k, o in rule_class.options.items()]
-    if rule_class.INVALID:
-        parts += ["", "## Example", "", "```python", rule_class.INVALID[0].code.rstrip(), "```"]
-        if rule_class.INVALID[0].fixed or rule_class.INVALID[0].unsafe_fixed:
-            parts += [
-                "",
-                "Fixed:",
-                "",
-                "```python",
-                (rule_class.INVALID[0].fixed or rule_class.INVALID[0].unsafe_fixed).rstrip(),
-                "```",
-            ]
-    return "\n".join(parts)
+    from xlalint.docs import explain as markdown
+
+    return markdown(rule_class)
+
+
+@app.command()
+def server() -> None:
+    """Run the language server (LSP over stdio) for editors; needs the `server` extra."""
+    import importlib.util
+
+    if importlib.util.find_spec("pygls") is None or importlib.util.find_spec("lsprotocol") is None:
+        raise fail("the language server needs pygls and lsprotocol: pip install 'xlalint[server]'")
+    from xlalint.server import start
+
+    start()
 
 
 def _register_harness() -> None:

@@ -1,4 +1,4 @@
-"""Finding the files to check: directories are walked for ``*.py`` files, honouring
+"""Finding the files to check: directories are walked for ``*.py`` and ``*.ipynb`` files, honouring
 ``.gitignore`` files (with ``pathspec``), the default excludes and ``exclude``.
 
 Files named explicitly are always checked, as in ruff, unless ``force_exclude``
@@ -16,7 +16,7 @@ import pathspec
 
 from xlalint.linter.config import DEFAULT_EXCLUDE, ConfigFinder
 
-PYTHON_SUFFIXES = (".py", ".pyi")
+PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 
 def _git_root(start: Path) -> Path | None:

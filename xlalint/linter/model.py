@@ -194,10 +194,12 @@ class Finding:
     noqa_row: int | None = None
     # The 1-based line numbers on which a suppression comment may hide this finding.
     noqa_lines: tuple[int, ...] = field(default=(), compare=False)
+    # In a notebook: the 1-based cell (counting every cell); ``span`` is then within it.
+    cell: int | None = None
 
     @property
     def fixable(self) -> bool:
         return self.fix is not None
 
     def sort_key(self) -> tuple:
-        return (self.path, self.span.line, self.span.col, self.code)
+        return (self.path, self.cell or 0, self.span.line, self.span.col, self.code)

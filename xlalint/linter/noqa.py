@@ -1,4 +1,5 @@
-"""Suppression comments: ``# noqa``, ``# noqa: XLA102``, ``# xlalint: disable-file``.
+"""Suppression comments: ``# noqa``, ``# noqa: XLA102``, ``# xlalint: disable-file``;
+and ``check --add-noqa``, which writes them.
 
 Comments are found with ``tokenize``, so a ``# noqa`` inside a string never counts,
 and only when the text mentions "noqa" at all. Codes of other tools in the same
@@ -8,11 +9,12 @@ names only other tools' codes suppresses nothing of ours.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import tokenize
 
-from xlalint.linter.model import split_lines
+from xlalint.linter.model import Finding, split_lines
 
 NOQA = re.compile(
     r"#\s*noqa(?P<sep>\s*:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?",
@@ -57,3 +59,79 @@ def is_suppressed(code: str, lines: tuple[int, ...], suppressions: dict[int, fro
         if codes and ("*" in codes or code in codes):
             return True
     return False
+
+
+# --- --add-noqa ------------------------------------------------------------------------------
+
+
+def commentable_lines(source: str) -> set[int] | None:
+    """The lines that can end with a comment: not inside a string that goes on to the
+    next line, not continued with a backslash. None if the source does not tokenize."""
+    lines = split_lines(source, keepends=True)
+    blocked: set[int] = set()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+                continue
+            if token.end[0] > token.start[0]:  # a multi-line string (or f-string part)
+                blocked.update(range(token.start[0], token.end[0]))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return None
+    for number, line in enumerate(lines, 1):
+        if line.rstrip("\r\n").endswith("\\"):
+            blocked.add(number)
+    return {n for n in range(1, len(lines) + 1) if n not in blocked}
+
+
+def add_noqa(source: str, findings: list[Finding]) -> tuple[str, int]:
+    """``source`` with ``# noqa: CODE`` on a line where each finding's suppression is
+    honoured (merged into a ``# noqa:`` list that is there), and how many lines changed.
+
+    A finding is suppressed on its first line or the last line of its statement
+    (``Finding.noqa_lines``); the first of those that can hold a comment is used.
+    Syntax errors (XLA000) cannot be suppressed and are left as they are."""
+    candidates = commentable_lines(source)
+    if candidates is None:
+        return source, 0
+    wanted: dict[int, set[str]] = {}
+    for finding in findings:
+        if finding.code == "XLA000" or not finding.noqa_lines:
+            continue
+        order = sorted(finding.noqa_lines, key=lambda n: (n != finding.noqa_row, n))
+        line = next((n for n in order if n in candidates), None)
+        if line is not None:
+            wanted.setdefault(line, set()).add(finding.code)
+    if not wanted:
+        return source, 0
+    comments = _comments(source)
+    lines = split_lines(source, keepends=True)
+    changed = 0
+    for number, codes in wanted.items():
+        text = lines[number - 1]
+        body = text.rstrip("\r\n")
+        newline = text[len(body) :]
+        comment = comments.get(number)
+        match = NOQA.search(body, comment[0]) if comment else None
+        if match and not match.group("codes"):
+            continue  # a bare noqa comment already suppresses everything
+        if match:
+            present = [c for c in re.split(r"[\s,]+", match.group("codes")) if c]
+            new = sorted(codes - {c.upper() for c in present})
+            if not new:
+                continue
+            body = body[: match.end("codes")] + ", " + ", ".join(new) + body[match.end("codes") :]
+        else:
+            body = body.rstrip() + "  # noqa: " + ", ".join(sorted(codes))
+        lines[number - 1] = body + newline
+        changed += 1
+    return "".join(lines), changed
+
+
+def _comments(source: str) -> dict[int, tuple[int, int]]:
+    """Line -> (start, end) column of its comment."""
+    result: dict[int, tuple[int, int]] = {}
+    with contextlib.suppress(tokenize.TokenError, SyntaxError, IndentationError):
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.COMMENT:
+                result[token.start[0]] = (token.start[1], token.end[1])
+    return result

@@ -1,7 +1,7 @@
 """The order of training events along each path through one step.
 
 Order rules (XLA106, XLA203) ask questions like "is there an ``unscale_`` before this
-clip?" RULES.md ("Scope") says they are judged *along each path through the step*:
+clip?" docs/rules.md ("Scope") says they are judged *along each path through the step*:
 statements in mutually exclusive branches (``if use_amp: ... else: ...``) are never
 ordered against each other. This module turns a step into the sequences of events
 (backward, all-reduce, unscale, clip, optimizer step, scaler step, update, sync) that

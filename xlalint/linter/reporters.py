@@ -23,7 +23,7 @@ SYNTAX_ERROR_DOC = {
     "name": "syntax-error",
     "summary": "The file cannot be read or parsed as Python",
     "explanation": "xlalint reports a file that does not parse, is not valid in its encoding, "
-    "cannot be read, is a notebook or is too large as one XLA000 finding, checks the other "
+    "cannot be read, is not a valid notebook or is too large as one XLA000 finding, checks the other "
     "files, and exits with status 2.",
 }
 
@@ -39,13 +39,16 @@ def _edits(finding: Finding, sources: Sources | None) -> list[dict]:
         return []
     from xlalint.fixers.apply import fix_edits
 
+    source = sources[finding.path]
+    # In a notebook the fix is on the module of its code cells: rows are given in the cell.
+    row = source.locate if finding.cell is not None and hasattr(source, "locate") else lambda n: (None, n)
     return [
         {
             "content": edit.content,
-            "location": {"row": edit.start[0], "column": edit.start[1]},
-            "end_location": {"row": edit.end[0], "column": edit.end[1]},
+            "location": {"row": row(edit.start[0])[1], "column": edit.start[1]},
+            "end_location": {"row": row(edit.end[0])[1], "column": edit.end[1]},
         }
-        for edit in fix_edits(sources[finding.path], finding.fix)
+        for edit in fix_edits(source, finding.fix)
     ]
 
 
@@ -64,7 +67,7 @@ def finding_to_json(finding: Finding, sources: Sources | None = None) -> dict:
         }
     span = finding.span
     return {
-        "cell": None,
+        "cell": finding.cell,
         "code": finding.code,
         "end_location": _location(span.end_line, span.end_col),
         "filename": _filename(finding.path),
@@ -82,8 +85,14 @@ def applicable(finding: Finding, unsafe: bool) -> bool:
 
 def text_line(finding: Finding, unsafe: bool = False) -> str:
     marker = " [*]" if applicable(finding, unsafe) else ""
+    return f"{location(finding)}: {finding.code}{marker} {finding.message}"
+
+
+def location(finding: Finding) -> str:
+    """``path:LINE:COL``, or ``nb.ipynb:cell N:LINE:COL`` in a notebook."""
     s = finding.span
-    return f"{finding.path}:{s.line}:{s.col + 1}: {finding.code}{marker} {finding.message}"
+    cell = f"cell {finding.cell}:" if finding.cell is not None else ""
+    return f"{finding.path}:{cell}{s.line}:{s.col + 1}"
 
 
 def summary(findings: Sequence[Finding], unsafe: bool, fixed: int = 0, command: str = "check") -> str:
@@ -139,11 +148,10 @@ def render_github(findings: Sequence[Finding]) -> str:
     lines = []
     for f in findings:
         s = f.span
-        props = (
-            f"title={_github_escape(f'xlalint ({f.code})', True)},file={_github_escape(f.path, True)},"
-            f"line={s.line},col={s.col + 1},endLine={s.end_line},endColumn={s.end_col + 1}"
-        )
-        lines.append(f"::error {props}::{_github_escape(f'{f.path}:{s.line}:{s.col + 1}: {f.code} {f.message}')}")
+        props = f"title={_github_escape(f'xlalint ({f.code})', True)},file={_github_escape(f.path, True)}"
+        if f.cell is None:  # lines in a notebook's cell are not lines of the file
+            props += f",line={s.line},col={s.col + 1},endLine={s.end_line},endColumn={s.end_col + 1}"
+        lines.append(f"::error {props}::{_github_escape(f'{location(f)}: {f.code} {f.message}')}")
     return "\n".join(lines)
 
 

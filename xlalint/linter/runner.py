@@ -30,6 +30,7 @@ class FileReport:
     source: str | None = None
     fixed_source: str | None = None
     error: str | None = None  # a fix that could not be written, and why
+    noqa_added: int = 0  # lines given a noqa comment by --add-noqa
 
     @property
     def unreadable(self) -> bool:
@@ -48,6 +49,7 @@ class Job:
     unsafe: bool = False
     write: bool = True
     cache_dir: str | None = None
+    add_noqa: bool = False
 
 
 class Cache:
@@ -89,6 +91,10 @@ class Cache:
 
 def process(job: Job) -> FileReport:
     path = Path(job.path)
+    if path.suffix == ".ipynb":
+        from xlalint.linter.notebook import process_notebook
+
+        return process_notebook(job)
     try:
         original = sourcefile.read(path)
     except sourcefile.SourceError as exc:
@@ -106,6 +112,8 @@ def internal_error(path: str, exc: BaseException, text: str | None = None) -> Fi
 
 def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False) -> FileReport:
     text = original.text
+    if job.add_noqa:
+        return _add_noqa(job, original, lint_source(text, job.path, job.settings))
     if not job.fix:
         cache = Cache(Path(job.cache_dir)) if job.cache_dir and not stdin else None
         key = Cache.key(job, text) if cache else ""
@@ -126,6 +134,20 @@ def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False)
             report.error = f"not written: {reason}"
             report.findings = lint_source(text, job.path, job.settings)
             report.fixed, report.fixed_source = [], text
+    return report
+
+
+def _add_noqa(job: Job, original: sourcefile.SourceFile, findings: list[Finding]) -> FileReport:
+    from xlalint.linter.noqa import add_noqa
+
+    new, count = add_noqa(original.text, findings)
+    report = FileReport(job.path, findings, source=original.text, fixed_source=new, noqa_added=count)
+    if count and job.write:
+        try:
+            sourcefile.write_atomic(Path(job.path), original, new)
+        except (sourcefile.SourceError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            report.error, report.fixed_source, report.noqa_added = f"not written: {reason}", original.text, 0
     return report
 
 

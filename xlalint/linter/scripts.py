@@ -1,4 +1,4 @@
-"""Whole-module facts about a script (RULES.md, "Scope"): is it a multi-process XLA
+"""Whole-module facts about a script (docs/rules.md, "Scope"): is it a multi-process XLA
 script, does it run its loop through a library that syncs for it."""
 
 from __future__ import annotations

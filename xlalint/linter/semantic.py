@@ -14,7 +14,7 @@ from functools import cached_property
 
 from xlalint.linter.model import Import
 
-# The roots that put a file in scope (RULES.md, "Scope").
+# The roots that put a file in scope (docs/rules.md, "Scope").
 SCOPE_ROOTS = frozenset({"torch", "torch_xla", "transformers", "tokenizers", "accelerate"})
 
 

@@ -78,10 +78,6 @@ def decode(data: bytes, name: str = "<stdin>") -> SourceFile:
 
 
 def read(path: Path) -> SourceFile:
-    if path.suffix == ".ipynb":
-        raise SourceError(
-            "is a Jupyter notebook: xlalint checks Python source (export it with `jupyter nbconvert --to script`)"
-        )
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:

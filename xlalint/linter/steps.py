@@ -1,4 +1,4 @@
-"""The step analysis (RULES.md, "Scope"): training loops, the step, sync points.
+"""The step analysis (docs/rules.md, "Scope"): training loops, the step, sync points.
 
 A *training loop* is a ``for``/``while`` loop whose body calls ``.backward()``,
 directly or through same-module functions it calls (transitively). The *step loop*

@@ -20,7 +20,7 @@ from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.scripts import SPAWN, calls_to
 from xlalint.linter.semantic import keyword, string_value
 
-# Calls that only make sense with one process per device (RULES.md, XLA105 (b)).
+# Calls that only make sense with one process per device (docs/rules.md, XLA105).
 MULTIPROCESS_APIS = frozenset(
     {
         "torch_xla.runtime.world_size",

@@ -1,0 +1,88 @@
+"""`check --add-noqa`: every finding suppressed where the suppression is honoured."""
+
+from __future__ import annotations
+
+import textwrap
+
+from support import CUDA_SCRIPT, run_cli
+
+from xlalint.linter.engine import lint_source
+from xlalint.linter.noqa import add_noqa
+
+
+def adds(source: str) -> str:
+    source = textwrap.dedent(source)
+    new, _ = add_noqa(source, lint_source(source, "t.py"))
+    assert lint_source(new, "t.py") == [], new  # every finding is now suppressed
+    assert add_noqa(new, lint_source(new, "t.py")) == (new, 0)  # and a second run changes nothing
+    return new
+
+
+def test_adds_a_comment_per_line_and_merges_codes():
+    new = adds(
+        """\
+        import torch
+        x = torch.ones(2).cuda()
+        y = torch.ones(2).cuda(); z = y.cuda()
+        w = x.cuda()  # keep on device
+        v = x.cuda()  # noqa: E501
+        """
+    )
+    assert new.splitlines()[1:] == [
+        "x = torch.ones(2).cuda()  # noqa: XLA104",
+        "y = torch.ones(2).cuda(); z = y.cuda()  # noqa: XLA104",
+        "w = x.cuda()  # keep on device  # noqa: XLA104",
+        "v = x.cuda()  # noqa: E501, XLA104",
+    ]
+
+
+def test_a_finding_in_a_multi_line_string_statement_goes_to_a_line_that_can_hold_a_comment():
+    new = adds(
+        '''\
+        import torch
+        x = torch.ones(2).cuda(
+        ), f"""
+        text
+        """
+        y = torch.ones(2) + \\
+            torch.ones(2).cuda()
+        z = torch.ones(2).cuda() + \\
+            1
+        '''
+    )
+    lines = new.splitlines()
+    assert lines[1] == "x = torch.ones(2).cuda(  # noqa: XLA104"
+    assert lines[3] == "text" and lines[4] == '"""'  # the string is untouched
+    assert lines[5].endswith("\\") and lines[6].endswith("torch.ones(2).cuda()  # noqa: XLA104")
+    # The first line ends in a backslash: the comment goes on the statement's last line.
+    assert lines[7].endswith("\\") and lines[8] == "    1  # noqa: XLA104"
+
+
+def test_a_line_where_a_multi_line_string_ends_can_hold_the_comment():
+    new = adds(
+        '''\
+        import torch
+        s = """
+        """; m = torch.nn.Linear(2, 2).cuda(
+        )
+        '''
+    )
+    assert new.splitlines()[2] == '"""; m = torch.nn.Linear(2, 2).cuda(  # noqa: XLA104'
+
+
+def test_cli_add_noqa_then_check_passes_and_a_second_run_changes_nothing(tmp_path):
+    (tmp_path / "train.py").write_text(CUDA_SCRIPT)
+    first = run_cli("check", "--add-noqa", ".", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.decode().strip() == "Added 2 noqa directives."
+    text = (tmp_path / "train.py").read_text()
+    assert text.count("# noqa: XLA104") == 2
+    assert run_cli("check", "--no-cache", ".", cwd=tmp_path).returncode == 0
+    second = run_cli("check", "--add-noqa", ".", cwd=tmp_path)
+    assert second.stderr.decode().strip() == "Added 0 noqa directives."
+    assert (tmp_path / "train.py").read_text() == text
+
+
+def test_cli_add_noqa_refuses_stdin_and_fix(tmp_path):
+    result = run_cli("check", "--add-noqa", "--fix", ".", cwd=tmp_path)
+    assert result.returncode == 2 and "--add-noqa" in result.stderr.decode()

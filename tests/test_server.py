@@ -1,0 +1,168 @@
+"""`xlalint server` driven end to end by a real LSP client (pygls') over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+from xlalint.server import FIX_ALL
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = "import torch\n\nmodel = torch.nn.Linear(4, 2).cuda()\nx = torch.ones(2).cuda()  # noqa: XLA104\nname = 'é😀'; y = x.cuda()\n"
+
+
+class Client(LanguageClient):
+    def __init__(self) -> None:
+        super().__init__("xlalint-test", "1")
+        self.diagnostics: dict[str, asyncio.Queue] = {}
+
+    def queue(self, uri: str) -> asyncio.Queue:
+        return self.diagnostics.setdefault(uri, asyncio.Queue())
+
+
+def apply(text: str, edits: list[types.TextEdit]) -> str:
+    """Apply LSP edits (UTF-16 positions) as an editor does, last first."""
+    lines = text.splitlines(keepends=True)
+
+    def offset(p: types.Position) -> int:
+        before = sum(len(line) for line in lines[: p.line])
+        line = lines[p.line] if p.line < len(lines) else ""
+        units, chars = 0, 0
+        while units < p.character and chars < len(line):
+            units += len(line[chars].encode("utf-16-le")) // 2
+            chars += 1
+        return before + chars
+
+    for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        text = text[: offset(edit.range.start)] + edit.new_text + text[offset(edit.range.end) :]
+        lines = text.splitlines(keepends=True)
+    return text
+
+
+async def session(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.xlalint]\nignore = ["XLA103"]\n')
+    sub = tmp_path / "legacy"
+    sub.mkdir()
+    (sub / "xlalint.toml").write_text('ignore = ["XLA104"]\n')
+    train, legacy = tmp_path / "train.py", sub / "old.py"
+    train.write_text(SCRIPT)
+    legacy.write_text(SCRIPT)
+
+    client = Client()
+
+    @client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    def on_diagnostics(params: types.PublishDiagnosticsParams) -> None:
+        client.queue(params.uri).put_nowait(params)
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    await client.start_io(sys.executable, "-m", "xlalint.cli", "server", env=env, cwd=str(tmp_path))
+    result = await client.initialize_async(
+        types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=tmp_path.as_uri())
+    )
+    assert result.server_info is not None and result.server_info.name == "xlalint"
+    assert result.capabilities.code_action_provider is not None
+    client.initialized(types.InitializedParams())
+
+    async def diagnostics(uri: str) -> list[types.Diagnostic]:
+        params = await asyncio.wait_for(client.queue(uri).get(), timeout=60)
+        return params.diagnostics
+
+    # open: diagnostics with code, message, range; the noqa line is quiet; UTF-16 columns
+    uri = train.as_uri()
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(types.TextDocumentItem(uri=uri, language_id="python", version=1, text=SCRIPT))
+    )
+    found = await diagnostics(uri)
+    assert [(d.code, d.range.start.line, d.range.start.character, d.source) for d in found] == [
+        ("XLA104", 2, 8, "xlalint"),
+        ("XLA104", 4, 18, "xlalint"),  # column 17 in characters: the emoji is 2 UTF-16 units
+    ]
+    assert found[0].range.end == types.Position(2, 36) and ".cuda()" in found[0].message
+
+    # config from the document's path: the nested xlalint.toml ignores XLA104
+    legacy_uri = legacy.as_uri()
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(types.TextDocumentItem(legacy_uri, "python", 1, SCRIPT))
+    )
+    assert list(await diagnostics(legacy_uri)) == []
+
+    # a quick fix per finding, and fix-all
+    actions = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri),
+            range=found[0].range,
+            context=types.CodeActionContext(diagnostics=[found[0]]),
+        )
+    )
+    quick = [a for a in actions if a.kind == types.CodeActionKind.QuickFix]
+    assert len(quick) == 1 and quick[0].diagnostics[0].code == "XLA104"
+    after_quick = apply(SCRIPT, quick[0].edit.changes[uri])
+    assert "model = torch.nn.Linear(4, 2).to(torch_xla.device())\n" in after_quick
+    assert "y = x.cuda()" in after_quick and "import torch_xla\n" in after_quick
+    fix_all = [a for a in actions if a.kind == FIX_ALL]
+    assert len(fix_all) == 1
+    fixed = apply(SCRIPT, fix_all[0].edit.changes[uri])
+    assert ".cuda()  # noqa" in fixed and fixed.count(".cuda()") == 1 and "y = x.to(torch_xla.device())" in fixed
+    only_all = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            types.TextDocumentIdentifier(uri),
+            types.Range(types.Position(0, 0), types.Position(0, 0)),
+            types.CodeActionContext(diagnostics=[], only=["source.fixAll"]),
+        )
+    )
+    assert [a.kind for a in only_all] == [FIX_ALL]
+
+    # change (incremental): the fixed text has nothing left to report
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            [types.TextDocumentContentChangeWholeDocument(text=fixed)],
+        )
+    )
+    assert list(await diagnostics(uri)) == []
+
+    # save: re-checked (the file on disk has nothing to do with it: the buffer counts)
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(uri=uri, version=3),
+            [
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(types.Position(0, 12), types.Position(0, 12)), text="\nz = x.cuda()"
+                )
+            ],
+        )
+    )
+    assert [d.range.start.line for d in await diagnostics(uri)] == [1]
+    client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri)))
+    assert [d.code for d in await diagnostics(uri)] == ["XLA104"]
+
+    # clean shutdown and exit
+    await client.shutdown_async(None)
+    client.exit(None)
+    server = client._server
+    assert server is not None
+    assert await asyncio.wait_for(server.wait(), timeout=30) == 0
+    await client.stop()
+
+
+def test_language_server_end_to_end(tmp_path):
+    asyncio.run(session(tmp_path))
+
+
+def test_server_without_the_extra_says_how_to_install_it(monkeypatch):
+    import importlib.util
+
+    from typer.testing import CliRunner
+
+    from xlalint.cli import app
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pygls" else real(name, *a))
+    result = CliRunner().invoke(app, ["server"])
+    assert result.exit_code == 2
+    assert "pip install 'xlalint[server]'" in result.output

@@ -1,0 +1,394 @@
+"""Jupyter notebooks (``.ipynb``), checked and fixed as ruff does it.
+
+The code cells are joined, in order, into one module (a notebook runs top to bottom,
+so an import in cell 1 is seen in cell 5). Each cell starts with a marker comment
+line, so the module can be cut back into cells after a fix. IPython syntax is not
+Python: a line magic or shell line (``%matplotlib inline``, ``!pip install x``,
+``files = !ls``, ``obj?``) stands in the module as a marker comment (``pass`` and the
+comment in an indented block) and is put back unchanged; a cell magic that runs Python (``%%time``) has its first line
+treated the same way; a cell under any other cell magic (``%%bash``,
+``%%writefile``) is not Python and is left out.
+
+The file is plain JSON (nbformat's schema is not needed to read or write it): a fix
+rewrites only the ``source`` of code cells and writes the JSON back with the layout it
+was read with (indent, key order, ASCII escaping, trailing newline), so outputs,
+metadata and cell ids are kept as they were.
+"""
+
+from __future__ import annotations
+
+import difflib
+import io
+import json
+import re
+import tokenize
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from xlalint.linter import source as sourcefile
+from xlalint.linter.model import Finding, Span, split_lines
+
+# A cell magic whose body is Python: the body is checked; any other cell magic's is not.
+PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "memit", "mprun"})
+CELL_MARKER = "# xlalint-notebook-cell: {}"
+_CELL_MARKER = re.compile(r"^# xlalint-notebook-cell: (\d+)$")
+# A comment at the top level (so that imports a fix adds go after the cell's `!pip install`),
+# `pass` in a block (where a comment alone would leave the block empty).
+MAGIC_COMMENT = "# xlalint-notebook-magic"
+_MAGIC_PLACEHOLDER = re.compile(r"^([ \t]*)(?:pass  )?# xlalint-notebook-magic$")
+# `files = !ls`, `t = %timeit -o f()`: IPython's assignment from a magic or shell line.
+_MAGIC_ASSIGNMENT = re.compile(r"^[\w.\[\], \t]+=[ \t]*[%!]")
+
+
+class NotebookError(Exception):
+    """A notebook that cannot be checked or written back, said in one line."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the JSON was written, so that it is written back the same way."""
+
+    indent: int | str | None = 1
+    ensure_ascii: bool = False
+    separators: tuple[str, str] = (",", ": ")
+    trailing_newline: bool = True
+    crlf: bool = False
+
+    @classmethod
+    def of(cls, text: str) -> Layout:
+        indent: int | str | None = None
+        first_break = text.find("\n")
+        if first_break != -1:
+            following = text[first_break + 1 :]
+            stripped = following.lstrip(" \t")
+            lead = following[: len(following) - len(stripped)]
+            indent = "\t" if lead.startswith("\t") else len(lead)
+        if indent is None:
+            separators = (", ", ": ") if '", "' in text or '": ' in text else (",", ":")
+        else:
+            separators = (",", ": ")
+        ensure_ascii = text.isascii() and re.search(r"\\u(?!00[0-7])[0-9a-fA-F]{4}", text) is not None
+        return cls(indent, ensure_ascii, separators, text.endswith("\n"), "\r\n" in text)
+
+    def dump(self, data: Any) -> str:
+        text = json.dumps(data, indent=self.indent, ensure_ascii=self.ensure_ascii, separators=self.separators)
+        text = text + "\n" if self.trailing_newline else text
+        # JSON escapes the newlines inside strings, so every newline left is layout.
+        return text.replace("\n", "\r\n") if self.crlf else text
+
+
+@dataclass(frozen=True)
+class CellSource:
+    """One code cell as it stands in the module."""
+
+    number: int  # 1-based, counting every cell of the notebook (markdown too)
+    text: str  # the cell's source as the user wrote it
+    python: str  # the same with IPython lines replaced by placeholders
+    magics: tuple[str, ...]  # the IPython lines the placeholders stand for, in order
+
+
+class CellText(str):
+    """The module made of a notebook's code cells, knowing which line is in which cell."""
+
+    cells: tuple[CellSource, ...]
+    # (first module line of the cell's code, cell number, number of lines), in order
+    ranges: tuple[tuple[int, int, int], ...]
+
+    def __new__(cls, cells: tuple[CellSource, ...]) -> CellText:
+        parts, ranges, line = [], [], 1
+        for cell in cells:
+            body = cell.python if cell.python.endswith("\n") or not cell.python else cell.python + "\n"
+            parts.append(CELL_MARKER.format(cell.number) + "\n" + body)
+            count = len(split_lines(body))
+            ranges.append((line + 1, cell.number, count))
+            line += 1 + count
+        self = super().__new__(cls, "".join(parts))
+        self.cells, self.ranges = cells, tuple(ranges)
+        return self
+
+    def __reduce__(self):
+        # Reports cross process boundaries (the process pool): rebuild from the cells.
+        return (CellText, (self.cells,))
+
+    def locate(self, line: int) -> tuple[int, int]:
+        """Module line -> (cell number, line within the cell); the marker line counts as the
+        cell's line 1."""
+        for first, number, count in reversed(self.ranges):
+            if line >= first - 1:
+                return number, max(1, min(line - first + 1, max(count, 1)))
+        return (self.ranges[0][1], 1) if self.ranges else (1, line)
+
+    def to_cell(self, finding: Finding) -> Finding:
+        """A finding on the module, with its location in its cell."""
+        s = finding.span
+        cell, line = self.locate(s.line)
+        end_cell, end_line = self.locate(s.end_line)
+        end_col = s.end_col
+        if end_cell != cell:  # cannot happen for code in one cell; keep the range in it
+            end_line, end_col = line, s.col
+        noqa_row = self.locate(finding.noqa_row)[1] if finding.noqa_row else None
+        noqa_lines = tuple(self.locate(n)[1] for n in finding.noqa_lines)
+        return replace(
+            finding, span=Span(line, s.col, end_line, end_col), noqa_row=noqa_row, noqa_lines=noqa_lines, cell=cell
+        )
+
+    def cell_texts(self) -> dict[int, str]:
+        return {cell.number: cell.text for cell in self.cells}
+
+
+class Notebook:
+    def __init__(self, text: str):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise NotebookError(f"notebook is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+        except RecursionError:
+            raise NotebookError("notebook is not valid JSON: nested too deeply") from None
+        if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+            raise NotebookError("is not a Jupyter notebook (no `cells` list at the top level)")
+        self.data = data
+        self.layout = Layout.of(text)
+        metadata = data.get("metadata")
+        info = metadata.get("language_info") if isinstance(metadata, dict) else None
+        self.language = str(info.get("name", "python") if isinstance(info, dict) else "python").lower()
+        self.module = CellText(tuple(self._code_cells()))
+
+    def _code_cells(self):
+        for index, cell in enumerate(self.data["cells"]):
+            if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+                continue
+            source = cell.get("source", "")
+            if isinstance(source, list):
+                if not all(isinstance(part, str) for part in source):
+                    raise NotebookError(f"cell {index + 1}: `source` is not text")
+                source = "".join(source)
+            elif not isinstance(source, str):
+                raise NotebookError(f"cell {index + 1}: `source` is not text")
+            python, magics = _to_python(source)
+            if python is None:
+                continue
+            yield CellSource(index + 1, source, python, magics)
+
+    @property
+    def is_python(self) -> bool:
+        return self.language in ("python", "python3", "ipython", "ipython3")
+
+    def render(self, fixed_module: str) -> tuple[str, CellText]:
+        """The notebook's JSON with the code cells of ``fixed_module``, and the fixed module
+        as a :class:`CellText`. Raises NotebookError when the fix moved code across cells."""
+        fixed_cells = split_module(fixed_module, self.module.cells)
+        data = self.data
+        before = self.module.cell_texts()
+        for cell in fixed_cells:
+            if cell.text == before[cell.number]:
+                continue
+            entry = data["cells"][cell.number - 1]
+            if isinstance(entry.get("source"), list):
+                entry["source"] = split_lines(cell.text, keepends=True)
+            else:
+                entry["source"] = cell.text
+        return self.layout.dump(data), CellText(tuple(fixed_cells))
+
+
+def _to_python(source: str) -> tuple[str | None, tuple[str, ...]]:
+    """The cell as Python (None if it is not Python) and the IPython lines replaced."""
+    lines = split_lines(source, keepends=True)
+    magics: list[str] = []
+    out: list[str] = []
+    start = 0
+    if lines and lines[0].lstrip().startswith("%%"):
+        name = lines[0].lstrip()[2:].split(None, 1)
+        if not name or name[0] not in PYTHON_CELL_MAGICS:
+            return None, ()
+        magics.append(lines[0])
+        out.append(_placeholder(lines[0], ""))
+        start = 1
+    pending: list[str] = []  # the lines of the logical line being read
+    continued_magic = False
+    for line in lines[start:]:
+        if continued_magic or (not pending and _is_magic(line)):
+            magics.append(line)
+            out.append(_placeholder(line, "" if continued_magic else None))
+            continued_magic = line.rstrip("\r\n").endswith("\\")
+            continue
+        out.append(line)
+        pending.append(line)
+        if not _continues(pending):
+            pending = []
+    return "".join(out), tuple(magics)
+
+
+def _placeholder(line: str, indent: str | None) -> str:
+    body = line.rstrip("\r\n")
+    newline = line[len(body) :]
+    if indent is None:
+        indent = body[: len(body) - len(body.lstrip(" \t"))]
+    return indent + ("pass  " if indent else "") + MAGIC_COMMENT + newline
+
+
+def _is_magic(line: str) -> bool:
+    stripped = line.strip()
+    if not stripped or stripped.startswith("#"):
+        return False
+    return stripped.startswith(("%", "!", "?")) or stripped.endswith("?") or bool(_MAGIC_ASSIGNMENT.match(stripped))
+
+
+def _continues(pending: list[str]) -> bool:
+    """Whether the logical line in ``pending`` goes on (open bracket or string, or ``\\``)."""
+    text = "".join(pending)
+    if text.rstrip("\r\n").endswith("\\"):
+        return True
+    try:
+        for _ in tokenize.generate_tokens(io.StringIO(text).readline):
+            pass
+    except tokenize.TokenError:
+        return True
+    except (SyntaxError, ValueError):
+        return False
+    return False
+
+
+def split_module(module: str, original: tuple[CellSource, ...]) -> list[CellSource]:
+    """Cut a (fixed) module back into its cells and put the IPython lines back."""
+    by_number = {cell.number: cell for cell in original}
+    chunks: dict[int, list[str]] = {}
+    order: list[int] = []
+    current: list[str] = []
+    preamble = current
+    for line in split_lines(module, keepends=True):
+        match = _CELL_MARKER.match(line.rstrip("\r\n"))
+        if match:
+            number = int(match.group(1))
+            if number in chunks or number not in by_number:
+                raise NotebookError("a fix moved code between cells; notebook left unchanged")
+            current = chunks[number] = []
+            order.append(number)
+            continue
+        current.append(line)
+    if order != [cell.number for cell in original]:
+        raise NotebookError("a fix moved code between cells; notebook left unchanged")
+    if preamble and order:  # code a fix put above the first cell's marker belongs to the first cell
+        chunks[order[0]][:0] = preamble
+    cells = []
+    for number in order:
+        old = by_number[number]
+        python = "".join(chunks[number])
+        if not old.python.endswith("\n") and python.endswith("\n"):
+            python = python[: -len(_trailing_newline(python))]
+        text = _restore_magics(python, old.magics)
+        cells.append(CellSource(number, text, python, old.magics))
+    return cells
+
+
+def _trailing_newline(text: str) -> str:
+    return "\r\n" if text.endswith("\r\n") else text[-1]
+
+
+def _restore_magics(python: str, magics: tuple[str, ...]) -> str:
+    lines = split_lines(python, keepends=True)
+    queue = list(magics)
+    out = []
+    for line in lines:
+        if _MAGIC_PLACEHOLDER.match(line.rstrip("\r\n")):
+            if not queue:
+                raise NotebookError("a fix moved an IPython magic line; notebook left unchanged")
+            magic = queue.pop(0)
+            newline = line[len(line.rstrip("\r\n")) :]
+            out.append(magic.rstrip("\r\n") + newline)
+        else:
+            out.append(line)
+    if queue:
+        raise NotebookError("a fix removed an IPython magic line; notebook left unchanged")
+    return "".join(out)
+
+
+def cell_diffs(path: str, before: CellText, after: CellText) -> list[str]:
+    """Unified diffs of the cells a fix changed, named ``path:cell N``."""
+    old = before.cell_texts()
+    lines: list[str] = []
+    for number, text in after.cell_texts().items():
+        if text == old.get(number):
+            continue
+        a = old.get(number, "")
+        lines += difflib.unified_diff(
+            _with_final_newline(a).splitlines(keepends=True),
+            _with_final_newline(text).splitlines(keepends=True),
+            f"a/{path}:cell {number}" if not Path(path).is_absolute() else f"{path}:cell {number}",
+            f"b/{path}:cell {number}" if not Path(path).is_absolute() else f"{path}:cell {number}",
+        )
+    return lines
+
+
+def _with_final_newline(text: str) -> str:
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def process_notebook(job, original: sourcefile.SourceFile | None = None, stdin: bool = False):
+    """Check, fix or ``--add-noqa`` one notebook (a ``runner.Job``) into a ``FileReport``
+    whose findings are located in their cells and whose sources are :class:`CellText`."""
+    from xlalint.linter.engine import error_finding
+    from xlalint.linter.runner import FileReport, internal_error
+
+    try:
+        if original is None:
+            original = sourcefile.read(Path(job.path))
+        notebook = Notebook(original.text)
+    except sourcefile.SourceError as exc:
+        return FileReport(job.path, [error_finding(job.path, str(exc), exc.line, exc.col)])
+    except NotebookError as exc:
+        return FileReport(job.path, [error_finding(job.path, str(exc))])
+    if stdin and (job.fix or job.add_noqa):
+        message = "a notebook is fixed in place, not through stdin: name the file instead"
+        return FileReport(job.path, [error_finding(job.path, message)])
+    try:
+        return _process(job, original, notebook, write=job.write and not stdin)
+    except Exception as exc:  # a bug in a rule costs one file, not the run
+        return internal_error(job.path, exc)
+
+
+def _process(job, original: sourcefile.SourceFile, notebook: Notebook, *, write: bool):
+    from xlalint.linter.engine import lint_source
+    from xlalint.linter.fixing import fix_source
+    from xlalint.linter.noqa import add_noqa
+    from xlalint.linter.runner import FileReport
+
+    module = notebook.module
+    if not notebook.is_python:  # an R or Julia notebook: nothing of ours to check
+        return FileReport(job.path, [], source=module)
+    if not job.fix and not job.add_noqa:
+        findings = lint_source(module, job.path, job.settings)
+        return FileReport(job.path, [module.to_cell(f) for f in findings], source=module)
+
+    if job.add_noqa:
+        findings = lint_source(module, job.path, job.settings)
+        new_module, count = add_noqa(module, findings)
+        remaining, applied, error = findings, [], None
+    else:
+        result = fix_source(module, job.path, job.settings, unsafe=job.unsafe)
+        new_module, count = result.source, 0
+        remaining, applied, error = result.remaining, result.applied, result.error
+    fixed = module
+    if new_module != module:
+        try:
+            text, fixed = notebook.render(new_module)
+        except NotebookError as exc:
+            error, fixed, count = str(exc), module, 0
+            remaining, applied = lint_source(module, job.path, job.settings), []
+        else:
+            if write:
+                try:
+                    sourcefile.write_atomic(Path(job.path), original, text)
+                except (sourcefile.SourceError, OSError) as exc:
+                    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                    error, fixed, count = f"not written: {reason}", module, 0
+                    remaining, applied = lint_source(module, job.path, job.settings), []
+    return FileReport(
+        job.path,
+        [fixed.to_cell(f) for f in remaining] if not job.add_noqa else [module.to_cell(f) for f in remaining],
+        [module.to_cell(f) for f in applied],
+        source=module,
+        fixed_source=fixed,
+        error=error,
+        noqa_added=count,
+    )
