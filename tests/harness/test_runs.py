@@ -23,6 +23,7 @@ RUN_KEYS = {
     "host_transfers",
     "fallback_ops",
     "causes",
+    "warnings",
 }
 RUN_SCHEMA = {
     "type": "object",
@@ -48,9 +49,29 @@ RUN_SCHEMA = {
                     "file": {"type": ["string", "null"]},
                     "line": {"type": ["integer", "null"]},
                     "code": {"type": ["string", "null"]},
+                    "fixed_line": {"type": "integer"},
+                    "shape_changes": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["file", "line", "name", "shapes"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "file": {"type": "string"},
+                                "line": {"type": ["integer", "null"]},
+                                "name": {"type": "string"},
+                                "shapes": {
+                                    "type": "array",
+                                    "minItems": 2,
+                                    "items": {"type": "array", "items": {"type": "integer"}},
+                                },
+                            },
+                        },
+                    },
                 },
             },
         },
+        "warnings": {"type": "array", "items": {"type": "string"}},
     },
 }
 REPORT_SCHEMA = {
@@ -103,6 +124,26 @@ def test_fixing_dynamic_padding_compiles_fewer_graphs(examples_dir, tmp_path, xl
             (str(script), "compilation"),
             (str(script), "execution"),
         }
+
+    # Recompilations explained: the sync line compiled a graph per new padded length;
+    # it is joined to the XLA101 finding, with the inputs whose shape changed.
+    lines = before.splitlines()
+    sync_line = lines.index("        torch_xla.sync()") + 1
+    move_line = next(n for n, text in enumerate(lines, 1) if "input_ids.to(device)" in text)
+    at_sync = [c for c in original["causes"] if c["kind"] == "compilation" and c["line"] == sync_line]
+    assert len(at_sync) == original["compiles"]
+    assert {c["code"] for c in at_sync} == {"XLA101"}
+    changes = {change["name"]: change for change in at_sync[0]["shape_changes"]}
+    assert sorted(changes) == ["attention_mask", "input_ids"]  # labels keep their shape
+    input_ids = changes["input_ids"]
+    assert (input_ids["file"], input_ids["line"]) == (str(script), move_line)
+    assert len({tuple(shape) for shape in input_ids["shapes"]}) == original["compiles"]
+    assert all(shape[0] == 8 for shape in input_ids["shapes"])
+    assert f"input_ids moved at {script}:{move_line}: (8, " in done.stdout
+    assert "explained by XLA101 at line" in done.stdout
+    # Fixed padding: one graph, nothing to explain; both runs did XLA work.
+    assert not any("shape_changes" in c for c in fixed["causes"])
+    assert original["warnings"] == fixed["warnings"] == []
 
     # The text report: both runs and the side-by-side table.
     assert "comparison (original vs fixed):" in done.stdout
@@ -169,3 +210,18 @@ def test_compare_on_a_cuda_script_uses_the_xla104_port_as_baseline(tmp_path, har
     assert baseline_summary.startswith("original + XLA104 device fixes: fixes applied:")
     assert "XLA104 x" in baseline_summary
     assert script.read_text() == CUDA_SCRIPT
+
+
+def test_a_run_that_did_nothing_on_xla_is_a_warning(tmp_path, run_xlalint):
+    """The script imports torch_xla but computes on the CPU: 0 compilations, 0 executions."""
+    script = tmp_path / "cpu_only.py"
+    script.write_text("import torch\nimport torch_xla\n\nprint(float(torch.ones(3).sum()))\n")
+    report_path = tmp_path / "report.json"
+    outcome = run_xlalint(script, fix=False, device="cpu", json_path=report_path)
+    assert outcome.status == 0, outcome.stderr
+    warning = "no XLA computation ran: 0 compilations and 0 executions"
+    assert f"  warning: {warning}" in outcome.stdout
+    assert f"xlalint run: warning: the original run: {warning}" in outcome.stderr
+    run = json.loads(report_path.read_text())["runs"]["original"]
+    assert run["compiles"] == run["executions"] == 0
+    assert run["warnings"] == [warning + " (the script kept its tensors on the CPU or another device)"]

@@ -19,8 +19,10 @@ Two entry points:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
+import re
 import runpy
 import sys
 import traceback
@@ -36,6 +38,9 @@ SCRIPT_DIR_ENV = "XLALINT_HARNESS_SCRIPT_DIR"
 CUDA_LIBRARY_ENV = "XLALINT_CUDA_PJRT_LIBRARY"
 #: Written by ``run_main`` when importing torch or torch_xla fails in the child.
 IMPORT_ERROR_FILE = "import-error.json"
+#: Shapes of the tensors each process moved to the XLA device, by site in the user's
+#: code: ``transfers-<pid>.json`` (see ``TransferLog``).
+TRANSFERS_PREFIX = "transfers-"
 
 
 def activate() -> None:
@@ -48,6 +53,9 @@ def activate() -> None:
     # Registered before torch_xla is imported, so it runs after torch_xla's own exit
     # handler; the metrics are plain counters and can still be read then.
     atexit.register(_write_metrics, out_dir)
+    # Hooks on host-to-device transfers go in when torch_xla (and its loader) is
+    # imported, so a process that never uses XLA pays nothing.
+    sys.meta_path.insert(0, _AfterImport({"torch_xla": _hook_tensor_to, _LOADER_MODULE: _hook_device_loader}))
     library = os.environ.get(CUDA_LIBRARY_ENV)
     if library:
         register_cuda_plugin(library)
@@ -100,10 +108,187 @@ def _write_metrics(out_dir: str) -> None:
         record = {"pid": pid, **_read_metrics()}
     except Exception as error:  # report it; never break the script's exit
         record = {"pid": pid, "error": f"{type(error).__name__}: {error}"}
-    path = os.path.join(out_dir, f"metrics-{pid}.json")
+    _write_json(os.path.join(out_dir, f"metrics-{pid}.json"), record)
+    if TRANSFERS.sites:
+        _write_json(os.path.join(out_dir, f"{TRANSFERS_PREFIX}{pid}.json"), TRANSFERS.to_json())
+
+
+def _write_json(path: str, record: dict) -> None:
     with open(path + ".tmp", "w", encoding="utf-8") as file:
         json.dump(record, file)
     os.replace(path + ".tmp", path)
+
+
+# -- shapes moved to the device ---------------------------------------------------------
+
+_LOADER_MODULE = "torch_xla.distributed.parallel_loader"
+# Frames in these places are not the user's code (the same test as the runner's).
+_LIBRARY_FRAME = re.compile(r"(/site-packages/|/dist-packages/|/lib/python\d+\.\d+/|^<)")
+#: Run-length entries kept per site: enough to show how shapes changed, bounded memory.
+MAX_SHAPE_RUNS = 256
+#: Transfers at one site within one step are told apart by their order (the k-th
+#: ``v.to(device)`` of a dict comprehension); past this many they share a slot.
+MAX_SLOTS_PER_SITE = 16
+
+
+class TransferLog:
+    """Shapes moved to the XLA device, per site and step.
+
+    A site is a place in the user's code (file, line, column of the call) and a slot:
+    the k-th transfer there since the last ``torch_xla.sync`` (so a loop over a
+    batch's tensors gives one sequence per tensor), and for a device loader the
+    position of the tensor in the batch. Each site keeps its shapes run-length
+    encoded: ``[[shape, times], ...]``.
+    """
+
+    def __init__(self) -> None:
+        self.sites: dict[tuple, list[list]] = {}
+        self._slots: dict[tuple, list[int]] = {}  # site -> [step, transfers this step]
+        self.step = 0
+        self._columns: dict[tuple, int | None] = {}
+
+    def record(self, kind: str, frame, path: list, shape: list[int]) -> None:
+        code = frame.f_code
+        place = (kind, code.co_filename, frame.f_lineno, self._column(code, frame.f_lasti))
+        seen = self._slots.get(place)
+        if seen is None or seen[0] != self.step:
+            seen = self._slots[place] = [self.step, 0]
+        slot = min(seen[1], MAX_SLOTS_PER_SITE)
+        seen[1] += 1
+        runs = self.sites.setdefault((*place, slot, tuple(path)), [])
+        if runs and runs[-1][0] == shape:
+            runs[-1][1] += 1
+        elif len(runs) < MAX_SHAPE_RUNS:
+            runs.append([shape, 1])
+
+    def _column(self, code, lasti: int) -> int | None:
+        """Start column of the expression running at ``lasti`` (Python 3.11+)."""
+        key = (code, lasti)
+        if key not in self._columns:
+            column = None
+            positions = getattr(code, "co_positions", None)
+            if positions is not None:
+                for index, position in enumerate(positions()):
+                    if index == lasti // 2:
+                        column = position[2]
+                        break
+            self._columns[key] = column
+        return self._columns[key]
+
+    def to_json(self) -> dict:
+        return {
+            "sites": [
+                {"kind": kind, "file": file, "line": line, "col": col, "slot": slot, "path": list(path), "runs": runs}
+                for (kind, file, line, col, slot, path), runs in self.sites.items()
+            ]
+        }
+
+
+TRANSFERS = TransferLog()
+
+
+class _AfterImport:
+    """A meta path finder that runs a function right after a module is imported."""
+
+    def __init__(self, hooks: dict) -> None:
+        self._hooks = dict(hooks)
+
+    def find_spec(self, name, path=None, target=None):
+        hook = self._hooks.get(name)
+        if hook is None:
+            return None
+        spec = None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        del self._hooks[name]
+        loader = spec.loader
+        run_module = loader.exec_module
+
+        def exec_module(module):
+            run_module(module)
+            with contextlib.suppress(Exception):  # a hook must never break the script
+                hook(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _user_frame(frame):
+    """``frame`` when it is in the user's code, else None."""
+    return None if _LIBRARY_FRAME.search(frame.f_code.co_filename) else frame
+
+
+def _hook_tensor_to(torch_xla_module) -> None:
+    """Record ``tensor.to(xla_device)`` calls made directly from the user's code."""
+    import torch
+
+    original_to = torch.Tensor.to
+
+    def to(self, *args, **kwargs):
+        moved = original_to(self, *args, **kwargs)
+        try:
+            if moved is not self and moved.device.type == "xla" and self.device.type != "xla":
+                frame = _user_frame(sys._getframe(1))
+                if frame is not None:
+                    TRANSFERS.record("to", frame, [], list(moved.shape))
+        except Exception:
+            pass
+        return moved
+
+    to.__doc__ = original_to.__doc__
+    torch.Tensor.to = to
+
+    # Steps end at torch_xla.sync (xm.mark_step, xm.optimizer_step(barrier=True) and
+    # the device loaders call it), which calls this.
+    xlac = torch_xla_module._XLAC
+    step_marker = xlac._xla_step_marker
+
+    def counted_step_marker(*args, **kwargs):
+        TRANSFERS.step += 1
+        return step_marker(*args, **kwargs)
+
+    xlac._xla_step_marker = counted_step_marker
+
+
+def _hook_device_loader(loader_module) -> None:
+    """Record the tensors a ``MpDeviceLoader``/``ParallelLoader`` hands to the user's loop."""
+    per_device = loader_module.PerDeviceLoader
+    original_next = per_device.next
+
+    def next_batch(self):
+        batch = original_next(self)
+        try:
+            frame = sys._getframe(1)
+            while frame is not None and _user_frame(frame) is None:
+                frame = frame.f_back
+            if frame is not None:
+                for path, shape in _tensor_shapes(batch, []):
+                    TRANSFERS.record("loader", frame, path, shape)
+        except Exception:
+            pass
+        return batch
+
+    per_device.next = next_batch
+
+
+def _tensor_shapes(value, path: list, depth: int = 0):
+    """(path, shape) of each tensor in a batch: nested tuples, lists and dicts."""
+    if depth > 4:
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _tensor_shapes(item, [*path, str(key)], depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value[:64]):
+            yield from _tensor_shapes(item, [*path, index], depth + 1)
+    elif hasattr(value, "shape") and hasattr(value, "device"):
+        yield path, list(value.shape)
 
 
 def _read_metrics() -> dict:

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from xlalint.linter.model import Finding
 
 MAX_CAUSE_SITES = 12
+MAX_SHAPE_CHANGES_SHOWN = 5  # inputs listed per recompiling site (all in --json)
 _CAUSE_WIDTH = 80
 
 
@@ -65,6 +66,7 @@ def format_text(report: HarnessReport) -> str:
 
 def format_run(run: RunResult) -> list[str]:
     lines = [f"{run.description} run: {run.status_line()}, {run.wall_s:.1f} s"]
+    lines.extend(f"  warning: {warning}" for warning in run.warnings)
     if run.import_error:
         lines.append(f"  torch_xla could not be imported: {run.import_error}")
     if not run.ok and run.stderr_tail:
@@ -108,31 +110,63 @@ def format_causes(causes: list[Cause]) -> list[str]:
     groups: dict[tuple, Counter] = {}
     examples: dict[tuple, Cause] = {}
     for cause in causes:
-        key = (cause.file, cause.line, cause.code, cause.cause)
+        key = (cause.file, cause.line, cause.fixed_line, cause.code, cause.cause)
         groups.setdefault(key, Counter())[cause.kind] += 1
-        examples.setdefault(key, cause)
+        if cause.shape_changes or key not in examples:
+            examples[key] = cause
     ordered = sorted(
         groups.items(),
-        key=lambda item: (-sum(item[1].values()), str(item[0][0]), item[0][1] or 0),
+        key=lambda item: (-sum(item[1].values()), str(item[0][0]), item[0][1] or 0, item[0][2] or 0),
     )
     lines = ["  cause sites (file:line [code]: count kind - cause):"]
     for key, kinds in ordered[:MAX_CAUSE_SITES]:
-        file, line, code, text = key
-        site = f"{file}:{line}" if file else "(no Python frame)"
-        counts = ", ".join(f"{kinds[kind]} {kind}" for kind in ("compilation", "execution") if kinds[kind])
-        lines.append(f"    {site} [{code or '-'}]: {counts} - {_shorten(text)}")
+        _file, _line, _fixed_line, code, text = key
         example = examples[key]
+        counts = ", ".join(f"{kinds[kind]} {kind}" for kind in ("compilation", "execution") if kinds[kind])
+        lines.append(f"    {_site_text(example)} [{code or '-'}]: {counts} - {_shorten(text)}")
         if example.text:
             origin = "   (written by the fix)" if example.from_fix else ""
             lines.append(f"        | {_shorten(example.text, 60)}{origin}")
+        lines.extend(_shape_change_lines(example))
     if len(ordered) > MAX_CAUSE_SITES:
         lines.append(f"    ... and {len(ordered) - MAX_CAUSE_SITES} more sites (all in --json)")
+    return lines
+
+
+def _site_text(cause: Cause) -> str:
+    if not cause.file:
+        return "(no Python frame)"
+    if cause.line is None and cause.fixed_line is not None:
+        return f"{cause.file} (fixed copy):{cause.fixed_line}"
+    return f"{cause.file}:{cause.line}"
+
+
+def _shape_change_lines(cause: Cause) -> list[str]:
+    if not cause.shape_changes:
+        return []
+    if cause.explained_by:
+        why = ", ".join(f"{code} at line {line}" if line else code for code, line in cause.explained_by)
+        header = f"        its graphs differ because input shapes changed (explained by {why}):"
+    else:
+        header = "        its graphs differ because input shapes changed (no finding explains it):"
+    lines = [header]
+    for change in cause.shape_changes[:MAX_SHAPE_CHANGES_SHOWN]:
+        lines.append(f"          {change.describe()}")
+    hidden = len(cause.shape_changes) - MAX_SHAPE_CHANGES_SHOWN
+    if hidden > 0:
+        lines.append(f"          ... and {hidden} more inputs (all in --json)")
     return lines
 
 
 def format_comparison(original: RunResult, fixed: RunResult) -> list[str]:
     header = f"{'':18}{'original':>10}{'fixed':>10}{'original/fixed':>16}"
     lines = [f"comparison ({original.description} vs {fixed.description}):", header]
+    # A run stopped from outside did part of the work: a ratio against it means nothing.
+    comparable = not (original.killed or fixed.killed)
+
+    def ratio(before, after):
+        return _ratio(before, after) if comparable else "n/a"
+
     for label, name in (
         ("compiles", "compiles"),
         ("cached compiles", "cached_compiles"),
@@ -149,9 +183,18 @@ def format_comparison(original: RunResult, fixed: RunResult) -> list[str]:
     lines.append(
         f"{'wall time (s)':18}{original.wall_s:>10.1f}{fixed.wall_s:>10.1f}{ratio(original.wall_s, fixed.wall_s):>16}"
     )
-    if not (original.ok and fixed.ok):
+    if not comparable:
+        killed = " and ".join(run.description for run in (original, fixed) if run.killed)
+        lines.append(
+            f"note: no ratios: the {killed} run was stopped ({_stopped(original, fixed)}), so its numbers cover part of a run"
+        )
+    elif not (original.ok and fixed.ok):
         lines.append("note: a run did not finish cleanly; its numbers cover only what ran")
     return lines
+
+
+def _stopped(*runs: RunResult) -> str:
+    return "; ".join(run.status_line() for run in runs if run.killed)
 
 
 def ratio(before: float | None, after: float | None) -> str:
@@ -160,6 +203,9 @@ def ratio(before: float | None, after: float | None) -> str:
     if after == 0:
         return "=" if before == 0 else "n/a (0)"
     return f"{before / after:.2f}x"
+
+
+_ratio = ratio
 
 
 def _seconds(value: float | None) -> str:

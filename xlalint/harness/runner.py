@@ -17,12 +17,13 @@ import re
 import signal
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
-from xlalint.harness import bootstrap
+from xlalint.harness import bootstrap, shapes
 from xlalint.harness.debug_log import Frame, RawCause, parse_debug_files
 from xlalint.harness.environment import Device
 from xlalint.harness.prepare import ScriptVersion
@@ -111,6 +112,7 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
             echo.pump()
 
     metrics, notes = _collect_metrics(out_dir)
+    exit_ok = child.returncode == 0 and not timed_out
     return RunResult(
         label=version.label,
         description=version.description,
@@ -125,7 +127,23 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
         import_error=_import_error(out_dir),
         stopped_leftovers=stopped_leftovers and not timed_out,
         notes=notes,
+        warnings=_warnings(metrics) if exit_ok else [],
     )
+
+
+NOTHING_ON_XLA = "no XLA computation ran"
+
+
+def _warnings(metrics: Metrics | None) -> list[str]:
+    """What makes a clean exit not the success it looks like."""
+    if metrics is None:
+        return [f"{NOTHING_ON_XLA}: no process of the script imported torch_xla"]
+    if metrics.compiles == metrics.cached_compiles == metrics.executions == 0:
+        return [
+            f"{NOTHING_ON_XLA}: 0 compilations and 0 executions "
+            "(the script kept its tensors on the CPU or another device)"
+        ]
+    return []
 
 
 def _child_env(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> dict[str, str]:
@@ -219,10 +237,42 @@ def _import_error(out_dir: Path) -> str | None:
 
 def _causes(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> list[Cause]:
     ran = os.path.realpath(version.run_path)
-    return [
+    causes = [
         _locate(raw, version, ran, settings.display_path)
         for raw in parse_debug_files(list(out_dir.glob("debug-*.log")))
     ]
+    changes = shapes.read_shape_changes(out_dir, version, settings.display_path)
+    return explain_recompilations(causes, changes, shapes.explaining_findings(version))
+
+
+def explain_recompilations(
+    causes: list[Cause],
+    changes: list[shapes.ShapeChange],
+    explanations: list[tuple[str, int | None]],
+) -> list[Cause]:
+    """Attach the inputs that changed shape to each site that compiled more than one
+    graph, and join the site to the finding that explains the change when the site
+    has no finding of its own."""
+    compilations = Counter(_site(cause) for cause in causes if cause.kind == "compilation")
+    recompiling = {site for site, count in compilations.items() if count > 1}
+    if not recompiling or not changes:
+        return causes
+    code = explanations[0][0] if explanations else None
+    explained = []
+    for cause in causes:
+        if _site(cause) in recompiling:
+            cause = replace(
+                cause,
+                code=cause.code or code,
+                explained_by=tuple(explanations),
+                shape_changes=tuple(changes) if cause.kind == "compilation" else (),
+            )
+        explained.append(cause)
+    return explained
+
+
+def _site(cause: Cause) -> tuple:
+    return (cause.file, cause.line, cause.fixed_line)
 
 
 def _locate(raw: RawCause, version: ScriptVersion, ran: str, display_path: str) -> Cause:
@@ -230,14 +280,19 @@ def _locate(raw: RawCause, version: ScriptVersion, ran: str, display_path: str) 
     frame outside libraries; else to no file."""
     in_script = next((f for f in raw.frames if _same_file(f, ran)), None)
     if in_script:
+        line = in_script.line
+        from_fix = version.is_fixed_line(line)
         return Cause(
             kind=raw.kind,
             cause=raw.cause,
             file=display_path,
-            line=version.user_line(in_script.line),
-            code=version.code_at(in_script.line),
-            text=version.source_line(in_script.line),
-            from_fix=version.is_fixed_line(in_script.line),
+            # A line the fix inserted is no line of the user's: shown as itself (in
+            # the fixed copy), not as the user's line next to it.
+            line=None if version.is_inserted_line(line) else version.user_line(line),
+            code=version.code_at(line),
+            text=version.source_line(line),
+            from_fix=from_fix,
+            fixed_line=line if from_fix else None,
         )
     elsewhere = next((f for f in raw.frames if not _LIBRARY_PATH.search(f.file)), None)
     if elsewhere:

@@ -71,6 +71,9 @@ def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None
             stderr.write(f"xlalint run: error: cannot write {options.json_path}: {error}\n")
             return EXIT_ERROR
     runs = list(harness_report.runs.values())
+    for result in runs:
+        for warning in result.warnings:
+            stderr.write(f"xlalint run: warning: the {result.description} run: {warning}\n")
     import_errors = [run.import_error for run in runs if run.import_error]
     if import_errors:
         stderr.write(
