@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
-from xlalint.harness import bootstrap, shapes
+from xlalint.harness import bootstrap, cleanup, shapes
 from xlalint.harness.debug_log import Frame, RawCause, parse_debug_files
 from xlalint.harness.environment import Device
 from xlalint.harness.prepare import ScriptVersion
@@ -68,6 +68,9 @@ class RunSettings:
     script_args: list[str]
     timeout_s: float | None = None
     echo_to: TextIO | None = None  # copy the child's output here while it runs
+    # Put in the environment of every process of the run, to find and kill those
+    # that left the process group (see cleanup.py).
+    token: str | None = None
     on_tick: Callable[[float], None] | None = None  # called with elapsed seconds
 
 
@@ -102,12 +105,16 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
                     settings.on_tick(elapsed)
                 time.sleep(_POLL_S)
             wall_s = time.monotonic() - started
-            stopped_leftovers = bool(_other_group_members(child.pid))
+            stopped_leftovers = bool(_other_group_members(child.pid)) or any(
+                pid != child.pid for pid in (cleanup.marked_processes(settings.token) if settings.token else [])
+            )
         finally:
             # Also on KeyboardInterrupt/SystemExit here. The leader is a zombie until
             # reaped, so its group id cannot have been reused yet: kill whatever the
             # script left running (launcher workers, `sleep`s...), then reap it.
             _kill_group(child.pid)
+            if settings.token:
+                cleanup.kill_marked(settings.token)  # those that left the group (setsid)
             child.wait()
             echo.pump()
 
@@ -164,6 +171,8 @@ def _child_env(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> 
             bootstrap.SCRIPT_DIR_ENV: str(settings.user_script.resolve().parent),
         }
     )
+    if settings.token:
+        env[cleanup.TOKEN_ENV] = settings.token
     return env
 
 

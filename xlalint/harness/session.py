@@ -7,14 +7,16 @@ Exit status of ``xlalint run``:
 - 2: it could not run: usage error, unreadable script, bad config, torch/torch_xla
   missing or mismatched (also when the child fails to import them), the requested
   device unavailable, or an internal error;
-- 130: interrupted (Ctrl-C or SIGTERM); the script's processes are killed first.
+- 130: interrupted (Ctrl-C, SIGTERM or SIGHUP); the script's processes are killed first.
+
+If ``xlalint run`` is killed outright (SIGKILL), a watchdog process kills the
+script's processes and removes the temporary folder (see ``cleanup.py``).
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from xlalint.harness import environment, prepare, report, runner
+from xlalint.harness import cleanup, environment, prepare, report, runner
 from xlalint.harness.environment import INSTALL_HINT, HarnessEnvironmentError
 from xlalint.harness.progress import Progress
 from xlalint.harness.results import RunResult
@@ -111,30 +113,32 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         stderr.write(f"xlalint run: {warning}\n")
     device = environment.choose_device(options.device, probe, environment.detect_hardware())
 
-    with tempfile.TemporaryDirectory(prefix="xlalint-run-") as temp:
-        workdir = Path(temp)
-        versions, findings, summaries = _prepare_versions(options, script, source, encoding, display_path, workdir)
-        settings = runner.RunSettings(
-            python=python,
-            device=device,
-            hook_dir=runner.write_hook(workdir / "hook"),
-            user_script=script,
-            display_path=display_path,
-            script_args=list(options.script_args),
-            timeout_s=options.timeout_s,
-            # One run: show the script's output as it goes. Two: a progress line.
-            echo_to=None if len(versions) > 1 else stderr,
-        )
-        progress = Progress(stderr) if len(versions) > 1 else None
-        runs: dict[str, RunResult] = {}
-        for version in versions:
-            if progress:
-                progress.start(version.description)
-                settings.on_tick = progress.tick
-            result = runner.execute(version, settings, workdir / f"{version.label}-out")
-            if progress:
-                progress.finish(f"{result.status_line()}, {result.wall_s:.1f} s")
-            runs[version.label] = result
+    # Folders left by runs that were killed before they could clean up.
+    cleanup.remove_stale_temp_folders()
+    token = cleanup.new_token()
+    watchdog = None
+    try:
+        with cleanup.temp_folder() as temp:
+            workdir = Path(temp)
+            watchdog = cleanup.Watchdog(token, workdir)
+            versions, findings, summaries = _prepare_versions(options, script, source, encoding, display_path, workdir)
+            settings = runner.RunSettings(
+                python=python,
+                device=device,
+                hook_dir=runner.write_hook(workdir / "hook"),
+                user_script=script,
+                display_path=display_path,
+                script_args=list(options.script_args),
+                timeout_s=options.timeout_s,
+                token=token,
+                # One run: show the script's output as it goes. Two: a progress line.
+                echo_to=None if len(versions) > 1 else stderr,
+            )
+            runs = _run_versions(versions, settings, workdir, stderr)
+    finally:
+        # Only now: if we are killed while the folder is removed, the watchdog ends it.
+        if watchdog is not None:
+            watchdog.stand_down()
 
     return report.HarnessReport(
         script=display_path,
@@ -144,6 +148,22 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         runs=runs,
         fix_summary="\n".join(summaries) or None,
     )
+
+
+def _run_versions(
+    versions: list[prepare.ScriptVersion], settings: runner.RunSettings, workdir: Path, stderr: TextIO
+) -> dict[str, RunResult]:
+    progress = Progress(stderr) if len(versions) > 1 else None
+    runs: dict[str, RunResult] = {}
+    for version in versions:
+        if progress:
+            progress.start(version.description)
+            settings.on_tick = progress.tick
+        result = runner.execute(version, settings, workdir / f"{version.label}-out")
+        if progress:
+            progress.finish(f"{result.status_line()}, {result.wall_s:.1f} s")
+        runs[version.label] = result
+    return runs
 
 
 def _prepare_versions(
@@ -215,8 +235,8 @@ def _summary(version: prepare.ScriptVersion, *, hint_unsafe: bool) -> str:
 
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM to `xlalint run` cleans up like Ctrl-C (the runner kills the script's
-    process group on the way out)."""
+    """SIGTERM and SIGHUP (the terminal closed) to `xlalint run` clean up like Ctrl-C
+    (the runner kills the script's processes on the way out)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -224,8 +244,10 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    signals = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {signum: signal.signal(signum, interrupt) for signum in signals}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
