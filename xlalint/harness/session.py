@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from xlalint.harness import cleanup, environment, prepare, report, runner
+from xlalint.harness import cleanup, cuda_libraries, environment, prepare, report, runner
 from xlalint.harness.environment import INSTALL_HINT, HarnessEnvironmentError
 from xlalint.harness.progress import Progress
 from xlalint.harness.results import RunResult
@@ -121,6 +121,7 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         with cleanup.temp_folder() as temp:
             workdir = Path(temp)
             watchdog = cleanup.Watchdog(token, workdir)
+            device = cuda_libraries.prepare_device(device, python, workdir)
             versions, findings, summaries = _prepare_versions(options, script, source, encoding, display_path, workdir)
             settings = runner.RunSettings(
                 python=python,
