@@ -24,6 +24,10 @@ RUN_KEYS = {
     "fallback_ops",
     "causes",
     "warnings",
+    "native",
+    "steps",
+    "steps_per_s",
+    "peak_memory_bytes",
 }
 RUN_SCHEMA = {
     "type": "object",
@@ -72,6 +76,10 @@ RUN_SCHEMA = {
             },
         },
         "warnings": {"type": "array", "items": {"type": "string"}},
+        "native": {"type": "boolean"},
+        "steps": {"type": ["integer", "null"], "minimum": 1},
+        "steps_per_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
+        "peak_memory_bytes": {"type": ["integer", "null"], "minimum": 0},
     },
 }
 REPORT_SCHEMA = {
@@ -144,6 +152,11 @@ def test_fixing_dynamic_padding_compiles_fewer_graphs(examples_dir, tmp_path, xl
     # Fixed padding: one graph, nothing to explain; both runs did XLA work.
     assert not any("shape_changes" in c for c in fixed["causes"])
     assert original["warnings"] == fixed["warnings"] == []
+    # Optimizer steps counted in the child, timed after the warm-up.
+    assert original["steps"] == fixed["steps"] == 24
+    assert original["steps_per_s"] > 0 and fixed["steps_per_s"] > 0
+    assert original["native"] is fixed["native"] is False
+    assert "ms per step" in done.stdout
 
     # The text report: both runs and the side-by-side table.
     assert "comparison (original vs fixed):" in done.stdout

@@ -25,6 +25,7 @@ import os
 import re
 import runpy
 import sys
+import time
 import traceback
 
 #: Folder where every process writes ``metrics-<pid>.json`` and ``debug-<pid>.log``;
@@ -41,6 +42,10 @@ IMPORT_ERROR_FILE = "import-error.json"
 #: Shapes of the tensors each process moved to the XLA device, by site in the user's
 #: code: ``transfers-<pid>.json`` (see ``TransferLog``).
 TRANSFERS_PREFIX = "transfers-"
+#: Optimizer steps and their timing, and peak device memory: ``steps-<pid>.json``.
+STEPS_PREFIX = "steps-"
+#: Steps not timed: the first ones compile (XLA) or warm up caches and allocators.
+WARMUP_STEPS = 3
 
 
 def activate() -> None:
@@ -55,7 +60,12 @@ def activate() -> None:
     atexit.register(_write_metrics, out_dir)
     # Hooks on host-to-device transfers go in when torch_xla (and its loader) is
     # imported, so a process that never uses XLA pays nothing.
-    sys.meta_path.insert(0, _AfterImport({"torch_xla": _hook_tensor_to, _LOADER_MODULE: _hook_device_loader}))
+    sys.meta_path.insert(
+        0,
+        _AfterImport(
+            {"torch": _hook_optimizer_steps, "torch_xla": _hook_tensor_to, _LOADER_MODULE: _hook_device_loader}
+        ),
+    )
     library = os.environ.get(CUDA_LIBRARY_ENV)
     if library:
         register_cuda_plugin(library)
@@ -101,9 +111,12 @@ def register_cuda_plugin(library: str) -> None:
 
 
 def _write_metrics(out_dir: str) -> None:
+    pid = os.getpid()
+    if STEPS.count:
+        with contextlib.suppress(Exception):  # never break the script's exit
+            _write_json(os.path.join(out_dir, f"{STEPS_PREFIX}{pid}.json"), STEPS.to_json())
     if "torch_xla" not in sys.modules:
         return  # this process never used XLA (a resource tracker, a tokenizer worker...)
-    pid = os.getpid()
     try:
         record = {"pid": pid, **_read_metrics()}
     except Exception as error:  # report it; never break the script's exit
@@ -145,9 +158,12 @@ class TransferLog:
         self.sites: dict[tuple, list[list]] = {}
         self._slots: dict[tuple, list[int]] = {}  # site -> [step, transfers this step]
         self.step = 0
+        self.step_of = None  # reads the number of syncs so far, once torch_xla is imported
         self._columns: dict[tuple, int | None] = {}
 
     def record(self, kind: str, frame, path: list, shape: list[int]) -> None:
+        if self.step_of is not None:
+            self.step = self.step_of()
         code = frame.f_code
         place = (kind, code.co_filename, frame.f_lineno, self._column(code, frame.f_lasti))
         seen = self._slots.get(place)
@@ -185,6 +201,66 @@ class TransferLog:
 
 
 TRANSFERS = TransferLog()
+
+
+class StepLog:
+    """Optimizer steps (torch's global step hook: every optimizer, plain or through
+    ``xm.optimizer_step``), when they ran, and the peak device memory."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.warm_at: float | None = None  # when step WARMUP_STEPS + 1 ended
+        self.last_at: float | None = None
+        self.peak_xla_bytes: int | None = None
+        self._xla_memory = True  # False once the device has no memory statistics
+
+    def on_step(self, *_hook_args) -> None:
+        now = time.perf_counter()
+        self.count += 1
+        if self.count == WARMUP_STEPS + 1:
+            self.warm_at = now
+        self.last_at = now
+        if self._xla_memory and "torch_xla" in sys.modules:
+            self._sample_xla_memory()
+
+    def _sample_xla_memory(self) -> None:
+        try:
+            xlac = sys.modules["torch_xla"]._XLAC
+            info = xlac._xla_memory_info(str(xlac._xla_get_default_device()))
+            peak = int(info.get("peak_bytes_used") or info.get("bytes_used") or 0)
+        except Exception:  # the CPU device has none
+            self._xla_memory = False
+            return
+        if peak:
+            self.peak_xla_bytes = max(self.peak_xla_bytes or 0, peak)
+
+    def to_json(self) -> dict:
+        timed = self.count - WARMUP_STEPS - 1
+        seconds = (self.last_at - self.warm_at) if self.warm_at is not None and self.last_at is not None else 0.0
+        record = {
+            "steps": self.count,
+            "warmup_steps": WARMUP_STEPS,
+            "timed_steps": max(timed, 0),
+            "timed_seconds": seconds,
+            "peak_memory_bytes": self.peak_xla_bytes,
+            "memory_of": "xla" if self.peak_xla_bytes else None,
+        }
+        torch = sys.modules.get("torch")
+        if not self.peak_xla_bytes and torch is not None:
+            with contextlib.suppress(Exception):
+                if torch.cuda.is_initialized():
+                    record["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated())
+                    record["memory_of"] = "cuda"
+        return record
+
+
+STEPS = StepLog()
+
+
+def _hook_optimizer_steps(torch_module) -> None:
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(STEPS.on_step)
 
 
 class _AfterImport:
@@ -245,15 +321,10 @@ def _hook_tensor_to(torch_xla_module) -> None:
     torch.Tensor.to = to
 
     # Steps end at torch_xla.sync (xm.mark_step, xm.optimizer_step(barrier=True) and
-    # the device loaders call it), which calls this.
-    xlac = torch_xla_module._XLAC
-    step_marker = xlac._xla_step_marker
-
-    def counted_step_marker(*args, **kwargs):
-        TRANSFERS.step += 1
-        return step_marker(*args, **kwargs)
-
-    xlac._xla_step_marker = counted_step_marker
+    # the device loaders call it), which counts them. Read, not wrapped: torch_xla
+    # tells a sync from other causes by the Python frames that call its step marker.
+    counter_value = torch_xla_module._XLAC._xla_counter_value
+    TRANSFERS.step_of = lambda: counter_value("MarkStep") or 0
 
 
 def _hook_device_loader(loader_module) -> None:

@@ -80,6 +80,8 @@ class ScriptVersion:
     description: str = ""  # e.g. "original + XLA104 device fixes"
     applied: list[Finding] = field(default_factory=list)
     fix_error: str | None = None
+    #: Run as plain PyTorch on the GPU, without XLA (the baseline of --device cuda --compare).
+    native: bool = False
 
     def user_line(self, line: int) -> int:
         return self.line_map.original_line(line) if self.line_map else line

@@ -77,6 +77,37 @@ class Metrics:
 
 
 @dataclass
+class Steps:
+    """Optimizer steps of a run (the process that took most of them) and their speed."""
+
+    steps: int
+    timed_steps: int  # after the warm-up steps
+    timed_seconds: float
+    warmup_steps: int
+    peak_memory_bytes: int | None = None  # device memory: XLA's peak, or torch.cuda's
+    memory_of: str | None = None  # "xla" | "cuda"
+
+    @property
+    def per_second(self) -> float | None:
+        """Steps per second after the warm-up; None with too few steps to time."""
+        if self.timed_steps < 1 or self.timed_seconds <= 0:
+            return None
+        return self.timed_steps / self.timed_seconds
+
+    @classmethod
+    def from_json(cls, record: dict) -> Steps:
+        peak = record.get("peak_memory_bytes")
+        return cls(
+            steps=int(record["steps"]),
+            timed_steps=int(record.get("timed_steps", 0)),
+            timed_seconds=float(record.get("timed_seconds", 0.0)),
+            warmup_steps=int(record.get("warmup_steps", 0)),
+            peak_memory_bytes=int(peak) if peak is not None else None,
+            memory_of=str(record["memory_of"]) if record.get("memory_of") else None,
+        )
+
+
+@dataclass
 class RunResult:
     label: str  # "original" | "fixed"
     description: str
@@ -94,6 +125,9 @@ class RunResult:
     #: Results that look like success but are not what was asked, e.g. "no XLA
     #: computation ran" (the script chose the CPU).
     warnings: list[str] = field(default_factory=list)
+    #: Run as plain PyTorch on the GPU (no XLA): the native baseline of --device cuda --compare.
+    native: bool = False
+    steps: Steps | None = None  # None: no optimizer step was taken (or the process was killed)
 
     @property
     def killed(self) -> bool:
@@ -139,4 +173,12 @@ class RunResult:
             "fallback_ops": sorted(metrics.fallback_ops) if metrics else [],
             "causes": [cause.to_json() for cause in self.causes],
             "warnings": list(self.warnings),
+            "native": self.native,
+            "steps": self.steps.steps if self.steps else None,
+            "steps_per_s": _rounded(self.steps.per_second) if self.steps else None,
+            "peak_memory_bytes": self.steps.peak_memory_bytes if self.steps else None,
         }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)

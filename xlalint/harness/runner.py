@@ -27,7 +27,7 @@ from xlalint.harness import bootstrap, cleanup, shapes
 from xlalint.harness.debug_log import Frame, RawCause, parse_debug_files
 from xlalint.harness.environment import Device
 from xlalint.harness.prepare import ScriptVersion
-from xlalint.harness.results import Cause, Metrics, RunResult
+from xlalint.harness.results import Cause, Metrics, RunResult, Steps
 
 BOOTSTRAP_MODULE = "_xlalint_bootstrap"
 _CHILD_COMMAND = f"import {BOOTSTRAP_MODULE} as b; b.run_main()"
@@ -134,7 +134,9 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
         import_error=_import_error(out_dir),
         stopped_leftovers=stopped_leftovers and not timed_out,
         notes=notes,
-        warnings=_warnings(metrics) if exit_ok else [],
+        warnings=_warnings(metrics) if exit_ok and not version.native else [],
+        native=version.native,
+        steps=_collect_steps(out_dir),
     )
 
 
@@ -234,6 +236,19 @@ def _collect_metrics(out_dir: Path) -> tuple[Metrics | None, list[str]]:
             continue
         metrics.add(record)
     return (metrics if metrics.processes else None), notes
+
+
+def _collect_steps(out_dir: Path) -> Steps | None:
+    """The steps of the process that took most (the training process; replicas alike)."""
+    best = None
+    for path in sorted(out_dir.glob(f"{bootstrap.STEPS_PREFIX}*.json")):
+        try:
+            steps = Steps.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if best is None or steps.steps > best.steps:
+            best = steps
+    return best
 
 
 def _import_error(out_dir: Path) -> str | None:

@@ -20,7 +20,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -160,7 +160,9 @@ def _run_versions(
         if progress:
             progress.start(version.description)
             settings.on_tick = progress.tick
-        result = runner.execute(version, settings, workdir / f"{version.label}-out")
+        # The native baseline runs without XLA's device settings and library folder.
+        version_settings = replace(settings, device=environment.native_cuda()) if version.native else settings
+        result = runner.execute(version, version_settings, workdir / f"{version.label}-out")
         if progress:
             progress.finish(f"{result.status_line()}, {result.wall_s:.1f} s")
         runs[version.label] = result
@@ -174,15 +176,26 @@ def _prepare_versions(
     encoding: str,
     display_path: str,
     workdir: Path,
+    *,
+    native_baseline: bool = False,
 ) -> tuple[list[prepare.ScriptVersion], list, list[str]]:
-    """The versions to run, the findings of the user's script, and fix summaries."""
+    """The versions to run, the findings of the user's script, and fix summaries.
+
+    With ``native_baseline`` (the device is a GPU), ``--compare`` on a CUDA script runs
+    the original as it is, as plain PyTorch on the GPU: the question is then whether
+    the port to XLA pays off.
+    """
     from xlalint.linter.config import ConfigError
 
     versions: list[prepare.ScriptVersion] = []
     summaries: list[str] = []
     try:
         original = prepare.original_version(script, source, display_path)
-        if options.compare and prepare.uses_cuda(original.findings):
+        if options.compare and native_baseline and prepare.uses_cuda(original.findings):
+            original.native = True
+            original.description = "original, native CUDA (no XLA)"
+            versions.append(original)
+        elif options.compare and prepare.uses_cuda(original.findings):
             # CUDA code cannot run on XLA at all: the fair baseline is the script with
             # only its device calls ported (XLA104, unsafe included: autocast/scaler).
             baseline = prepare.fixed_copy(
