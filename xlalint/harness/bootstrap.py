@@ -137,10 +137,11 @@ def _write_json(path: str, record: dict) -> None:
 _LOADER_MODULE = "torch_xla.distributed.parallel_loader"
 # Frames in these places are not the user's code (the same test as the runner's).
 _LIBRARY_FRAME = re.compile(r"(/site-packages/|/dist-packages/|/lib/python\d+\.\d+/|^<)")
+_MAX_FRAMES_UP = 40  # looking for the user's frame above a library's transfer
 #: Run-length entries kept per site: enough to show how shapes changed, bounded memory.
 MAX_SHAPE_RUNS = 256
 #: Transfers at one site within one step are told apart by their order (the k-th
-#: ``v.to(device)`` of a dict comprehension); past this many they share a slot.
+#: ``v.to(device)`` of a dict comprehension); past this many they are not recorded.
 MAX_SLOTS_PER_SITE = 16
 
 
@@ -169,8 +170,12 @@ class TransferLog:
         seen = self._slots.get(place)
         if seen is None or seen[0] != self.step:
             seen = self._slots[place] = [self.step, 0]
-        slot = min(seen[1], MAX_SLOTS_PER_SITE)
+        slot = seen[1]
         seen[1] += 1
+        if slot >= MAX_SLOTS_PER_SITE:
+            # Not recorded: one slot for all the rest would mix different tensors
+            # (the parameters of `model.to(device)`) into a false "change".
+            return
         runs = self.sites.setdefault((*place, slot, tuple(path)), [])
         if runs and runs[-1][0] == shape:
             runs[-1][1] += 1
@@ -301,7 +306,12 @@ def _user_frame(frame):
 
 
 def _hook_tensor_to(torch_xla_module) -> None:
-    """Record ``tensor.to(xla_device)`` calls made directly from the user's code."""
+    """Record ``tensor.to(xla_device)`` calls, at the user's line that made them.
+
+    A call from library code (an HF ``Trainer`` preparing a batch) is recorded at the
+    innermost user frame that led to it, as "library"; ``model.to(device)`` moves each
+    parameter once, in its own slot, so those never count as a change.
+    """
     import torch
 
     original_to = torch.Tensor.to
@@ -310,9 +320,12 @@ def _hook_tensor_to(torch_xla_module) -> None:
         moved = original_to(self, *args, **kwargs)
         try:
             if moved is not self and moved.device.type == "xla" and self.device.type != "xla":
-                frame = _user_frame(sys._getframe(1))
-                if frame is not None:
-                    TRANSFERS.record("to", frame, [], list(moved.shape))
+                caller = sys._getframe(1)
+                frame, depth = caller, 0
+                while frame is not None and _user_frame(frame) is None and depth < _MAX_FRAMES_UP:
+                    frame, depth = frame.f_back, depth + 1
+                if frame is not None and _user_frame(frame) is not None:
+                    TRANSFERS.record("to" if frame is caller else "library", frame, [], list(moved.shape))
         except Exception:
             pass
         return moved

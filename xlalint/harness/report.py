@@ -140,7 +140,8 @@ def _site_text(cause: Cause) -> str:
     if not cause.file:
         return "(no Python frame)"
     if cause.line is None and cause.fixed_line is not None:
-        return f"{cause.file} (fixed copy):{cause.fixed_line}"
+        after = f", after line {cause.after_line}" if cause.after_line else ""
+        return f"{cause.file} (fixed copy):{cause.fixed_line}{after}"
     return f"{cause.file}:{cause.line}"
 
 

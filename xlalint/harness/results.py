@@ -30,6 +30,8 @@ class Cause:
     from_fix: bool = field(default=False, compare=False)
     #: The line in the fixed copy, for a line the fix wrote (rewrote or inserted).
     fixed_line: int | None = field(default=None, compare=False)
+    #: For a line the fix inserted: the user's line it follows (text report only).
+    after_line: int | None = field(default=None, compare=False)
     #: On compilations at a site that compiled more than one graph: the inputs whose
     #: shape changed during the run.
     shape_changes: tuple[ShapeChange, ...] = field(default=(), compare=False)

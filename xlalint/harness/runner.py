@@ -306,17 +306,19 @@ def _locate(raw: RawCause, version: ScriptVersion, ran: str, display_path: str) 
     if in_script:
         line = in_script.line
         from_fix = version.is_fixed_line(line)
+        inserted = version.is_inserted_line(line)
         return Cause(
             kind=raw.kind,
             cause=raw.cause,
             file=display_path,
             # A line the fix inserted is no line of the user's: shown as itself (in
             # the fixed copy), not as the user's line next to it.
-            line=None if version.is_inserted_line(line) else version.user_line(line),
+            line=None if inserted else version.user_line(line),
             code=version.code_at(line),
             text=version.source_line(line),
             from_fix=from_fix,
             fixed_line=line if from_fix else None,
+            after_line=version.user_line(line) if inserted else None,
         )
     elsewhere = next((f for f in raw.frames if not _LIBRARY_PATH.search(f.file)), None)
     if elsewhere:

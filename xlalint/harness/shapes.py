@@ -135,9 +135,10 @@ class _Namer:
         tree = self._tree(file)
         if kind == "loader":
             return _loader_name(tree, line, path)
-        name = _to_receiver(tree, line, col) if tree else None
-        if name is None:
-            name = "tensor"
+        if kind == "library":
+            name = "tensor via a library call"
+        else:
+            name = (_to_receiver(tree, line, col) if tree else None) or "tensor"
         # The k-th transfer at one site within a step (a loop over a batch's tensors).
         return f"{name} (#{slot + 1} at this line)" if slot else name
 
