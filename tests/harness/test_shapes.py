@@ -275,3 +275,24 @@ def test_a_killed_baseline_gets_no_ratios():
     assert "no ratios: the original run was stopped (killed by SIGKILL)" in table
     original.exit_code = 0
     assert "1.00x" in format_text(report)
+
+
+def test_the_import_hook_runs_once_after_the_module_runs_even_after_a_find_spec(tmp_path, monkeypatch):
+    """transformers asks `find_spec("torch_xla")` before importing it: the hook must wait."""
+    import importlib.util
+
+    (tmp_path / "fake_xla_for_hook.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seen = []
+    finder = bootstrap._AfterImport({"fake_xla_for_hook": lambda module: seen.append(module.VALUE)})
+    monkeypatch.setattr(sys, "meta_path", [finder, *sys.meta_path])
+    monkeypatch.delitem(sys.modules, "fake_xla_for_hook", raising=False)
+    assert importlib.util.find_spec("fake_xla_for_hook") is not None
+    assert seen == []
+    import fake_xla_for_hook
+
+    assert seen == [1]
+    monkeypatch.delitem(sys.modules, "fake_xla_for_hook")
+    import fake_xla_for_hook  # noqa: F401, F811  (imported again: the hook ran already)
+
+    assert seen == [1]

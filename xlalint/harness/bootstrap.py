@@ -287,14 +287,16 @@ class _AfterImport:
                 break
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        del self._hooks[name]
+        # The hook stays until the module is executed: a `find_spec` alone (transformers
+        # asks whether torch_xla is installed before importing it) imports nothing.
         loader = spec.loader
         run_module = loader.exec_module
 
         def exec_module(module):
             run_module(module)
-            with contextlib.suppress(Exception):  # a hook must never break the script
-                hook(module)
+            if self._hooks.pop(name, None) is not None:
+                with contextlib.suppress(Exception):  # a hook must never break the script
+                    hook(module)
 
         loader.exec_module = exec_module
         return spec
