@@ -238,3 +238,20 @@ def test_a_run_that_did_nothing_on_xla_is_a_warning(tmp_path, run_xlalint):
     run = json.loads(report_path.read_text())["runs"]["original"]
     assert run["compiles"] == run["executions"] == 0
     assert run["warnings"] == [warning + " (the script kept its tensors on the CPU or another device)"]
+
+
+def test_shapes_from_a_device_loader_are_named_after_the_loop_variables(scripts_dir, harness_report):
+    script = scripts_dir / "loader_shapes.py"
+    report = harness_report(script, fix=False, device="cpu")
+    run = report.runs["original"]
+    assert run.ok, run.stderr_tail
+    assert "total 72.0" in run.stdout_tail
+    loop_line = next(
+        number for number, text in enumerate(script.read_text().splitlines(), start=1) if "in pl.MpDeviceLoader" in text
+    )
+    explained = [c for c in run.causes if c.kind == "compilation" and c.shape_changes]
+    assert explained, [(c.line, c.cause) for c in run.causes]
+    changes = {change.name: change for change in explained[0].shape_changes}
+    assert list(changes) == ["features"]  # labels keep their shape
+    assert (changes["features"].file, changes["features"].line) == (str(script), loop_line)
+    assert changes["features"].shapes == ((2, 3), (2, 5), (2, 3), (2, 7))
