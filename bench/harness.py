@@ -3,8 +3,8 @@
 Each example in examples/ runs twice on torch_xla (original, then the fixed copy;
 for the CUDA example the baseline is the original with only the XLA104 device fixes)
 on the chosen device (default CPU). The table gives compilations, executions, host
-transfers, compile time and wall time, original -> fixed with the ratio original/fixed,
-and goes to stdout and to bench/harness_results.md.
+transfers, compile time and wall time, original -> fixed with the ratio original/fixed
+(none when a run was stopped part-way), and goes to stdout and to bench/harness_results.md.
 
     python bench/harness.py [--device cpu] [--timeout 600] [EXAMPLE ...]
 
@@ -37,17 +37,26 @@ def rule_of(script: Path) -> str:
     return match.group(0) if match else "?"
 
 
+def compared(original: RunResult, fixed: RunResult, before, after) -> str:
+    """``before -> after (before/after)``; no ratio against a run stopped part-way."""
+    shown = [("n/a" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v)) for v in (before, after)]
+    why = ratio(before, after) if not (original.killed or fixed.killed) else "n/a: a run was stopped"
+    return f"{shown[0]} -> {shown[1]} ({why})"
+
+
 def cell(original: RunResult, fixed: RunResult, name: str) -> str:
-    if original.metrics is None or fixed.metrics is None:
-        return "n/a"
-    before, after = getattr(original.metrics, name), getattr(fixed.metrics, name)
-    if isinstance(before, float):
-        return f"{before:.1f} -> {after:.1f} ({ratio(before, after)})"
-    return f"{before} -> {after} ({ratio(before, after)})"
+    before = getattr(original.metrics, name) if original.metrics else None
+    after = getattr(fixed.metrics, name) if fixed.metrics else None
+    return compared(original, fixed, before, after)
+
+
+def ms_per_step(run: RunResult) -> float | None:
+    speed = run.steps.per_second if run.steps else None
+    return 1000.0 / speed if speed else None
 
 
 def wall_cell(original: RunResult, fixed: RunResult) -> str:
-    return f"{original.wall_s:.1f} -> {fixed.wall_s:.1f} ({ratio(original.wall_s, fixed.wall_s)})"
+    return compared(original, fixed, original.wall_s, fixed.wall_s)
 
 
 def main() -> int:
@@ -59,8 +68,8 @@ def main() -> int:
     scripts = args.examples or sorted(EXAMPLES.glob("*.py"))
 
     header = [
-        "| example | rule | compiles | executions | host transfers | compile time (s) | wall time (s) |",
-        "|---|---|---|---|---|---|---|",
+        "| example | rule | compiles | executions | host transfers | compile time (s) | ms per step | wall time (s) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     rows, failures, device, torch_xla = [], [], "?", "?"
     for script in scripts:
@@ -85,7 +94,8 @@ def main() -> int:
         rows.append(
             f"| {script.name} | {rule_of(script)} | {cell(original, fixed, 'compiles')} "
             f"| {cell(original, fixed, 'executions')} | {cell(original, fixed, 'host_transfers')} "
-            f"| {cell(original, fixed, 'compile_time_s')} | {wall_cell(original, fixed)} |"
+            f"| {cell(original, fixed, 'compile_time_s')} "
+            f"| {compared(original, fixed, ms_per_step(original), ms_per_step(fixed))} | {wall_cell(original, fixed)} |"
         )
 
     lines = [
@@ -93,8 +103,12 @@ def main() -> int:
         "",
         f"Device {device}, torch_xla {torch_xla}, Python {platform.python_version()}, "
         f"{platform.machine()}. Cells: original -> fixed (original/fixed). For cuda_port.py "
-        "the original is the script with only the XLA104 device fixes (CUDA cannot run on "
-        "XLA). Wall time includes Python start-up and importing torch_xla.",
+        + (
+            "the original runs natively on the GPU (plain PyTorch, no XLA metrics). "
+            if device == "CUDA"
+            else "the original is the script with only the XLA104 device fixes (CUDA cannot run on XLA). "
+        )
+        + "ms per step: after the first 4 optimizer steps. Wall time includes Python start-up and importing torch_xla.",
         "",
         *header,
         *rows,

@@ -111,6 +111,122 @@ def test_stopping_xlalint_run_stops_the_script(tmp_path, wait_until_gone):
     assert wait_until_gone(int(pid_file.read_text()))
 
 
+# `start_new_session=True` is `setsid`: the sleeper leaves the script's process group.
+HANGS_WITH_A_SETSID_GRANDCHILD = """\
+import os, subprocess, sys, time
+sleeper = subprocess.Popen(["sleep", "300"], start_new_session=True)
+with open(sys.argv[1], "w") as file:
+    file.write(f"{os.getpid()} {sleeper.pid}")
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _pids(pid_file: Path, seconds: float = 60) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        text = pid_file.read_text() if pid_file.exists() else ""
+        if len(text.split()) == 2:
+            return [int(pid) for pid in text.split()]
+        time.sleep(0.1)
+    raise AssertionError("the script did not start")
+
+
+def test_a_setsid_grandchild_is_killed_at_the_timeout(tmp_path, run_xlalint, wait_until_gone):
+    script = _script(tmp_path, HANGS_WITH_A_SETSID_GRANDCHILD)
+    pid_file = tmp_path / "pids"
+    outcome = run_xlalint(script, fix=False, timeout_s=3, script_args=[str(pid_file), "300"])
+    assert outcome.status == 1
+    assert "timed out after 3 s: killed" in outcome.stdout
+    script_pid, sleeper = _pids(pid_file)
+    assert wait_until_gone(script_pid)
+    assert wait_until_gone(sleeper), "a setsid'd grandchild outlived the timeout"
+
+
+def test_a_setsid_grandchild_left_behind_is_killed(tmp_path, run_xlalint, wait_until_gone):
+    script = _script(tmp_path, HANGS_WITH_A_SETSID_GRANDCHILD)
+    pid_file = tmp_path / "pids"
+    outcome = run_xlalint(script, fix=False, script_args=[str(pid_file), "0"])
+    assert outcome.status == 0
+    assert "the script left processes running; they were killed" in outcome.stdout
+    assert wait_until_gone(_pids(pid_file)[1]), "a setsid'd grandchild outlived the run"
+
+
+def _start_xlalint_run(tmp_path: Path, pid_file: Path) -> tuple[subprocess.Popen, Path]:
+    script = _script(tmp_path, HANGS_WITH_A_SETSID_GRANDCHILD)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    command = [sys.executable, "-m", "xlalint.cli", "run", "--no-fix", str(script), "--", str(pid_file), "300"]
+    xlalint = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(temp)},
+    )
+    return xlalint, temp
+
+
+def _gone_within(seconds: float, check) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_sigkill_of_xlalint_run_kills_the_script_and_removes_its_temp_folder(tmp_path, wait_until_gone):
+    pid_file = tmp_path / "pids"
+    xlalint, temp = _start_xlalint_run(tmp_path, pid_file)
+    try:
+        script_pid, sleeper = _pids(pid_file)
+        assert [path.name.startswith(f"xlalint-run-{xlalint.pid}-") for path in temp.iterdir()] == [True]
+        xlalint.kill()
+        xlalint.communicate(timeout=30)
+    finally:
+        if xlalint.poll() is None:
+            xlalint.kill()
+    assert wait_until_gone(script_pid), "the script outlived a SIGKILL of xlalint run"
+    assert wait_until_gone(sleeper), "the script's setsid'd child outlived a SIGKILL of xlalint run"
+    assert _gone_within(10, lambda: not list(temp.iterdir())), "the temp folder was left behind"
+
+
+def test_sighup_to_xlalint_run_is_handled_like_sigterm(tmp_path, wait_until_gone):
+    pid_file = tmp_path / "pids"
+    xlalint, temp = _start_xlalint_run(tmp_path, pid_file)
+    try:
+        script_pid, sleeper = _pids(pid_file)
+        xlalint.send_signal(signal.SIGHUP)
+        _, stderr = xlalint.communicate(timeout=30)
+    finally:
+        if xlalint.poll() is None:
+            xlalint.kill()
+    assert xlalint.returncode == 130
+    assert "interrupted; the script's processes were killed" in stderr
+    assert wait_until_gone(script_pid) and wait_until_gone(sleeper)
+    assert not list(temp.iterdir())
+
+
+def test_stale_temp_folders_of_dead_runs_are_removed(tmp_path):
+    from xlalint.harness.cleanup import remove_stale_temp_folders
+
+    finished = subprocess.Popen([sys.executable, "-c", "pass"])
+    finished.wait()  # its pid names no process now
+    dead = tmp_path / f"xlalint-run-{finished.pid}-abc"
+    (dead / "fixed").mkdir(parents=True)
+    (dead / "fixed" / "train.py").write_text("x = 1\n")
+    alive = tmp_path / f"xlalint-run-{os.getpid()}-def"
+    alive.mkdir()
+    not_ours = tmp_path / "xlalint-run-notapid"
+    not_ours.mkdir()
+    other = tmp_path / f"pytest-{finished.pid}-x"
+    other.mkdir()
+    link = tmp_path / f"xlalint-run-{finished.pid}-link"
+    link.symlink_to(other)
+    assert remove_stale_temp_folders(tmp_path) == [dead]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([alive.name, not_ours.name, other.name, link.name])
+
+
 def test_script_arguments_after_the_double_dash_reach_the_script(tmp_path, xlalint_command):
     script = _script(tmp_path, "import sys\nprint('argv', sys.argv[1:])\n")
     done = xlalint_command("run", "--no-fix", str(script), "--", "--epochs", "1", "-x")

@@ -23,6 +23,11 @@ RUN_KEYS = {
     "host_transfers",
     "fallback_ops",
     "causes",
+    "warnings",
+    "native",
+    "steps",
+    "steps_per_s",
+    "peak_memory_bytes",
 }
 RUN_SCHEMA = {
     "type": "object",
@@ -48,9 +53,33 @@ RUN_SCHEMA = {
                     "file": {"type": ["string", "null"]},
                     "line": {"type": ["integer", "null"]},
                     "code": {"type": ["string", "null"]},
+                    "fixed_line": {"type": "integer"},
+                    "shape_changes": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["file", "line", "name", "shapes"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "file": {"type": "string"},
+                                "line": {"type": ["integer", "null"]},
+                                "name": {"type": "string"},
+                                "shapes": {
+                                    "type": "array",
+                                    "minItems": 2,
+                                    "items": {"type": "array", "items": {"type": "integer"}},
+                                },
+                            },
+                        },
+                    },
                 },
             },
         },
+        "warnings": {"type": "array", "items": {"type": "string"}},
+        "native": {"type": "boolean"},
+        "steps": {"type": ["integer", "null"], "minimum": 1},
+        "steps_per_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
+        "peak_memory_bytes": {"type": ["integer", "null"], "minimum": 0},
     },
 }
 REPORT_SCHEMA = {
@@ -103,6 +132,31 @@ def test_fixing_dynamic_padding_compiles_fewer_graphs(examples_dir, tmp_path, xl
             (str(script), "compilation"),
             (str(script), "execution"),
         }
+
+    # Recompilations explained: the sync line compiled a graph per new padded length;
+    # it is joined to the XLA101 finding, with the inputs whose shape changed.
+    lines = before.splitlines()
+    sync_line = lines.index("        torch_xla.sync()") + 1
+    move_line = next(n for n, text in enumerate(lines, 1) if "input_ids.to(device)" in text)
+    at_sync = [c for c in original["causes"] if c["kind"] == "compilation" and c["line"] == sync_line]
+    assert len(at_sync) == original["compiles"]
+    assert {c["code"] for c in at_sync} == {"XLA101"}
+    changes = {change["name"]: change for change in at_sync[0]["shape_changes"]}
+    assert sorted(changes) == ["attention_mask", "input_ids"]  # labels keep their shape
+    input_ids = changes["input_ids"]
+    assert (input_ids["file"], input_ids["line"]) == (str(script), move_line)
+    assert len({tuple(shape) for shape in input_ids["shapes"]}) == original["compiles"]
+    assert all(shape[0] == 8 for shape in input_ids["shapes"])
+    assert f"input_ids moved at {script}:{move_line}: (8, " in done.stdout
+    assert "explained by XLA101 at line" in done.stdout
+    # Fixed padding: one graph, nothing to explain; both runs did XLA work.
+    assert not any("shape_changes" in c for c in fixed["causes"])
+    assert original["warnings"] == fixed["warnings"] == []
+    # Optimizer steps counted in the child, timed after the warm-up.
+    assert original["steps"] == fixed["steps"] == 24
+    assert original["steps_per_s"] > 0 and fixed["steps_per_s"] > 0
+    assert original["native"] is fixed["native"] is False
+    assert "ms per step" in done.stdout
 
     # The text report: both runs and the side-by-side table.
     assert "comparison (original vs fixed):" in done.stdout
@@ -169,3 +223,35 @@ def test_compare_on_a_cuda_script_uses_the_xla104_port_as_baseline(tmp_path, har
     assert baseline_summary.startswith("original + XLA104 device fixes: fixes applied:")
     assert "XLA104 x" in baseline_summary
     assert script.read_text() == CUDA_SCRIPT
+
+
+def test_a_run_that_did_nothing_on_xla_is_a_warning(tmp_path, run_xlalint):
+    """The script imports torch_xla but computes on the CPU: 0 compilations, 0 executions."""
+    script = tmp_path / "cpu_only.py"
+    script.write_text("import torch\nimport torch_xla\n\nprint(float(torch.ones(3).sum()))\n")
+    report_path = tmp_path / "report.json"
+    outcome = run_xlalint(script, fix=False, device="cpu", json_path=report_path)
+    assert outcome.status == 0, outcome.stderr
+    warning = "no XLA computation ran: 0 compilations and 0 executions"
+    assert f"  warning: {warning}" in outcome.stdout
+    assert f"xlalint run: warning: the original run: {warning}" in outcome.stderr
+    run = json.loads(report_path.read_text())["runs"]["original"]
+    assert run["compiles"] == run["executions"] == 0
+    assert run["warnings"] == [warning + " (the script kept its tensors on the CPU or another device)"]
+
+
+def test_shapes_from_a_device_loader_are_named_after_the_loop_variables(scripts_dir, harness_report):
+    script = scripts_dir / "loader_shapes.py"
+    report = harness_report(script, fix=False, device="cpu")
+    run = report.runs["original"]
+    assert run.ok, run.stderr_tail
+    assert "total 72.0" in run.stdout_tail
+    loop_line = next(
+        number for number, text in enumerate(script.read_text().splitlines(), start=1) if "in pl.MpDeviceLoader" in text
+    )
+    explained = [c for c in run.causes if c.kind == "compilation" and c.shape_changes]
+    assert explained, [(c.line, c.cause) for c in run.causes]
+    changes = {change.name: change for change in explained[0].shape_changes}
+    assert list(changes) == ["features"]  # labels keep their shape
+    assert (changes["features"].file, changes["features"].line) == (str(script), loop_line)
+    assert changes["features"].shapes == ((2, 3), (2, 5), (2, 3), (2, 7))

@@ -19,10 +19,13 @@ Two entry points:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
+import re
 import runpy
 import sys
+import time
 import traceback
 
 #: Folder where every process writes ``metrics-<pid>.json`` and ``debug-<pid>.log``;
@@ -36,6 +39,13 @@ SCRIPT_DIR_ENV = "XLALINT_HARNESS_SCRIPT_DIR"
 CUDA_LIBRARY_ENV = "XLALINT_CUDA_PJRT_LIBRARY"
 #: Written by ``run_main`` when importing torch or torch_xla fails in the child.
 IMPORT_ERROR_FILE = "import-error.json"
+#: Shapes of the tensors each process moved to the XLA device, by site in the user's
+#: code: ``transfers-<pid>.json`` (see ``TransferLog``).
+TRANSFERS_PREFIX = "transfers-"
+#: Optimizer steps and their timing, and peak device memory: ``steps-<pid>.json``.
+STEPS_PREFIX = "steps-"
+#: Steps not timed: the first ones compile (XLA) or warm up caches and allocators.
+WARMUP_STEPS = 3
 
 
 def activate() -> None:
@@ -48,6 +58,14 @@ def activate() -> None:
     # Registered before torch_xla is imported, so it runs after torch_xla's own exit
     # handler; the metrics are plain counters and can still be read then.
     atexit.register(_write_metrics, out_dir)
+    # Hooks on host-to-device transfers go in when torch_xla (and its loader) is
+    # imported, so a process that never uses XLA pays nothing.
+    sys.meta_path.insert(
+        0,
+        _AfterImport(
+            {"torch": _hook_optimizer_steps, "torch_xla": _hook_tensor_to, _LOADER_MODULE: _hook_device_loader}
+        ),
+    )
     library = os.environ.get(CUDA_LIBRARY_ENV)
     if library:
         register_cuda_plugin(library)
@@ -93,17 +111,270 @@ def register_cuda_plugin(library: str) -> None:
 
 
 def _write_metrics(out_dir: str) -> None:
+    pid = os.getpid()
+    if STEPS.count:
+        with contextlib.suppress(Exception):  # never break the script's exit
+            _write_json(os.path.join(out_dir, f"{STEPS_PREFIX}{pid}.json"), STEPS.to_json())
     if "torch_xla" not in sys.modules:
         return  # this process never used XLA (a resource tracker, a tokenizer worker...)
-    pid = os.getpid()
     try:
         record = {"pid": pid, **_read_metrics()}
     except Exception as error:  # report it; never break the script's exit
         record = {"pid": pid, "error": f"{type(error).__name__}: {error}"}
-    path = os.path.join(out_dir, f"metrics-{pid}.json")
+    _write_json(os.path.join(out_dir, f"metrics-{pid}.json"), record)
+    if TRANSFERS.sites:
+        _write_json(os.path.join(out_dir, f"{TRANSFERS_PREFIX}{pid}.json"), TRANSFERS.to_json())
+
+
+def _write_json(path: str, record: dict) -> None:
     with open(path + ".tmp", "w", encoding="utf-8") as file:
         json.dump(record, file)
     os.replace(path + ".tmp", path)
+
+
+# -- shapes moved to the device ---------------------------------------------------------
+
+_LOADER_MODULE = "torch_xla.distributed.parallel_loader"
+# Frames in these places are not the user's code (the same test as the runner's).
+_LIBRARY_FRAME = re.compile(r"(/site-packages/|/dist-packages/|/lib/python\d+\.\d+/|^<)")
+_MAX_FRAMES_UP = 40  # looking for the user's frame above a library's transfer
+#: Run-length entries kept per site: enough to show how shapes changed, bounded memory.
+MAX_SHAPE_RUNS = 256
+#: Transfers at one site within one step are told apart by their order (the k-th
+#: ``v.to(device)`` of a dict comprehension); past this many they are not recorded.
+MAX_SLOTS_PER_SITE = 16
+
+
+class TransferLog:
+    """Shapes moved to the XLA device, per site and step.
+
+    A site is a place in the user's code (file, line, column of the call) and a slot:
+    the k-th transfer there since the last ``torch_xla.sync`` (so a loop over a
+    batch's tensors gives one sequence per tensor), and for a device loader the
+    position of the tensor in the batch. Each site keeps its shapes run-length
+    encoded: ``[[shape, times], ...]``.
+    """
+
+    def __init__(self) -> None:
+        self.sites: dict[tuple, list[list]] = {}
+        self._slots: dict[tuple, list[int]] = {}  # site -> [step, transfers this step]
+        self.step = 0
+        self.step_of = None  # reads the number of syncs so far, once torch_xla is imported
+        self._columns: dict[tuple, int | None] = {}
+
+    def record(self, kind: str, frame, path: list, shape: list[int]) -> None:
+        if self.step_of is not None:
+            self.step = self.step_of()
+        code = frame.f_code
+        place = (kind, code.co_filename, frame.f_lineno, self._column(code, frame.f_lasti))
+        seen = self._slots.get(place)
+        if seen is None or seen[0] != self.step:
+            seen = self._slots[place] = [self.step, 0]
+        slot = seen[1]
+        seen[1] += 1
+        if slot >= MAX_SLOTS_PER_SITE:
+            # Not recorded: one slot for all the rest would mix different tensors
+            # (the parameters of `model.to(device)`) into a false "change".
+            return
+        runs = self.sites.setdefault((*place, slot, tuple(path)), [])
+        if runs and runs[-1][0] == shape:
+            runs[-1][1] += 1
+        elif len(runs) < MAX_SHAPE_RUNS:
+            runs.append([shape, 1])
+
+    def _column(self, code, lasti: int) -> int | None:
+        """Start column of the expression running at ``lasti`` (Python 3.11+)."""
+        key = (code, lasti)
+        if key not in self._columns:
+            column = None
+            positions = getattr(code, "co_positions", None)
+            if positions is not None:
+                for index, position in enumerate(positions()):
+                    if index == lasti // 2:
+                        column = position[2]
+                        break
+            self._columns[key] = column
+        return self._columns[key]
+
+    def to_json(self) -> dict:
+        return {
+            "sites": [
+                {"kind": kind, "file": file, "line": line, "col": col, "slot": slot, "path": list(path), "runs": runs}
+                for (kind, file, line, col, slot, path), runs in self.sites.items()
+            ]
+        }
+
+
+TRANSFERS = TransferLog()
+
+
+class StepLog:
+    """Optimizer steps (torch's global step hook: every optimizer, plain or through
+    ``xm.optimizer_step``), when they ran, and the peak device memory."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.warm_at: float | None = None  # when step WARMUP_STEPS + 1 ended
+        self.last_at: float | None = None
+        self.peak_xla_bytes: int | None = None
+        self._xla_memory = True  # False once the device has no memory statistics
+
+    def on_step(self, *_hook_args) -> None:
+        now = time.perf_counter()
+        self.count += 1
+        if self.count == WARMUP_STEPS + 1:
+            self.warm_at = now
+        self.last_at = now
+        if self._xla_memory and "torch_xla" in sys.modules:
+            self._sample_xla_memory()
+
+    def _sample_xla_memory(self) -> None:
+        try:
+            xlac = sys.modules["torch_xla"]._XLAC
+            info = xlac._xla_memory_info(str(xlac._xla_get_default_device()))
+            peak = int(info.get("peak_bytes_used") or info.get("bytes_used") or 0)
+        except Exception:  # the CPU device has none
+            self._xla_memory = False
+            return
+        if peak:
+            self.peak_xla_bytes = max(self.peak_xla_bytes or 0, peak)
+
+    def to_json(self) -> dict:
+        timed = self.count - WARMUP_STEPS - 1
+        seconds = (self.last_at - self.warm_at) if self.warm_at is not None and self.last_at is not None else 0.0
+        record = {
+            "steps": self.count,
+            "warmup_steps": WARMUP_STEPS,
+            "timed_steps": max(timed, 0),
+            "timed_seconds": seconds,
+            "peak_memory_bytes": self.peak_xla_bytes,
+            "memory_of": "xla" if self.peak_xla_bytes else None,
+        }
+        torch = sys.modules.get("torch")
+        if not self.peak_xla_bytes and torch is not None:
+            with contextlib.suppress(Exception):
+                if torch.cuda.is_initialized():
+                    record["peak_memory_bytes"] = int(torch.cuda.max_memory_allocated())
+                    record["memory_of"] = "cuda"
+        return record
+
+
+STEPS = StepLog()
+
+
+def _hook_optimizer_steps(torch_module) -> None:
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    register_optimizer_step_post_hook(STEPS.on_step)
+
+
+class _AfterImport:
+    """A meta path finder that runs a function right after a module is imported."""
+
+    def __init__(self, hooks: dict) -> None:
+        self._hooks = dict(hooks)
+
+    def find_spec(self, name, path=None, target=None):
+        hook = self._hooks.get(name)
+        if hook is None:
+            return None
+        spec = None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        # The hook stays until the module is executed: a `find_spec` alone (transformers
+        # asks whether torch_xla is installed before importing it) imports nothing.
+        loader = spec.loader
+        run_module = loader.exec_module
+
+        def exec_module(module):
+            run_module(module)
+            if self._hooks.pop(name, None) is not None:
+                with contextlib.suppress(Exception):  # a hook must never break the script
+                    hook(module)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _user_frame(frame):
+    """``frame`` when it is in the user's code, else None."""
+    return None if _LIBRARY_FRAME.search(frame.f_code.co_filename) else frame
+
+
+def _hook_tensor_to(torch_xla_module) -> None:
+    """Record ``tensor.to(xla_device)`` calls, at the user's line that made them.
+
+    A call from library code (an HF ``Trainer`` preparing a batch) is recorded at the
+    innermost user frame that led to it, as "library"; ``model.to(device)`` moves each
+    parameter once, in its own slot, so those never count as a change.
+    """
+    import torch
+
+    original_to = torch.Tensor.to
+
+    def to(self, *args, **kwargs):
+        moved = original_to(self, *args, **kwargs)
+        try:
+            if moved is not self and moved.device.type == "xla" and self.device.type != "xla":
+                caller = sys._getframe(1)
+                frame, depth = caller, 0
+                while frame is not None and _user_frame(frame) is None and depth < _MAX_FRAMES_UP:
+                    frame, depth = frame.f_back, depth + 1
+                if frame is not None and _user_frame(frame) is not None:
+                    TRANSFERS.record("to" if frame is caller else "library", frame, [], list(moved.shape))
+        except Exception:
+            pass
+        return moved
+
+    to.__doc__ = original_to.__doc__
+    torch.Tensor.to = to
+
+    # Steps end at torch_xla.sync (xm.mark_step, xm.optimizer_step(barrier=True) and
+    # the device loaders call it), which counts them. Read, not wrapped: torch_xla
+    # tells a sync from other causes by the Python frames that call its step marker.
+    counter_value = torch_xla_module._XLAC._xla_counter_value
+    TRANSFERS.step_of = lambda: counter_value("MarkStep") or 0
+
+
+def _hook_device_loader(loader_module) -> None:
+    """Record the tensors a ``MpDeviceLoader``/``ParallelLoader`` hands to the user's loop."""
+    per_device = loader_module.PerDeviceLoader
+    original_next = per_device.next
+
+    def next_batch(self):
+        batch = original_next(self)
+        try:
+            frame = sys._getframe(1)
+            while frame is not None and _user_frame(frame) is None:
+                frame = frame.f_back
+            if frame is not None:
+                for path, shape in _tensor_shapes(batch, []):
+                    TRANSFERS.record("loader", frame, path, shape)
+        except Exception:
+            pass
+        return batch
+
+    per_device.next = next_batch
+
+
+def _tensor_shapes(value, path: list, depth: int = 0):
+    """(path, shape) of each tensor in a batch: nested tuples, lists and dicts."""
+    if depth > 4:
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _tensor_shapes(item, [*path, str(key)], depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value[:64]):
+            yield from _tensor_shapes(item, [*path, index], depth + 1)
+    elif hasattr(value, "shape") and hasattr(value, "device"):
+        yield path, list(value.shape)
 
 
 def _read_metrics() -> dict:

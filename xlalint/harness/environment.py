@@ -256,6 +256,11 @@ def _cpu() -> Device:
     return Device("CPU", {"PJRT_DEVICE": "CPU", "CPU_NUM_DEVICES": "1"})
 
 
+def native_cuda() -> Device:
+    """Plain PyTorch on the GPU: none of XLA's settings (the script picks ``cuda``)."""
+    return Device("CUDA", {})
+
+
 def _cuda(probe: Probe) -> Device:
     env = {"PJRT_DEVICE": "CUDA", "GPU_NUM_DEVICES": "1"}
     if "cuda" not in probe.xla_plugins and probe.cuda_pjrt_library:

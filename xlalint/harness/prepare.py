@@ -36,12 +36,14 @@ class LineMap:
     Unchanged lines map exactly; a line of a rewritten statement maps to the same
     offset in the statement it replaced; a line the fix inserted maps to the user's
     line just before the insertion. Rewritten and inserted lines are marked as coming
-    from the fix.
+    from the fix; inserted lines have no line of their own in the user's file (the
+    report shows them as lines of the fixed copy, not as their neighbour).
     """
 
     def __init__(self, original: str, changed: str) -> None:
         self._to_original: dict[int, int] = {}
         self._from_fix: set[int] = set()
+        self._inserted: set[int] = set()
         old, new = original.splitlines(), changed.splitlines()
         matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -54,12 +56,16 @@ class LineMap:
                 elif tag == "insert":
                     self._to_original[j + 1] = max(i1, 1)
                     self._from_fix.add(j + 1)
+                    self._inserted.add(j + 1)
 
     def original_line(self, line: int) -> int:
         return self._to_original.get(line, line)
 
     def is_from_fix(self, line: int) -> bool:
         return line in self._from_fix
+
+    def is_inserted(self, line: int) -> bool:
+        return line in self._inserted
 
 
 @dataclass
@@ -74,12 +80,18 @@ class ScriptVersion:
     description: str = ""  # e.g. "original + XLA104 device fixes"
     applied: list[Finding] = field(default_factory=list)
     fix_error: str | None = None
+    #: Run as plain PyTorch on the GPU, without XLA (the baseline of --device cuda --compare).
+    native: bool = False
 
     def user_line(self, line: int) -> int:
         return self.line_map.original_line(line) if self.line_map else line
 
     def is_fixed_line(self, line: int) -> bool:
         return bool(self.line_map and self.line_map.is_from_fix(line))
+
+    def is_inserted_line(self, line: int) -> bool:
+        """The fix added this line: no line of the user's file corresponds to it."""
+        return bool(self.line_map and self.line_map.is_inserted(line))
 
     def code_at(self, line: int) -> str | None:
         """The code of the finding reported on ``line`` of this version's source."""

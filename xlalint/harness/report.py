@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from xlalint.linter.model import Finding
 
 MAX_CAUSE_SITES = 12
+MAX_SHAPE_CHANGES_SHOWN = 5  # inputs listed per recompiling site (all in --json)
 _CAUSE_WIDTH = 80
 
 
@@ -65,6 +66,7 @@ def format_text(report: HarnessReport) -> str:
 
 def format_run(run: RunResult) -> list[str]:
     lines = [f"{run.description} run: {run.status_line()}, {run.wall_s:.1f} s"]
+    lines.extend(f"  warning: {warning}" for warning in run.warnings)
     if run.import_error:
         lines.append(f"  torch_xla could not be imported: {run.import_error}")
     if not run.ok and run.stderr_tail:
@@ -76,8 +78,11 @@ def format_run(run: RunResult) -> list[str]:
     if run.stopped_leftovers:
         lines.append("  note: the script left processes running; they were killed")
     lines.extend(f"  note: {note}" for note in run.notes)
+    lines.extend(_steps_lines(run))
     metrics = run.metrics
-    if metrics is None:
+    if metrics is None and run.native:
+        lines.append("  metrics: none (plain PyTorch on the GPU: no XLA)")
+    elif metrics is None:
         why = (
             "the process was killed before it could write them"
             if run.timed_out or run.signal_name
@@ -108,31 +113,136 @@ def format_causes(causes: list[Cause]) -> list[str]:
     groups: dict[tuple, Counter] = {}
     examples: dict[tuple, Cause] = {}
     for cause in causes:
-        key = (cause.file, cause.line, cause.code, cause.cause)
+        key = (cause.file, cause.line, cause.fixed_line, cause.code, cause.cause)
         groups.setdefault(key, Counter())[cause.kind] += 1
-        examples.setdefault(key, cause)
+        if cause.shape_changes or key not in examples:
+            examples[key] = cause
     ordered = sorted(
         groups.items(),
-        key=lambda item: (-sum(item[1].values()), str(item[0][0]), item[0][1] or 0),
+        key=lambda item: (-sum(item[1].values()), str(item[0][0]), item[0][1] or 0, item[0][2] or 0),
     )
     lines = ["  cause sites (file:line [code]: count kind - cause):"]
     for key, kinds in ordered[:MAX_CAUSE_SITES]:
-        file, line, code, text = key
-        site = f"{file}:{line}" if file else "(no Python frame)"
-        counts = ", ".join(f"{kinds[kind]} {kind}" for kind in ("compilation", "execution") if kinds[kind])
-        lines.append(f"    {site} [{code or '-'}]: {counts} - {_shorten(text)}")
+        _file, _line, _fixed_line, code, text = key
         example = examples[key]
+        counts = ", ".join(f"{kinds[kind]} {kind}" for kind in ("compilation", "execution") if kinds[kind])
+        lines.append(f"    {_site_text(example)} [{code or '-'}]: {counts} - {_shorten(text)}")
         if example.text:
             origin = "   (written by the fix)" if example.from_fix else ""
             lines.append(f"        | {_shorten(example.text, 60)}{origin}")
+        lines.extend(_shape_change_lines(example))
     if len(ordered) > MAX_CAUSE_SITES:
         lines.append(f"    ... and {len(ordered) - MAX_CAUSE_SITES} more sites (all in --json)")
     return lines
 
 
+def _site_text(cause: Cause) -> str:
+    if not cause.file:
+        return "(no Python frame)"
+    if cause.line is None and cause.fixed_line is not None:
+        after = f", after line {cause.after_line}" if cause.after_line else ""
+        return f"{cause.file} (fixed copy):{cause.fixed_line}{after}"
+    return f"{cause.file}:{cause.line}"
+
+
+def _shape_change_lines(cause: Cause) -> list[str]:
+    if not cause.shape_changes:
+        return []
+    if cause.explained_by:
+        why = ", ".join(f"{code} at line {line}" if line else code for code, line in cause.explained_by)
+        header = f"        its graphs differ because input shapes changed (explained by {why}):"
+    else:
+        header = "        its graphs differ because input shapes changed (no finding explains it):"
+    lines = [header]
+    for change in cause.shape_changes[:MAX_SHAPE_CHANGES_SHOWN]:
+        lines.append(f"          {change.describe()}")
+    hidden = len(cause.shape_changes) - MAX_SHAPE_CHANGES_SHOWN
+    if hidden > 0:
+        lines.append(f"          ... and {hidden} more inputs (all in --json)")
+    return lines
+
+
+def _steps_lines(run: RunResult) -> list[str]:
+    steps = run.steps
+    if steps is None:
+        return []
+    speed = steps.per_second
+    timing = (
+        f"{speed:.2f} steps/s after the first {steps.warmup_steps + 1}"
+        if speed is not None
+        else f"too few to time after {steps.warmup_steps + 1} warm-up steps"
+    )
+    lines = [f"  optimizer steps  {steps.steps:>7}   ({timing})"]
+    if steps.peak_memory_bytes is not None:
+        lines.append(f"  peak memory      {_mib(steps.peak_memory_bytes):>7} MiB ({steps.memory_of})")
+    return lines
+
+
+def _ms_per_step(run: RunResult) -> float | None:
+    speed = _steps_value(run, "per_second")
+    return None if not speed else 1000.0 / speed
+
+
+def _mib(value: int | None) -> str:
+    return "n/a" if value is None else f"{value / 2**20:.1f}"
+
+
+def _steps_value(run: RunResult, name: str):
+    if run.steps is None:
+        return None
+    return run.steps.per_second if name == "per_second" else getattr(run.steps, name)
+
+
+def format_native_comparison(native: RunResult, xla: RunResult) -> list[str]:
+    """Plain PyTorch on the GPU against the fixed script on XLA:CUDA: does the port pay?"""
+    header = f"{'':24}{'native':>10}{'XLA':>10}{'XLA/native':>14}"
+    lines = [f"comparison ({native.description} vs {xla.description} on XLA):", header]
+    comparable = not (native.killed or xla.killed)
+
+    def row(label: str, before, after, shown, with_ratio: bool = True) -> str:
+        ratio_text = _ratio(after, before) if comparable and with_ratio else ("" if comparable else "n/a")
+        return f"{label:24}{shown(before):>10}{shown(after):>10}{ratio_text:>14}"
+
+    lines.append(row("optimizer steps", _steps_value(native, "steps"), _steps_value(xla, "steps"), _cell, False))
+    lines.append(
+        row(
+            "steps/s after warm-up",
+            _steps_value(native, "per_second"),
+            _steps_value(xla, "per_second"),
+            lambda v: "n/a" if v is None else f"{v:.2f}",
+        )
+    )
+    compile_s = xla.metrics.compile_time_s if xla.metrics else None
+    lines.append(row("compile time (s)", None, compile_s, _seconds, False))
+    lines.append(
+        row(
+            "peak memory (MiB)",
+            _steps_value(native, "peak_memory_bytes"),
+            _steps_value(xla, "peak_memory_bytes"),
+            _mib,
+        )
+    )
+    lines.append(row("wall time (s)", native.wall_s, xla.wall_s, lambda v: f"{v:.1f}"))
+    if not comparable:
+        lines.append(
+            f"note: no ratios: a run was stopped ({_stopped(native, xla)}), so its numbers cover part of a run"
+        )
+    elif not (native.ok and xla.ok):
+        lines.append("note: a run did not finish cleanly; its numbers cover only what ran")
+    return lines
+
+
 def format_comparison(original: RunResult, fixed: RunResult) -> list[str]:
+    if original.native:
+        return format_native_comparison(original, fixed)
     header = f"{'':18}{'original':>10}{'fixed':>10}{'original/fixed':>16}"
     lines = [f"comparison ({original.description} vs {fixed.description}):", header]
+    # A run stopped from outside did part of the work: a ratio against it means nothing.
+    comparable = not (original.killed or fixed.killed)
+
+    def ratio(before, after):
+        return _ratio(before, after) if comparable else "n/a"
+
     for label, name in (
         ("compiles", "compiles"),
         ("cached compiles", "cached_compiles"),
@@ -146,12 +256,25 @@ def format_comparison(original: RunResult, fixed: RunResult) -> list[str]:
     before = original.metrics.compile_time_s if original.metrics else None
     after = fixed.metrics.compile_time_s if fixed.metrics else None
     lines.append(f"{'compile time (s)':18}{_seconds(before):>10}{_seconds(after):>10}{ratio(before, after):>16}")
+    # Time per step after warm-up (not steps/s), so that original/fixed reads like the rows above.
+    before, after = (_ms_per_step(run) for run in (original, fixed))
+    if before is not None or after is not None:
+        lines.append(f"{'ms per step':18}{_seconds(before):>10}{_seconds(after):>10}{ratio(before, after):>16}")
     lines.append(
         f"{'wall time (s)':18}{original.wall_s:>10.1f}{fixed.wall_s:>10.1f}{ratio(original.wall_s, fixed.wall_s):>16}"
     )
-    if not (original.ok and fixed.ok):
+    if not comparable:
+        killed = " and ".join(run.description for run in (original, fixed) if run.killed)
+        lines.append(
+            f"note: no ratios: the {killed} run was stopped ({_stopped(original, fixed)}), so its numbers cover part of a run"
+        )
+    elif not (original.ok and fixed.ok):
         lines.append("note: a run did not finish cleanly; its numbers cover only what ran")
     return lines
+
+
+def _stopped(*runs: RunResult) -> str:
+    return "; ".join(run.status_line() for run in runs if run.killed)
 
 
 def ratio(before: float | None, after: float | None) -> str:
@@ -160,6 +283,9 @@ def ratio(before: float | None, after: float | None) -> str:
     if after == 0:
         return "=" if before == 0 else "n/a (0)"
     return f"{before / after:.2f}x"
+
+
+_ratio = ratio
 
 
 def _seconds(value: float | None) -> str:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from xlalint.harness.shapes import ShapeChange
 
 
 @dataclass(frozen=True)
@@ -13,21 +17,40 @@ class Cause:
     kind: str  # "compilation" | "execution"
     cause: str  # torch_xla's words, e.g. "user torch_xla.sync"
     file: str | None  # the user's script as given on the command line, or another file
-    line: int | None  # line in `file` (in the user's script even when a copy ran)
-    code: str | None  # the lint finding on that line, e.g. "XLA102"
+    # Line in `file` (in the user's script even when a copy ran); None for a line the
+    # fix inserted, which has no line in the user's file (see `fixed_line`).
+    line: int | None
+    # The lint finding joined to this site: the one on that line (e.g. "XLA102"), or
+    # for a site that compiled several graphs because its inputs changed shape, the
+    # finding that explains the change (XLA101/XLA301/XLA302).
+    code: str | None
     # Context for the text report (not in the JSON): the code that ran there, and
     # whether the fix wrote that line (so it is not the user's text at `line`).
     text: str = field(default="", compare=False)
     from_fix: bool = field(default=False, compare=False)
+    #: The line in the fixed copy, for a line the fix wrote (rewrote or inserted).
+    fixed_line: int | None = field(default=None, compare=False)
+    #: For a line the fix inserted: the user's line it follows (text report only).
+    after_line: int | None = field(default=None, compare=False)
+    #: On compilations at a site that compiled more than one graph: the inputs whose
+    #: shape changed during the run.
+    shape_changes: tuple[ShapeChange, ...] = field(default=(), compare=False)
+    #: (code, user line) of the findings that explain the shape changes (text only).
+    explained_by: tuple[tuple[str, int | None], ...] = field(default=(), compare=False)
 
     def to_json(self) -> dict:
-        return {
+        record = {
             "kind": self.kind,
             "cause": self.cause,
             "file": self.file,
             "line": self.line,
             "code": self.code,
         }
+        if self.fixed_line is not None:
+            record["fixed_line"] = self.fixed_line
+        if self.shape_changes:
+            record["shape_changes"] = [change.to_json() for change in self.shape_changes]
+        return record
 
 
 @dataclass
@@ -56,6 +79,37 @@ class Metrics:
 
 
 @dataclass
+class Steps:
+    """Optimizer steps of a run (the process that took most of them) and their speed."""
+
+    steps: int
+    timed_steps: int  # after the warm-up steps
+    timed_seconds: float
+    warmup_steps: int
+    peak_memory_bytes: int | None = None  # device memory: XLA's peak, or torch.cuda's
+    memory_of: str | None = None  # "xla" | "cuda"
+
+    @property
+    def per_second(self) -> float | None:
+        """Steps per second after the warm-up; None with too few steps to time."""
+        if self.timed_steps < 1 or self.timed_seconds <= 0:
+            return None
+        return self.timed_steps / self.timed_seconds
+
+    @classmethod
+    def from_json(cls, record: dict) -> Steps:
+        peak = record.get("peak_memory_bytes")
+        return cls(
+            steps=int(record["steps"]),
+            timed_steps=int(record.get("timed_steps", 0)),
+            timed_seconds=float(record.get("timed_seconds", 0.0)),
+            warmup_steps=int(record.get("warmup_steps", 0)),
+            peak_memory_bytes=int(peak) if peak is not None else None,
+            memory_of=str(record["memory_of"]) if record.get("memory_of") else None,
+        )
+
+
+@dataclass
 class RunResult:
     label: str  # "original" | "fixed"
     description: str
@@ -70,6 +124,17 @@ class RunResult:
     import_error: str | None = None  # torch/torch_xla failed to import in the child
     stopped_leftovers: bool = False  # processes the script left behind were killed
     notes: list[str] = field(default_factory=list)
+    #: Results that look like success but are not what was asked, e.g. "no XLA
+    #: computation ran" (the script chose the CPU).
+    warnings: list[str] = field(default_factory=list)
+    #: Run as plain PyTorch on the GPU (no XLA): the native baseline of --device cuda --compare.
+    native: bool = False
+    steps: Steps | None = None  # None: no optimizer step was taken (or the process was killed)
+
+    @property
+    def killed(self) -> bool:
+        """Stopped from outside (timeout or a signal): its numbers cover part of a run."""
+        return self.timed_out or self.signal_name is not None
 
     @property
     def ok(self) -> bool:
@@ -109,4 +174,13 @@ class RunResult:
             "host_transfers": value("host_transfers"),
             "fallback_ops": sorted(metrics.fallback_ops) if metrics else [],
             "causes": [cause.to_json() for cause in self.causes],
+            "warnings": list(self.warnings),
+            "native": self.native,
+            "steps": self.steps.steps if self.steps else None,
+            "steps_per_s": _rounded(self.steps.per_second) if self.steps else None,
+            "peak_memory_bytes": self.steps.peak_memory_bytes if self.steps else None,
         }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)

@@ -17,16 +17,17 @@ import re
 import signal
 import subprocess
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
-from xlalint.harness import bootstrap
+from xlalint.harness import bootstrap, cleanup, shapes
 from xlalint.harness.debug_log import Frame, RawCause, parse_debug_files
 from xlalint.harness.environment import Device
 from xlalint.harness.prepare import ScriptVersion
-from xlalint.harness.results import Cause, Metrics, RunResult
+from xlalint.harness.results import Cause, Metrics, RunResult, Steps
 
 BOOTSTRAP_MODULE = "_xlalint_bootstrap"
 _CHILD_COMMAND = f"import {BOOTSTRAP_MODULE} as b; b.run_main()"
@@ -67,6 +68,9 @@ class RunSettings:
     script_args: list[str]
     timeout_s: float | None = None
     echo_to: TextIO | None = None  # copy the child's output here while it runs
+    # Put in the environment of every process of the run, to find and kill those
+    # that left the process group (see cleanup.py).
+    token: str | None = None
     on_tick: Callable[[float], None] | None = None  # called with elapsed seconds
 
 
@@ -101,16 +105,21 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
                     settings.on_tick(elapsed)
                 time.sleep(_POLL_S)
             wall_s = time.monotonic() - started
-            stopped_leftovers = bool(_other_group_members(child.pid))
+            stopped_leftovers = bool(_other_group_members(child.pid)) or any(
+                pid != child.pid for pid in (cleanup.marked_processes(settings.token) if settings.token else [])
+            )
         finally:
             # Also on KeyboardInterrupt/SystemExit here. The leader is a zombie until
             # reaped, so its group id cannot have been reused yet: kill whatever the
             # script left running (launcher workers, `sleep`s...), then reap it.
             _kill_group(child.pid)
+            if settings.token:
+                cleanup.kill_marked(settings.token)  # those that left the group (setsid)
             child.wait()
             echo.pump()
 
     metrics, notes = _collect_metrics(out_dir)
+    exit_ok = child.returncode == 0 and not timed_out
     return RunResult(
         label=version.label,
         description=version.description,
@@ -125,7 +134,25 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
         import_error=_import_error(out_dir),
         stopped_leftovers=stopped_leftovers and not timed_out,
         notes=notes,
+        warnings=_warnings(metrics) if exit_ok and not version.native else [],
+        native=version.native,
+        steps=_collect_steps(out_dir),
     )
+
+
+NOTHING_ON_XLA = "no XLA computation ran"
+
+
+def _warnings(metrics: Metrics | None) -> list[str]:
+    """What makes a clean exit not the success it looks like."""
+    if metrics is None:
+        return [f"{NOTHING_ON_XLA}: no process of the script imported torch_xla"]
+    if metrics.compiles == metrics.cached_compiles == metrics.executions == 0:
+        return [
+            f"{NOTHING_ON_XLA}: 0 compilations and 0 executions "
+            "(the script kept its tensors on the CPU or another device)"
+        ]
+    return []
 
 
 def _child_env(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> dict[str, str]:
@@ -146,6 +173,8 @@ def _child_env(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> 
             bootstrap.SCRIPT_DIR_ENV: str(settings.user_script.resolve().parent),
         }
     )
+    if settings.token:
+        env[cleanup.TOKEN_ENV] = settings.token
     return env
 
 
@@ -209,6 +238,19 @@ def _collect_metrics(out_dir: Path) -> tuple[Metrics | None, list[str]]:
     return (metrics if metrics.processes else None), notes
 
 
+def _collect_steps(out_dir: Path) -> Steps | None:
+    """The steps of the process that took most (the training process; replicas alike)."""
+    best = None
+    for path in sorted(out_dir.glob(f"{bootstrap.STEPS_PREFIX}*.json")):
+        try:
+            steps = Steps.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if best is None or steps.steps > best.steps:
+            best = steps
+    return best
+
+
 def _import_error(out_dir: Path) -> str | None:
     path = out_dir / bootstrap.IMPORT_ERROR_FILE
     try:
@@ -219,10 +261,42 @@ def _import_error(out_dir: Path) -> str | None:
 
 def _causes(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> list[Cause]:
     ran = os.path.realpath(version.run_path)
-    return [
+    causes = [
         _locate(raw, version, ran, settings.display_path)
         for raw in parse_debug_files(list(out_dir.glob("debug-*.log")))
     ]
+    changes = shapes.read_shape_changes(out_dir, version, settings.display_path)
+    return explain_recompilations(causes, changes, shapes.explaining_findings(version))
+
+
+def explain_recompilations(
+    causes: list[Cause],
+    changes: list[shapes.ShapeChange],
+    explanations: list[tuple[str, int | None]],
+) -> list[Cause]:
+    """Attach the inputs that changed shape to each site that compiled more than one
+    graph, and join the site to the finding that explains the change when the site
+    has no finding of its own."""
+    compilations = Counter(_site(cause) for cause in causes if cause.kind == "compilation")
+    recompiling = {site for site, count in compilations.items() if count > 1}
+    if not recompiling or not changes:
+        return causes
+    code = explanations[0][0] if explanations else None
+    explained = []
+    for cause in causes:
+        if _site(cause) in recompiling:
+            cause = replace(
+                cause,
+                code=cause.code or code,
+                explained_by=tuple(explanations),
+                shape_changes=tuple(changes) if cause.kind == "compilation" else (),
+            )
+        explained.append(cause)
+    return explained
+
+
+def _site(cause: Cause) -> tuple:
+    return (cause.file, cause.line, cause.fixed_line)
 
 
 def _locate(raw: RawCause, version: ScriptVersion, ran: str, display_path: str) -> Cause:
@@ -230,14 +304,21 @@ def _locate(raw: RawCause, version: ScriptVersion, ran: str, display_path: str) 
     frame outside libraries; else to no file."""
     in_script = next((f for f in raw.frames if _same_file(f, ran)), None)
     if in_script:
+        line = in_script.line
+        from_fix = version.is_fixed_line(line)
+        inserted = version.is_inserted_line(line)
         return Cause(
             kind=raw.kind,
             cause=raw.cause,
             file=display_path,
-            line=version.user_line(in_script.line),
-            code=version.code_at(in_script.line),
-            text=version.source_line(in_script.line),
-            from_fix=version.is_fixed_line(in_script.line),
+            # A line the fix inserted is no line of the user's: shown as itself (in
+            # the fixed copy), not as the user's line next to it.
+            line=None if inserted else version.user_line(line),
+            code=version.code_at(line),
+            text=version.source_line(line),
+            from_fix=from_fix,
+            fixed_line=line if from_fix else None,
+            after_line=version.user_line(line) if inserted else None,
         )
     elsewhere = next((f for f in raw.frames if not _LIBRARY_PATH.search(f.file)), None)
     if elsewhere:

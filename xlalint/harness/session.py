@@ -7,22 +7,24 @@ Exit status of ``xlalint run``:
 - 2: it could not run: usage error, unreadable script, bad config, torch/torch_xla
   missing or mismatched (also when the child fails to import them), the requested
   device unavailable, or an internal error;
-- 130: interrupted (Ctrl-C or SIGTERM); the script's processes are killed first.
+- 130: interrupted (Ctrl-C, SIGTERM or SIGHUP); the script's processes are killed first.
+
+If ``xlalint run`` is killed outright (SIGKILL), a watchdog process kills the
+script's processes and removes the temporary folder (see ``cleanup.py``).
 """
 
 from __future__ import annotations
 
 import signal
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
-from xlalint.harness import environment, prepare, report, runner
+from xlalint.harness import cleanup, cuda_libraries, environment, prepare, report, runner
 from xlalint.harness.environment import INSTALL_HINT, HarnessEnvironmentError
 from xlalint.harness.progress import Progress
 from xlalint.harness.results import RunResult
@@ -71,6 +73,9 @@ def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None
             stderr.write(f"xlalint run: error: cannot write {options.json_path}: {error}\n")
             return EXIT_ERROR
     runs = list(harness_report.runs.values())
+    for result in runs:
+        for warning in result.warnings:
+            stderr.write(f"xlalint run: warning: the {result.description} run: {warning}\n")
     import_errors = [run.import_error for run in runs if run.import_error]
     if import_errors:
         stderr.write(
@@ -108,30 +113,33 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         stderr.write(f"xlalint run: {warning}\n")
     device = environment.choose_device(options.device, probe, environment.detect_hardware())
 
-    with tempfile.TemporaryDirectory(prefix="xlalint-run-") as temp:
-        workdir = Path(temp)
-        versions, findings, summaries = _prepare_versions(options, script, source, encoding, display_path, workdir)
-        settings = runner.RunSettings(
-            python=python,
-            device=device,
-            hook_dir=runner.write_hook(workdir / "hook"),
-            user_script=script,
-            display_path=display_path,
-            script_args=list(options.script_args),
-            timeout_s=options.timeout_s,
-            # One run: show the script's output as it goes. Two: a progress line.
-            echo_to=None if len(versions) > 1 else stderr,
-        )
-        progress = Progress(stderr) if len(versions) > 1 else None
-        runs: dict[str, RunResult] = {}
-        for version in versions:
-            if progress:
-                progress.start(version.description)
-                settings.on_tick = progress.tick
-            result = runner.execute(version, settings, workdir / f"{version.label}-out")
-            if progress:
-                progress.finish(f"{result.status_line()}, {result.wall_s:.1f} s")
-            runs[version.label] = result
+    # Folders left by runs that were killed before they could clean up.
+    cleanup.remove_stale_temp_folders()
+    token = cleanup.new_token()
+    watchdog = None
+    try:
+        with cleanup.temp_folder() as temp:
+            workdir = Path(temp)
+            watchdog = cleanup.Watchdog(token, workdir)
+            device = cuda_libraries.prepare_device(device, python, workdir)
+            versions, findings, summaries = _prepare_versions(options, script, source, encoding, display_path, workdir)
+            settings = runner.RunSettings(
+                python=python,
+                device=device,
+                hook_dir=runner.write_hook(workdir / "hook"),
+                user_script=script,
+                display_path=display_path,
+                script_args=list(options.script_args),
+                timeout_s=options.timeout_s,
+                token=token,
+                # One run: show the script's output as it goes. Two: a progress line.
+                echo_to=None if len(versions) > 1 else stderr,
+            )
+            runs = _run_versions(versions, settings, workdir, stderr)
+    finally:
+        # Only now: if we are killed while the folder is removed, the watchdog ends it.
+        if watchdog is not None:
+            watchdog.stand_down()
 
     return report.HarnessReport(
         script=display_path,
@@ -143,6 +151,24 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
     )
 
 
+def _run_versions(
+    versions: list[prepare.ScriptVersion], settings: runner.RunSettings, workdir: Path, stderr: TextIO
+) -> dict[str, RunResult]:
+    progress = Progress(stderr) if len(versions) > 1 else None
+    runs: dict[str, RunResult] = {}
+    for version in versions:
+        if progress:
+            progress.start(version.description)
+            settings.on_tick = progress.tick
+        # The native baseline runs without XLA's device settings and library folder.
+        version_settings = replace(settings, device=environment.native_cuda()) if version.native else settings
+        result = runner.execute(version, version_settings, workdir / f"{version.label}-out")
+        if progress:
+            progress.finish(f"{result.status_line()}, {result.wall_s:.1f} s")
+        runs[version.label] = result
+    return runs
+
+
 def _prepare_versions(
     options: RunOptions,
     script: Path,
@@ -150,15 +176,26 @@ def _prepare_versions(
     encoding: str,
     display_path: str,
     workdir: Path,
+    *,
+    native_baseline: bool = False,
 ) -> tuple[list[prepare.ScriptVersion], list, list[str]]:
-    """The versions to run, the findings of the user's script, and fix summaries."""
+    """The versions to run, the findings of the user's script, and fix summaries.
+
+    With ``native_baseline`` (the device is a GPU), ``--compare`` on a CUDA script runs
+    the original as it is, as plain PyTorch on the GPU: the question is then whether
+    the port to XLA pays off.
+    """
     from xlalint.linter.config import ConfigError
 
     versions: list[prepare.ScriptVersion] = []
     summaries: list[str] = []
     try:
         original = prepare.original_version(script, source, display_path)
-        if options.compare and prepare.uses_cuda(original.findings):
+        if options.compare and native_baseline and prepare.uses_cuda(original.findings):
+            original.native = True
+            original.description = "original, native CUDA (no XLA)"
+            versions.append(original)
+        elif options.compare and prepare.uses_cuda(original.findings):
             # CUDA code cannot run on XLA at all: the fair baseline is the script with
             # only its device calls ported (XLA104, unsafe included: autocast/scaler).
             baseline = prepare.fixed_copy(
@@ -212,8 +249,8 @@ def _summary(version: prepare.ScriptVersion, *, hint_unsafe: bool) -> str:
 
 @contextmanager
 def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM to `xlalint run` cleans up like Ctrl-C (the runner kills the script's
-    process group on the way out)."""
+    """SIGTERM and SIGHUP (the terminal closed) to `xlalint run` clean up like Ctrl-C
+    (the runner kills the script's processes on the way out)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -221,8 +258,10 @@ def _sigterm_as_interrupt() -> Iterator[None]:
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    signals = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {signum: signal.signal(signum, interrupt) for signum in signals}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
