@@ -163,7 +163,9 @@ xm.save(model.state_dict(), "model.pt")
             return
         for call in self.ctx.semantic.calls:
             if self.ctx.semantic.call_name(call) in TORCH_SAVE:
-                self.report(call, fix=self._fix(call))
+                fix = self._fix(call)
+                message = None if fix else f"{self.summary} (it takes only the data and the path: no automatic fix)"
+                self.report(call, message, fix=fix)
 
     def _fix(self, call: ast.Call):
         arguments = _save_arguments(call)

@@ -230,10 +230,10 @@ xm.optimizer_step(opt)
             call = step.event.call
             what = self.ctx.source_of(call.func) + "(...)"
             where = " on some paths through the step" if step.reduced_somewhere else ""
-            message = (
-                f"`{what}` uses this process's gradients only{where}: each process trains its own model; "
-                "all-reduce them first (`xm.optimizer_step(opt)`)"
-            )
+            remedy = "all-reduce them first (`xm.optimizer_step(opt)`)"
+            if step.event.kind is Kind.SCALER_STEP:
+                remedy = "all-reduce them right after the backward (`xm.all_reduce` of `xm._fetch_gradients(opt)`)"
+            message = f"`{what}` uses this process's gradients only{where}: each process trains its own model; {remedy}"
             if step.event.kind is Kind.SCALER_STEP:
                 fix = self._scaler_fix(step)
             else:

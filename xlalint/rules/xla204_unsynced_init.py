@@ -213,7 +213,11 @@ xm.broadcast_master_param(model)
             if id(build) in reported or self._seeded_before(build, seeds) or self._loads_state(model):
                 continue
             reported.add(id(build))
-            self.report(build, fix=self._fix(model, build))
+            message = (
+                f"`{model}` is built with no `torch.manual_seed` before it and no "
+                f"`xm.broadcast_master_param({model})` after it: each process starts from different weights"
+            )
+            self.report(build, message, fix=self._fix(model, build))
 
     # -- the model ------------------------------------------------------------------------
     def _models(self) -> list[tuple[str, ast.stmt]]:

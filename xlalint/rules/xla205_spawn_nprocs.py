@@ -16,6 +16,8 @@ from xlalint.linter.semantic import keyword
 SPAWN = frozenset({"torch_xla.distributed.xla_multiprocessing.spawn"})
 # spawn(fn, args=(), nprocs=None, join=True, daemon=False, start_method="spawn")
 _NPROCS_POSITION = 2
+# XRT (torch_xla 1.x) took nprocs=8; PJRT, the runtime from 2.0 on, does not.
+PJRT_DEFAULT = (2, 0)
 
 
 class SpawnNprocs(Rule):
@@ -34,7 +36,8 @@ raises `ValueError: Unsupported nprocs (8)`. Old XRT scripts pass `nprocs=8` or
 ## What is flagged
 
 `xmp.spawn(...)` given `nprocs` (keyword or third positional argument) that is not the
-literal `1` or `None` — a variable too, since any value but 1/None raises.
+literal `1` or `None` — a variable too, since any value but 1/None raises. Not flagged
+for `target-version` below 2.0 (XRT).
 
 ## Fix
 
@@ -111,7 +114,7 @@ xmp.spawn(_mp_fn, args=(flags,), start_method="fork")
     ]
 
     def visit_Call(self, node: ast.Call) -> None:
-        if self.ctx.semantic.call_name(node) not in SPAWN:
+        if self.ctx.target_version < PJRT_DEFAULT or self.ctx.semantic.call_name(node) not in SPAWN:
             return
         if any(isinstance(a, ast.Starred) for a in node.args[: _NPROCS_POSITION + 1]):
             return
