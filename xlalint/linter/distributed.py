@@ -114,6 +114,31 @@ class DistributedAnalysis:
         self.ctx = ctx
         self.semantic = ctx.semantic
 
+    # -- calls by name --------------------------------------------------------------------
+    @cached_property
+    def _calls_by_name(self) -> dict[str, list[ast.Call]]:
+        bindings = self.semantic.imports.bindings
+        index: dict[str, list[ast.Call]] = {}
+        for call in self.semantic.calls:
+            func = call.func
+            if isinstance(func, ast.Attribute):
+                name = func.attr
+            elif isinstance(func, ast.Name):
+                # An imported name under an alias (`from torch import save as tsave`).
+                name = bindings.get(func.id, func.id).rsplit(".", 1)[-1]
+            else:
+                continue
+            index.setdefault(name, []).append(call)
+        return index
+
+    def calls_named(self, *names: str) -> list[ast.Call]:
+        """The calls of a function or method whose own name is one of ``names``, however
+        it is imported: a cheap filter before resolving qualified names."""
+        if len(names) == 1:
+            return self._calls_by_name.get(names[0], [])
+        found = [call for name in names for call in self._calls_by_name.get(name, [])]
+        return sorted(found, key=lambda c: (c.lineno, c.col_offset))
+
     # -- the script -----------------------------------------------------------------------
     @cached_property
     def uses_xla(self) -> bool:
@@ -145,13 +170,13 @@ class DistributedAnalysis:
         """A call whose name says it all-reduces gradients that the path analysis does not
         model (``dist.all_reduce(p.grad)``, a helper from another module): the script
         takes care of the reduction somewhere, so XLA203 stays quiet."""
-        for call in self.semantic.calls:
+        candidates = [
+            call for name, calls in self._calls_by_name.items() if _REDUCING_NAME.search(name) for call in calls
+        ]
+        for call in candidates:
             qualified = self.semantic.call_name(call)
             if qualified is not None and qualified.startswith("torch_xla."):
                 continue  # the path analysis knows torch_xla's own reductions
-            name = qualified or dotted_name(call.func) or ""
-            if not _REDUCING_NAME.search(name.rsplit(".", 1)[-1]):
-                continue
             if qualified is not None and not _mentions_gradients(call):
                 continue  # `dist.all_reduce(loss)`: averaging a metric
             return True
@@ -187,7 +212,7 @@ class DistributedAnalysis:
     # -- the training data ------------------------------------------------------------------
     @cached_property
     def dataloaders(self) -> list[ast.Call]:
-        return calls_to(self.semantic, DATALOADERS)
+        return [c for c in self.calls_named("DataLoader") if self.semantic.call_name(c) in DATALOADERS]
 
     @cached_property
     def training_loaders(self) -> list[TrainingLoader]:
@@ -213,9 +238,9 @@ class DistributedAnalysis:
         calls in its body (a ``while`` loop over an iterator)."""
         if isinstance(loop, (ast.For, ast.AsyncFor)):
             yield loop.iter
-        for node in ast.walk(loop):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "next" and node.args:
-                yield node.args[0]
+        for call in self.calls_named("next"):
+            if isinstance(call.func, ast.Name) and call.args and _inside(call, loop):
+                yield call.args[0]
         # The step loop may be the inner loop of an epoch loop fed by another step loop's
         # body; its helpers' loops are found as step loops of their own.
 
@@ -314,6 +339,15 @@ def world_api(ctx: Context) -> tuple[str, str, tuple]:
         return f"{xr}.world_size()", f"{xr}.global_ordinal()", imports
     xm, imports = ctx.reference("torch_xla.core.xla_model", "xm")
     return f"{xm}.xrt_world_size()", f"{xm}.get_ordinal()", imports
+
+
+def _inside(node: ast.AST, outer: ast.AST) -> bool:
+    current = parent(node)
+    while current is not None:
+        if current is outer:
+            return True
+        current = parent(current)
+    return False
 
 
 def _mentions_gradients(call: ast.Call) -> bool:

@@ -33,6 +33,9 @@ SEEDS = frozenset(
 )
 # Functions of other modules whose names say they seed everything (`utils.set_seed(42)`).
 _SEED_NAMES = frozenset({"set_seed", "seed_everything", "set_random_seed", "seed_all", "fix_seed", "init_seeds"})
+# Seeds of other generators (numpy, random, XLA's, CUDA's): they do not make the CPU
+# initialisation of a model the same in every process.
+_NOT_SEEDING_ROOTS = frozenset({"torch", "torch_xla", "numpy", "random", "jax", "tensorflow"})
 BROADCAST = frozenset({"torch_xla.core.xla_model.broadcast_master_param"})
 # Values that are not a freshly initialised model.
 _NOT_BUILT = frozenset({"from_pretrained", "load", "deepcopy", "to", "cuda", "train", "eval", "float", "half"})
@@ -205,11 +208,13 @@ xm.broadcast_master_param(model)
         if not distributed.data_parallel or distributed.wraps_model:
             return
         semantic = self.ctx.semantic
-        if any(semantic.call_name(c) in BROADCAST for c in semantic.calls):
+        calls = distributed.calls_named("broadcast_master_param")
+        if any(semantic.call_name(c) in BROADCAST for c in calls):
             return
-        seeds = self._seed_calls()
+        models = self._models()
+        seeds = self._seed_calls() if models else []
         reported: set[int] = set()
-        for model, build in self._models():
+        for model, build in models:
             if id(build) in reported or self._seeded_before(build, seeds) or self._loads_state(model):
                 continue
             reported.add(id(build))
@@ -225,18 +230,12 @@ xm.broadcast_master_param(model)
         optimizer of the module is given."""
         semantic = self.ctx.semantic
         found: list[tuple[str, ast.stmt]] = []
-        for call in semantic.calls:
-            if not _is_optimizer_class(semantic.call_name(call) or ""):
-                continue
-            params = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "params"), None)
-            if params is None:
-                continue
-            for node in ast.walk(params):
-                if method_name(node) in ("parameters", "named_parameters"):
-                    name = dotted_name(node.func.value)  # type: ignore[attr-defined]
-                    build = self._build_of(name, call) if name else None
-                    if build is not None:
-                        found.append((name, build))  # type: ignore[arg-type]
+        for node in self.ctx.distributed.calls_named("parameters", "named_parameters"):
+            call = _optimizer_given(node, semantic)
+            name = dotted_name(node.func.value) if call is not None else None  # type: ignore[attr-defined]
+            build = self._build_of(name, call) if name and call is not None else None
+            if build is not None:
+                found.append((name, build))  # type: ignore[arg-type]
         return found
 
     def _build_of(self, name: str, use: ast.AST) -> ast.stmt | None:
@@ -288,28 +287,38 @@ xm.broadcast_master_param(model)
 
     # -- seeds ------------------------------------------------------------------------------
     def _seed_calls(self) -> list[ast.Call]:
-        semantic = self.ctx.semantic
-        steps = self.ctx.steps
-        seeding: dict[int, bool] = {}
-
-        def seeds(call: ast.Call, depth: int = 0) -> bool:
+        """The calls that seed torch's CPU generator: a seed function, a function of
+        another module named like one (`utils.set_seed(42)`), and calls of same-module
+        functions that make one (transitively, a few levels deep)."""
+        semantic, distributed, steps = self.ctx.semantic, self.ctx.distributed, self.ctx.steps
+        found: list[ast.Call] = []
+        for call in distributed.calls_named("manual_seed", *_SEED_NAMES):
             name = semantic.call_name(call)
             if name is not None:
-                return name in SEEDS
-            func = steps.resolve(call)
-            if func is None:
-                last = (dotted_name(call.func) or "").rsplit(".", 1)[-1]
-                return last in _SEED_NAMES
-            key = id(func)
-            if key not in seeding:
-                seeding[key] = False
-                if depth < 4:
-                    seeding[key] = any(
-                        isinstance(n, ast.Call) and seeds(n, depth + 1) for n in _walk(func, shallow=True)
-                    )
-            return seeding[key]
-
-        return [call for call in semantic.calls if seeds(call)]
+                root = name.split(".", 1)[0]
+                last = name.rsplit(".", 1)[-1]
+                if name in SEEDS or (root not in _NOT_SEEDING_ROOTS and last in _SEED_NAMES):
+                    found.append(call)
+            elif steps.resolve(call) is None and (dotted_name(call.func) or "").rsplit(".", 1)[-1] in _SEED_NAMES:
+                found.append(call)
+        frontier, seen = found, set()
+        for _depth in range(4):
+            functions = {}
+            for call in frontier:
+                function = enclosing_function(call)
+                if function is not None and id(function) not in seen:
+                    functions[id(function)] = function
+            if not functions:
+                break
+            seen |= functions.keys()
+            frontier = [
+                call
+                for function in functions.values()
+                for call in distributed.calls_named(function.name)
+                if steps.resolve(call) is function
+            ]
+            found = found + frontier
+        return found
 
     def _seeded_before(self, build: ast.stmt, seeds: list[ast.Call]) -> bool:
         """A seed runs before ``build``: earlier in the same function (or at module
@@ -358,6 +367,22 @@ xm.broadcast_master_param(model)
                 if isinstance(stmt, (ast.Expr, ast.Assign)) and stmt.value is node:
                     moves.append(stmt)
         return min(moves, key=lambda s: s.lineno, default=None)
+
+
+def _optimizer_given(parameters: ast.Call, semantic) -> ast.Call | None:
+    """The optimizer constructor whose ``params`` argument holds ``parameters``
+    (``SGD(model.parameters())``, ``AdamW([{"params": m.parameters()}, ...])``)."""
+    child: ast.AST = parameters
+    for anc in _ancestors(parameters):
+        if isinstance(anc, ast.stmt):
+            return None
+        if isinstance(anc, ast.keyword):
+            continue  # `params=model.parameters()`: the value is the argument
+        if isinstance(anc, ast.Call) and _is_optimizer_class(semantic.call_name(anc) or ""):
+            params = anc.args[0] if anc.args else next((k.value for k in anc.keywords if k.arg == "params"), None)
+            return anc if params is child else None
+        child = anc
+    return None
 
 
 def _matches(name: str):

@@ -113,9 +113,14 @@ xmp.spawn(_mp_fn, args=(flags,), start_method="fork")
         ),
     ]
 
-    def visit_Call(self, node: ast.Call) -> None:
-        if self.ctx.target_version < PJRT_DEFAULT or self.ctx.semantic.call_name(node) not in SPAWN:
+    def finish(self) -> None:
+        if self.ctx.target_version < PJRT_DEFAULT:
             return
+        for call in self.ctx.distributed.calls_named("spawn"):
+            if self.ctx.semantic.call_name(call) in SPAWN:
+                self._check(call)
+
+    def _check(self, node: ast.Call) -> None:
         if any(isinstance(a, ast.Starred) for a in node.args[: _NPROCS_POSITION + 1]):
             return
         kw = keyword(node, "nprocs")

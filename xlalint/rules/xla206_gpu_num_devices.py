@@ -158,6 +158,8 @@ os.environ["GPU_NUM_DEVICES"] = str(torch.cuda.device_count())
     ]
 
     def finish(self) -> None:
+        if "GPU_NUM_DEVICES" not in self.ctx.source and "PJRT_DEVICE" not in self.ctx.source:
+            return  # nothing to check
         semantic = self.ctx.semantic
         gpu = False
         sets_devices = False
@@ -169,7 +171,7 @@ os.environ["GPU_NUM_DEVICES"] = str(torch.cuda.device_count())
                 elif key == "GPU_NUM_DEVICES":
                     sets_devices = True
                     self._check_value(node, node.value)
-        for call in semantic.calls:
+        for call in self.ctx.distributed.calls_named("setdefault", "putenv", "update"):
             name = semantic.call_name(call)
             if name in SETDEFAULT_OR_PUTENV and len(call.args) == 2:
                 key = string_value(call.args[0])
@@ -184,12 +186,16 @@ os.environ["GPU_NUM_DEVICES"] = str(torch.cuda.device_count())
                 keys = {string_value(k) for k in call.args[0].keys}
                 sets_devices = sets_devices or "GPU_NUM_DEVICES" in keys
         # An env dict for a subprocess, a config file... any other mention counts as set.
-        sets_devices = sets_devices or any(
-            string_value(node) == "GPU_NUM_DEVICES" and not self._is_read(node)
-            for node in semantic.nodes_of(ast.Constant)
+        sets_devices = (
+            sets_devices
+            or not gpu
+            or any(
+                string_value(node) == "GPU_NUM_DEVICES" and not self._is_read(node)
+                for node in semantic.nodes_of(ast.Constant)
+            )
         )
         if gpu and not sets_devices:
-            for call in semantic.calls:
+            for call in self.ctx.distributed.calls_named("spawn", "launch"):
                 if semantic.call_name(call) in SPAWN:
                     self.report(
                         call,
