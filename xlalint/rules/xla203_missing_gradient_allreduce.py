@@ -32,9 +32,10 @@ then steps; with a `GradScaler`, all-reduce them right after the backward.
 
 ## What is flagged
 
-In a multi-process XLA script (see RULES.md, Scope; not SPMD, not an HF
-Trainer/accelerate loop): a path through the step that reaches `opt.step()` or
-`scaler.step(opt)` with no `xm.optimizer_step`, `xm.reduce_gradients(opt)` or
+In a multi-process XLA script (one that spawns or launches itself, defines `_mp_fn`,
+calls `dist.init_process_group("xla")` or `xr.world_size()`/`xr.global_ordinal()`;
+not SPMD, not an HF Trainer/accelerate loop): a path through the step that reaches
+`opt.step()` or `scaler.step(opt)` with no `xm.optimizer_step`, `xm.reduce_gradients(opt)` or
 `xm.all_reduce` of the gradients since the backward. Paths are taken one at a time:
 `if use_xla: xm.optimizer_step(opt) else: opt.step()` flags the `else`. Not flagged:
 a model wrapped in DDP or FSDP (they reduce in backward), `MpModelWrapper`, and scripts

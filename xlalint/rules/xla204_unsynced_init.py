@@ -61,9 +61,11 @@ different weights in each process.
 
 ## What is flagged
 
-In a multi-process XLA script (see RULES.md, Scope; not SPMD, not an HF
-Trainer/accelerate loop), the statement that builds the model whose parameters go to
-an optimizer (`model = Net()`, `self.model = build(cfg).to(device)`), when no seed call
+In a multi-process XLA script (one that spawns or launches itself, defines `_mp_fn`,
+calls `dist.init_process_group("xla")` or `xr.world_size()`/`xr.global_ordinal()`;
+not SPMD, not an HF Trainer/accelerate loop), the statement that builds the model
+whose parameters go to an optimizer (`model = Net()`, `self.model =
+build(cfg).to(device)`), when no seed call
 comes before it and no `xm.broadcast_master_param` is anywhere in the file. Not flagged:
 `from_pretrained` models (the pretrained weights are the same everywhere), a model
 that loads a state dict, a model wrapped by DDP (it broadcasts) or FSDP or
