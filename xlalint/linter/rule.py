@@ -107,6 +107,14 @@ class Context:
 
         return StepAnalysis(self)
 
+    @cached_property
+    def distributed(self) -> Any:
+        """The multi-process analysis (training loaders, optimizer steps and gradient
+        reduction, model wrappers), built on first use."""
+        from xlalint.linter.distributed import DistributedAnalysis
+
+        return DistributedAnalysis(self)
+
     def span(self, node: ast.AST) -> Span:
         return Span.of(node, self.lines)
 

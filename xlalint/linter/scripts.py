@@ -29,7 +29,24 @@ TRAINERS = frozenset(
 
 
 def calls_to(semantic: Semantic, names: frozenset[str]) -> list[ast.Call]:
-    return [call for call in semantic.calls if semantic.call_name(call) in names]
+    """The calls of any of the qualified ``names``, in source order."""
+    # The last part of a call's qualified name is the attribute (``xm.spawn``) or what
+    # the imported name is bound to (``from torch import save as tsave``): comparing it
+    # first leaves most calls unresolved.
+    lasts = {name.rsplit(".", 1)[-1] for name in names}
+    bindings = semantic.imports.bindings
+    found = []
+    for call in semantic.calls:
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            last = func.attr
+        elif isinstance(func, ast.Name):
+            last = bindings.get(func.id, func.id).rsplit(".", 1)[-1]
+        else:
+            continue
+        if last in lasts and semantic.call_name(call) in names:
+            found.append(call)
+    return found
 
 
 def defines_mp_fn(tree: ast.Module) -> bool:

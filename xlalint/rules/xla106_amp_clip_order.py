@@ -20,9 +20,8 @@ from __future__ import annotations
 import ast
 
 from xlalint.linter.model import InsertStatement, MoveStatement, ReplaceExpr
-from xlalint.linter.order import STEPS, Event, EventFinder, Kind, Path, loop_paths
+from xlalint.linter.order import STEPS, Event, Kind, Path
 from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.scripts import is_multiprocess_xla_script
 from xlalint.linter.semantic import enclosing_function, parent
 
 # What went wrong, in the order a finding at the same call is preferred.
@@ -524,13 +523,13 @@ scaler.update()
     ]
 
     def finish(self) -> None:
-        finder = EventFinder(self.ctx.semantic)
-        multiprocess = is_multiprocess_xla_script(self.ctx.semantic)
+        distributed = self.ctx.distributed
+        finder, multiprocess = distributed.finder, distributed.multiprocess
         # Clipping after the step is judged on every path of a file that uses a
         # GradScaler (or that all-reduces across processes), the scaler's or not.
         judge_late_clip = finder.has_scaler or multiprocess
         found: dict[int, tuple[str, Event, Path, list[Path]]] = {}
-        for _loop, paths in loop_paths(self.ctx, finder):
+        for _loop, paths in distributed.loop_paths:
             for path in paths:
                 for problem, event in problems(path, multiprocess, judge_late_clip):
                     known = found.get(id(event.call))

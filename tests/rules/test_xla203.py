@@ -1,0 +1,72 @@
+"""XLA203 missing-gradient-allreduce on whole scripts: findings, safe and unsafe fixes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rules.fixture_checks import assert_fixes_to, expected_fixed
+from xlalint.linter.config import Settings
+from xlalint.linter.engine import lint_source
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA203"
+CODE = "XLA203"
+
+# case -> the (line, column, code) of every finding, columns 1-based as reported.
+EXPECTED = {
+    # A step helper: the AMP path (unsafe all-reduce after the backward) and the plain path (safe xm.optimizer_step).
+    "mp_train_step": [(21, 9, CODE), (26, 9, CODE)],
+    # A trainer class under a gradient-accumulation guard; the scheduler step is not an optimizer step.
+    "trainer_class": [(24, 17, CODE)],
+}
+
+
+def findings(source: str, path: str):
+    return [f for f in lint_source(source, path, Settings(), select=[CODE]) if f.code == CODE]
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_findings(case):
+    path = FIXTURES / f"{case}.py"
+    found = findings(path.read_text(), str(path))
+    assert [(f.span.line, f.span.col + 1, f.code) for f in found] == EXPECTED[case]
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+def test_fix(case, unsafe):
+    path = FIXTURES / f"{case}.py"
+    assert_fixes_to(CODE, path.read_text(), str(path), expected_fixed(FIXTURES, case, unsafe), unsafe=unsafe)
+
+
+def test_unsafe_fixes_leave_nothing_fixable():
+    for case in EXPECTED:
+        fixed = expected_fixed(FIXTURES, case, unsafe=True)
+        assert not [f for f in findings(fixed, "f.py") if f.fix is not None]
+
+
+def test_reduction_by_hand_is_trusted():
+    source = (
+        "import torch.distributed as dist\nimport torch_xla\n"
+        "def _mp_fn(index):\n"
+        "    for x in loader:\n"
+        "        model(x).backward()\n"
+        "        for p in model.parameters():\n"
+        "            dist.all_reduce(p.grad)\n"
+        "        opt.step()\n"
+    )
+    assert findings(source, "f.py") == []
+
+
+def test_metric_all_reduce_is_not_a_gradient_reduction():
+    source = (
+        "import torch.distributed as dist\nimport torch_xla\n"
+        "def _mp_fn(index):\n"
+        "    for x in loader:\n"
+        "        loss = model(x)\n"
+        "        loss.backward()\n"
+        "        dist.all_reduce(loss)\n"
+        "        opt.step()\n"
+    )
+    assert [(f.span.line, f.code) for f in findings(source, "f.py")] == [(8, CODE)]

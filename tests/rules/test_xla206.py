@@ -1,0 +1,67 @@
+"""XLA206 gpu-num-devices on whole scripts: findings, safe and unsafe fixes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rules.fixture_checks import assert_fixes_to, expected_fixed
+from xlalint.linter.config import Settings
+from xlalint.linter.engine import lint_source
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA206"
+CODE = "XLA206"
+
+# case -> the (line, column, code) of every finding, columns 1-based as reported.
+EXPECTED = {
+    # A number for GPU_NUM_DEVICES: wrapped in str() (safe).
+    "gpu_spawn": [(9, 1, CODE)],
+    # PJRT_DEVICE=GPU via setdefault, GPU_NUM_DEVICES only read: reported at the launch, no fix.
+    "gpu_no_count": [(15, 5, CODE)],
+}
+
+
+def findings(source: str, path: str):
+    return [f for f in lint_source(source, path, Settings(), select=[CODE]) if f.code == CODE]
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_findings(case):
+    path = FIXTURES / f"{case}.py"
+    found = findings(path.read_text(), str(path))
+    assert [(f.span.line, f.span.col + 1, f.code) for f in found] == EXPECTED[case]
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+def test_fix(case, unsafe):
+    path = FIXTURES / f"{case}.py"
+    assert_fixes_to(CODE, path.read_text(), str(path), expected_fixed(FIXTURES, case, unsafe), unsafe=unsafe)
+
+
+def test_unsafe_fixes_leave_nothing_fixable():
+    for case in EXPECTED:
+        fixed = expected_fixed(FIXTURES, case, unsafe=True)
+        assert not [f for f in findings(fixed, "f.py") if f.fix is not None]
+
+
+def test_a_count_passed_to_a_subprocess_counts_as_set():
+    source = (
+        "import os, subprocess\nimport torch_xla\n"
+        'os.environ["PJRT_DEVICE"] = "CUDA"\n'
+        'subprocess.run(cmd, env={**os.environ, "GPU_NUM_DEVICES": "4"})\n'
+        "torch_xla.launch(f)\n"
+    )
+    assert findings(source, "f.py") == []
+
+
+def test_tpu_and_unknown_values_are_not_flagged():
+    source = (
+        "import os\nimport torch_xla\n"
+        'os.environ["PJRT_DEVICE"] = "TPU"\n'
+        'os.environ["GPU_NUM_DEVICES"] = args.gpus\n'
+        'os.environ["GPU_NUM_DEVICES"] = f"{n}"\n'
+        "torch_xla.launch(f)\n"
+    )
+    assert findings(source, "f.py") == []

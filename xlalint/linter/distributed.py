@@ -1,0 +1,388 @@
+"""The multi-process analysis (RULES.md, "Scope"): the facts about data parallelism that
+XLA106, XLA202, XLA203, XLA204 and XLA301 share.
+
+- is this a *multi-process XLA script* (``xlalint.linter.scripts``), and not an SPMD one
+  (``xr.use_spmd()``: one process per host, the compiler shards the work);
+- its *training* ``DataLoader``\\ s: the loaders whose batches a step loop iterates,
+  followed through ``enumerate``/``tqdm``/``iter``, device loaders
+  (``pl.MpDeviceLoader(loader, device)``, ``ParallelLoader(loader, ...).per_device_loader``),
+  variables, ``self.<attr>``, a same-module function that returns one, and function
+  parameters filled at every call site; when no step loop is in sight (the loop is in
+  another module), a loader bound to a name that says ``train``;
+- the optimizer steps along each path through the step (``xlalint.linter.order``) and
+  whether the gradients are all-reduced before each, on each path;
+- whether the model is wrapped by something that keeps the processes in step itself
+  (DDP, FSDP, ``xmp.MpModelWrapper``), or the script reduces gradients by hand.
+
+Built once per module on first use (``Context.distributed``), like ``Context.steps``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from xlalint.linter.order import STEPS, Event, EventFinder, Kind, Path, loop_paths
+from xlalint.linter.scripts import WORLD, calls_to, is_multiprocess_xla_script, uses_syncing_library
+from xlalint.linter.semantic import dotted_name, keyword, method_name, parent
+from xlalint.linter.steps import (
+    _FUNCTIONS,
+    ITERATOR_WRAPPERS,
+    MP_DEVICE_LOADER,
+    PARALLEL_LOADER,
+    _assigned_values,
+    _call_sites,
+    _enclosing,
+    _is_self_attr,
+    _parameter_names,
+    _scopes,
+    _walk,
+)
+
+if TYPE_CHECKING:
+    from xlalint.linter.rule import Context
+
+DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
+DISTRIBUTED_SAMPLER = "torch.utils.data.distributed.DistributedSampler"
+DISTRIBUTED_SAMPLERS = frozenset({DISTRIBUTED_SAMPLER, "torch.utils.data.DistributedSampler"})
+USE_SPMD = frozenset({"torch_xla.runtime.use_spmd"})
+# Wrappers that keep the processes' models identical themselves: DDP broadcasts the
+# weights when it wraps and all-reduces in backward; FSDP reduces (and shards) the
+# gradients; MpModelWrapper shares one copy of the weights between the processes.
+DATA_PARALLEL_WRAPPERS = frozenset(
+    {
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.distributed.DistributedDataParallel",
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        "torch.distributed.fsdp.fully_shard",
+        "torch.distributed._composable.fsdp.fully_shard",
+        "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel",
+        "torch_xla.distributed.fsdp.xla_fully_sharded_data_parallel.XlaFullyShardedDataParallel",
+        "torch_xla.experimental.spmd_fully_sharded_data_parallel.SpmdFullyShardedDataParallel",
+        "torch_xla.distributed.spmd.SpmdFullyShardedDataParallel",
+        "torch_xla.distributed.xla_multiprocessing.MpModelWrapper",
+    }
+)
+# Names under which scripts call their own (or a library's) gradient all-reduce.
+_REDUCING_NAME = re.compile(r"all_?reduce|reduce_grad|sync_grad|average_grad|allreduce", re.IGNORECASE)
+_TRAIN_NAME = re.compile(r"train", re.IGNORECASE)
+_EVAL_NAME = re.compile(r"eval|valid|val_|_val|test|dev_|_dev|predict|infer", re.IGNORECASE)
+_MAX_DEPTH = 8
+
+
+@dataclass(frozen=True)
+class TrainingLoader:
+    """A ``DataLoader(...)`` call whose batches the training loop consumes."""
+
+    call: ast.Call
+    #: The dataset argument (first positional or ``dataset=``), if given.
+    dataset: ast.expr | None
+
+
+@dataclass(frozen=True)
+class OptimizerStep:
+    """An optimizer step of the step (``opt.step()``, ``scaler.step(opt)``,
+    ``xm.optimizer_step(opt)``) and the paths through the step that reach it."""
+
+    event: Event
+    paths: tuple[Path, ...]
+    #: The paths on which the gradients reach this step without an all-reduce.
+    unreduced: tuple[Path, ...]
+
+    @property
+    def reduced_somewhere(self) -> bool:
+        return len(self.unreduced) < len(self.paths)
+
+    def last_backward(self) -> Event | None:
+        """The backward that produced the gradients this step uses, if every path agrees."""
+        found = {id(b): b for p in self.paths if (b := p.last_backward_before(p.index(_same(p, self.event))))}
+        return next(iter(found.values())) if len(found) == 1 else None
+
+
+def _same(path: Path, event: Event) -> Event:
+    return next(e for e in path if e == event)
+
+
+class DistributedAnalysis:
+    """The multi-process facts of one module, computed on first use."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.semantic = ctx.semantic
+
+    # -- calls by name --------------------------------------------------------------------
+    @cached_property
+    def _calls_by_name(self) -> dict[str, list[ast.Call]]:
+        bindings = self.semantic.imports.bindings
+        index: dict[str, list[ast.Call]] = {}
+        for call in self.semantic.calls:
+            func = call.func
+            if isinstance(func, ast.Attribute):
+                name = func.attr
+            elif isinstance(func, ast.Name):
+                # An imported name under an alias (`from torch import save as tsave`).
+                name = bindings.get(func.id, func.id).rsplit(".", 1)[-1]
+            else:
+                continue
+            index.setdefault(name, []).append(call)
+        return index
+
+    def calls_named(self, *names: str) -> list[ast.Call]:
+        """The calls of a function or method whose own name is one of ``names``, however
+        it is imported: a cheap filter before resolving qualified names."""
+        if len(names) == 1:
+            return self._calls_by_name.get(names[0], [])
+        found = [call for name in names for call in self._calls_by_name.get(name, [])]
+        return sorted(found, key=lambda c: (c.lineno, c.col_offset))
+
+    # -- the script -----------------------------------------------------------------------
+    @cached_property
+    def uses_xla(self) -> bool:
+        return self.semantic.imports.imports_module("torch_xla")
+
+    @cached_property
+    def spmd(self) -> bool:
+        return bool(calls_to(self.semantic, USE_SPMD))
+
+    @cached_property
+    def multiprocess(self) -> bool:
+        """A multi-process XLA script (RULES.md, "Scope"), SPMD or not."""
+        return is_multiprocess_xla_script(self.semantic)
+
+    @cached_property
+    def data_parallel(self) -> bool:
+        """One process per device, each with its own model, data and gradients: a
+        multi-process XLA script that is not SPMD and does not leave the loop to a
+        library (HF Trainer, accelerate), which shards and reduces for it."""
+        return self.multiprocess and not self.spmd and not uses_syncing_library(self.semantic)
+
+    @cached_property
+    def wraps_model(self) -> bool:
+        """DDP, FSDP or ``MpModelWrapper`` keep the processes' models in step."""
+        return bool(calls_to(self.semantic, DATA_PARALLEL_WRAPPERS))
+
+    @cached_property
+    def reduces_by_hand(self) -> bool:
+        """A call whose name says it all-reduces gradients that the path analysis does not
+        model (``dist.all_reduce(p.grad)``, a helper from another module): the script
+        takes care of the reduction somewhere, so XLA203 stays quiet."""
+        candidates = [
+            call for name, calls in self._calls_by_name.items() if _REDUCING_NAME.search(name) for call in calls
+        ]
+        for call in candidates:
+            qualified = self.semantic.call_name(call)
+            if qualified is not None and qualified.startswith("torch_xla."):
+                continue  # the path analysis knows torch_xla's own reductions
+            if qualified is not None and not _mentions_gradients(call):
+                continue  # `dist.all_reduce(loss)`: averaging a metric
+            return True
+        return False
+
+    # -- the step: events and paths -------------------------------------------------------
+    @cached_property
+    def finder(self) -> EventFinder:
+        return EventFinder(self.semantic)
+
+    @cached_property
+    def loop_paths(self) -> list[tuple[ast.AST, list[Path]]]:
+        """For every step loop, the paths through one iteration (``order.loop_paths``)."""
+        return loop_paths(self.ctx, self.finder)
+
+    @cached_property
+    def optimizer_steps(self) -> list[OptimizerStep]:
+        """Every optimizer step of the step, with the paths that reach it and those on
+        which no all-reduce of the gradients comes before it (since the backward)."""
+        found: dict[Event, tuple[list[Path], list[Path]]] = {}
+        for _loop, paths in self.loop_paths:
+            for path in paths:
+                for i, event in enumerate(path):
+                    if event.kind not in STEPS:
+                        continue
+                    reaching, unreduced = found.setdefault(event, ([], []))
+                    reaching.append(path)
+                    if not event.reduces and not path.before(i, Kind.ALL_REDUCE):
+                        unreduced.append(path)
+        steps = [OptimizerStep(event, tuple(p), tuple(u)) for event, (p, u) in found.items()]
+        return sorted(steps, key=lambda s: (s.event.call.lineno, s.event.call.col_offset))
+
+    # -- the training data ------------------------------------------------------------------
+    @cached_property
+    def dataloaders(self) -> list[ast.Call]:
+        return [c for c in self.calls_named("DataLoader") if self.semantic.call_name(c) in DATALOADERS]
+
+    @cached_property
+    def training_loaders(self) -> list[TrainingLoader]:
+        """The ``DataLoader`` calls whose batches a step loop iterates; when the module
+        has no step loop, those bound to a name that says ``train`` (and not ``eval``)."""
+        if not self.dataloaders:
+            return []
+        loops = list({id(loop.node): loop.node for loop in self.ctx.steps.loops}.values())
+        loops += [loop for loop, _paths in self.loop_paths if all(loop is not known for known in loops)]
+        iterated: dict[int, ast.Call] = {}
+        for loop in loops:
+            for source in self._loop_sources(loop):
+                for call in self._loaders_of(source, 0, set()):
+                    iterated[id(call)] = call
+        if loops:
+            chosen = [c for c in self.dataloaders if id(c) in iterated]
+        else:
+            chosen = [c for c in self.dataloaders if _named_for_training(c)]
+        return [TrainingLoader(call, _dataset_argument(call)) for call in chosen]
+
+    def _loop_sources(self, loop: ast.AST) -> Iterator[ast.expr]:
+        """What a step loop takes its batches from: the ``for`` iterable, and ``next(it)``
+        calls in its body (a ``while`` loop over an iterator)."""
+        if isinstance(loop, (ast.For, ast.AsyncFor)):
+            yield loop.iter
+        for call in self.calls_named("next"):
+            if isinstance(call.func, ast.Name) and call.args and _inside(call, loop):
+                yield call.args[0]
+        # The step loop may be the inner loop of an epoch loop fed by another step loop's
+        # body; its helpers' loops are found as step loops of their own.
+
+    def _loaders_of(self, expr: ast.AST | None, depth: int, seen: set[int]) -> Iterator[ast.Call]:
+        """The ``DataLoader`` calls whose batches iterating ``expr`` yields."""
+        if expr is None or depth > _MAX_DEPTH or id(expr) in seen:
+            return
+        seen.add(id(expr))
+        semantic = self.semantic
+        if isinstance(expr, ast.Call):
+            name = semantic.call_name(expr)
+            if name in DATALOADERS:
+                yield expr
+                return
+            if name in MP_DEVICE_LOADER or name in PARALLEL_LOADER:
+                source = expr.args[0] if expr.args else _keyword_value(expr, "loader")
+                yield from self._loaders_of(source, depth + 1, seen)
+                return
+            if method_name(expr) == "per_device_loader":
+                yield from self._loaders_of(expr.func.value, depth + 1, seen)  # type: ignore[attr-defined]
+                return
+            func = dotted_name(expr.func) or ""
+            if func.rsplit(".", 1)[-1] in ITERATOR_WRAPPERS or func == "next":
+                for arg in expr.args:
+                    yield from self._loaders_of(arg, depth + 1, seen)
+                return
+            function = self.ctx.steps.resolve(expr) if name is None else None
+            if function is not None:
+                for node in _walk(function, shallow=True):
+                    if isinstance(node, ast.Return):
+                        yield from self._loaders_of(node.value, depth + 1, seen)
+            return
+        if isinstance(expr, ast.Name):
+            for scope in _scopes(expr):
+                values = list(
+                    _assigned_values(scope, lambda t, n=expr.id: isinstance(t, ast.Name) and t.id == n, shallow=True)
+                )
+                for value in values:
+                    yield from self._loaders_of(value, depth + 1, seen)
+                if isinstance(scope, _FUNCTIONS) and expr.id in _parameter_names(scope):
+                    yield from self._parameter_loaders(scope, expr.id, depth, seen)
+                    return
+                if values:
+                    return
+            return
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            cls = _enclosing(expr, ast.ClassDef)
+            if cls is not None:
+                for value in _assigned_values(cls, lambda t, a=expr.attr: _is_self_attr(t, a)):
+                    yield from self._loaders_of(value, depth + 1, seen)
+
+    def _parameter_loaders(self, func: ast.AST, param: str, depth: int, seen: set[int]) -> Iterator[ast.Call]:
+        args = func.args  # type: ignore[attr-defined]
+        positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+        if positional and positional[0] in ("self", "cls") and _enclosing(func, ast.ClassDef) is not None:
+            positional = positional[1:]
+        for call in _call_sites(func, self.semantic):  # type: ignore[arg-type]
+            value: ast.expr | None = _keyword_value(call, param)
+            if value is None and param in positional:
+                index = positional.index(param)
+                if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+                    value = call.args[index]
+            yield from self._loaders_of(value, depth + 1, seen)
+
+    # -- sharding -----------------------------------------------------------------------------
+    def sharded_by_hand(self, dataset: ast.expr | None) -> bool:
+        """The dataset is split between the processes already: its name is bound to
+        something that asks for the world size or ordinal, or shards
+        (``ds.shard(num_shards=xr.world_size(), index=...)``, ``split_dataset_by_node``)."""
+        if not isinstance(dataset, ast.Name):
+            return dataset is not None and self._mentions_sharding(dataset)
+        for scope in _scopes(dataset):
+            values = list(
+                _assigned_values(scope, lambda t, n=dataset.id: isinstance(t, ast.Name) and t.id == n, shallow=True)
+            )
+            if values:
+                return any(self._mentions_sharding(v) for v in values)
+        return False
+
+    def _mentions_sharding(self, expr: ast.expr) -> bool:
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Call):
+                name = self.semantic.call_name(node) or dotted_name(node.func) or ""
+                last = name.rsplit(".", 1)[-1]
+                if name in WORLD or last in ("shard", "split_dataset_by_node", "xrt_world_size", "get_ordinal"):
+                    return True
+        return False
+
+
+def world_api(ctx: Context) -> tuple[str, str, tuple]:
+    """How to write "the number of processes" and "this process's rank" for the target
+    version: ``xr.world_size()``/``xr.global_ordinal()`` (torch_xla.runtime, 2.1+),
+    ``xm.xrt_world_size()``/``xm.get_ordinal()`` before."""
+    if ctx.target_version >= (2, 1):
+        xr, imports = ctx.reference("torch_xla.runtime", "xr")
+        return f"{xr}.world_size()", f"{xr}.global_ordinal()", imports
+    xm, imports = ctx.reference("torch_xla.core.xla_model", "xm")
+    return f"{xm}.xrt_world_size()", f"{xm}.get_ordinal()", imports
+
+
+def _inside(node: ast.AST, outer: ast.AST) -> bool:
+    current = parent(node)
+    while current is not None:
+        if current is outer:
+            return True
+        current = parent(current)
+    return False
+
+
+def _mentions_gradients(call: ast.Call) -> bool:
+    for arg in [*call.args, *(k.value for k in call.keywords)]:
+        for node in ast.walk(arg):
+            name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+            if "grad" in name.lower():
+                return True
+    return False
+
+
+def _keyword_value(call: ast.Call, name: str) -> ast.expr | None:
+    kw = keyword(call, name)
+    return kw.value if kw is not None else None
+
+
+def _dataset_argument(call: ast.Call) -> ast.expr | None:
+    return call.args[0] if call.args else _keyword_value(call, "dataset")
+
+
+def binding_name(call: ast.AST) -> str | None:
+    """The name an expression is assigned to (``train_loader = DataLoader(...)``)."""
+    owner = parent(call)
+    if isinstance(owner, ast.Assign) and owner.value is call and len(owner.targets) == 1:
+        return dotted_name(owner.targets[0])
+    if isinstance(owner, (ast.AnnAssign, ast.NamedExpr)) and owner.value is call:
+        return dotted_name(owner.target)
+    if isinstance(owner, ast.keyword) and owner.arg:
+        return owner.arg
+    return None
+
+
+def _named_for_training(call: ast.Call) -> bool:
+    name = binding_name(call)
+    if name is None:
+        return False
+    last = name.rsplit(".", 1)[-1]
+    return bool(_TRAIN_NAME.search(last)) and not _EVAL_NAME.search(last)
