@@ -1,4 +1,4 @@
-"""The multi-process analysis (RULES.md, "Scope"): the facts about data parallelism that
+"""The multi-process analysis (docs/rules.md, "Scope"): the facts about data parallelism that
 XLA106, XLA202, XLA203, XLA204 and XLA301 share.
 
 - is this a *multi-process XLA script* (``xlalint.linter.scripts``), and not an SPMD one
@@ -150,7 +150,7 @@ class DistributedAnalysis:
 
     @cached_property
     def multiprocess(self) -> bool:
-        """A multi-process XLA script (RULES.md, "Scope"), SPMD or not."""
+        """A multi-process XLA script (docs/rules.md, "Scope"), SPMD or not."""
         return is_multiprocess_xla_script(self.semantic)
 
     @cached_property
