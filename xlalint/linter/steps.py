@@ -1049,6 +1049,11 @@ def _value_names(expr: ast.AST) -> set[str]:
             stack.extend(node.args)
             stack.extend(k.value for k in node.keywords)
             continue
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            # `(loss / accumulation_steps).backward()`: the divisor is a normalizer,
+            # usually a plain number; the tensor is the dividend.
+            stack.append(node.left)
+            continue
         stack.extend(ast.iter_child_nodes(node))
     return found
 

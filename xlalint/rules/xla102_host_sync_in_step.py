@@ -100,6 +100,15 @@ for i, (x, y) in enumerate(loader):
                     print(loss.item())
                     print(f"loss {loss}")
         """),
+        # The divisor of the differentiated loss is a plain number, not a tensor.
+        Valid("""
+            import torch
+            for i, (x, y) in enumerate(loader):
+                loss = model(x, y)
+                (loss / accumulation).backward()
+                if (i + 1) % accumulation == 0:
+                    opt.step()
+        """),
         # Step closures: a lambda and a named function.
         Valid("""
             import torch_xla.core.xla_model as xm
