@@ -4,7 +4,10 @@ One table, one row per name: adding a name (or a new torch_xla replacement) is o
 row, not new code. The rule reads a row as:
 
 - ``action``: ``"replace"`` the call with ``template``; ``"remove"`` the statement
-  that is nothing but the call; ``"report"`` it without a fix; ``"device"`` (the call
+  that is nothing but the call; ``"report"`` it without a fix; ``"query"``: a CUDA
+  statistic, reported; when the statement only prints or logs it, the unsafe fix
+  removes that statement (there is nothing to replace it with that runs on every XLA
+  device); ``"device"`` (the call
   *is* the device: replaced like any CUDA device); ``"autocast"`` / ``"grad_scaler"``
   (the rule's own fixes); ``"availability"`` (not flagged on its own: only when it
   chooses the device, see the rule).
@@ -28,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Action = Literal["replace", "remove", "report", "device", "autocast", "grad_scaler", "availability"]
+Action = Literal["replace", "remove", "report", "query", "device", "autocast", "grad_scaler", "availability"]
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,10 @@ def _remove(message: str) -> CudaApi:
     return CudaApi("remove", message)
 
 
-_MEMORY_QUERY = _report(
+_MEMORY_QUERY = CudaApi(
+    "query",
     "`torch.cuda.{name}()` is CUDA's allocator: on XLA read `{xm}.get_memory_info()` "
-    '(`["bytes_used"]`, `["bytes_limit"]`; TPU/GPU only, the CPU device has none)'
+    '(`["bytes_used"]`, `["bytes_limit"]`; TPU/GPU only, the CPU device has none)',
 )
 _MEMORY_RESET = _remove("`torch.cuda.{name}()` resets CUDA allocator statistics: XLA has none, remove it")
 _NO_STREAMS = _report(

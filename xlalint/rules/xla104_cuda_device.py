@@ -46,6 +46,10 @@ AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.cuda.device_count", 
 # The calls that are False on an XLA machine: a condition built on them keeps the CPU path.
 IS_AVAILABLE = frozenset({"torch.cuda.is_available", "torch.accelerator.is_available"})
 CURRENT_ACCELERATOR = frozenset({"torch.accelerator.current_accelerator"})
+# Methods that print or log their arguments (a memory report inside one can go).
+OUTPUT_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "log", "write", "set_postfix", "set_description", "print"}
+)
 # The launchers that start worker processes: each worker must create the runtime itself.
 SPAWNERS = frozenset(
     {"torch_xla.distributed.xla_multiprocessing.spawn", "torch_xla.launch", "torch_xla.torch_xla.launch"}
@@ -810,13 +814,35 @@ opt.step()
                 used_as_device.add(key)
         for key in used_as_device:
             for value in self._device_variables[key]:
-                if isinstance(value, ast.Constant):
-                    message = f"CUDA device `{value.value}` assigned to `{key[1]}`, used as a device"
+                # A string: `"cuda:0"`, `f"cuda:{rank}"` (a `torch.device` or a selection
+                # is reported where it is written).
+                if is_cuda_string(value):
+                    message = f"CUDA device `{self._short_source(value)}` assigned to `{key[1]}`, used as a device"
                     if self._used_as_string(key):
                         # `"cuda" in device`, `device.startswith(...)`: a torch.device is no str.
                         self._report(value, message + " (and as a string: port it by hand)", None)
+                    elif self._used_as_device_type(key):
+                        # `torch.autocast(device_type=device)` needs a str: "xla" is both.
+                        fix = self.fix("safe", 'Use `"xla"`', ReplaceExpr(self.ctx.span(value), '"xla"'))
+                        self._report(value, message + ' and as a `device_type`: use `"xla"`', fix)
                     else:
                         self._report_device(value, message)
+
+    def _used_as_device_type(self, key: tuple[int, str]) -> bool:
+        for node in self.ctx.semantic.nodes_of(ast.Name):
+            if node.id != key[1] or not isinstance(node.ctx, ast.Load) or id(self.scope_of(node)) != key[0]:
+                continue
+            holder = parent(node)
+            if isinstance(holder, ast.keyword) and holder.arg == "device_type":
+                return True
+            if (
+                isinstance(holder, ast.Call)
+                and holder.args
+                and holder.args[0] is node
+                and self.ctx.semantic.call_name(holder) in GENERIC_AUTOCAST
+            ):
+                return True
+        return False
 
     def _used_as_string(self, key: tuple[int, str]) -> bool:
         for node in self.ctx.semantic.nodes_of(ast.Name):
@@ -991,10 +1017,30 @@ opt.step()
             stmt = whole_statement(call)
             fix = self.fix("safe", f"Remove `{short}(...)`", RemoveStatement(self.ctx.span(stmt))) if stmt else None
             self._report(call, self._spell(row.message, call, short)[0], fix)
+        elif row.action == "query":
+            stmt = self._output_statement(call)
+            fix = None
+            if stmt is not None:
+                fix = self.fix("unsafe", "Remove the CUDA memory report", RemoveStatement(self.ctx.span(stmt)))
+            message = self._spell(row.message, call, short)[0]
+            if fix is not None:
+                message += "; the unsafe fix removes this report"
+            self._report(call, message, fix)
         elif row.action == "replace":
             self._report(call, self._spell(row.message, call, short)[0], self._replace_fix(call, short, row))
         else:
             self._report(call, self._spell(row.message, call, short)[0], None)
+
+    def _output_statement(self, call: ast.Call) -> ast.Expr | None:
+        """The statement that only prints or logs ``call``'s value: ``print(...)``,
+        ``logger.info(...)``, ``pbar.set_postfix(...)``."""
+        stmt = enclosing_statement(call)
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and is_alone_on_its_lines(stmt)):
+            return None
+        output = stmt.value
+        if isinstance(output.func, ast.Name) and output.func.id == "print":
+            return stmt
+        return stmt if method_name(output) in OUTPUT_METHODS else None
 
     def _replace_fix(self, call: ast.Call, short: str, row: CudaApi) -> Fix | None:
         if call.keywords or has_star_args(call) or len(call.args) != row.arguments:
