@@ -208,11 +208,23 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
   `torch.autocast(device_type="cuda")`, `torch.amp.autocast("cuda")`;
 - a CUDA `GradScaler`: `torch.cuda.amp.GradScaler(...)`, `torch.amp.GradScaler("cuda")`
   (and `torch.amp.GradScaler()`, whose default device is CUDA);
-- `map_location="cuda:0"` (or another CUDA device) to `torch.load` and friends.
+- `map_location="cuda:0"` (or another CUDA device) to `torch.load` and friends;
+- `torch.accelerator.current_accelerator()` (on a torch_xla machine it is not the XLA
+  device) and the rest of `torch.accelerator`;
+- `torch.cuda.is_available()` / `torch.accelerator.is_available()` where it chooses the
+  device: in the test of an `if` (or a conditional expression) whose branches set or
+  use a device, or in a flag that such a test reads (`use_cuda = not args.no_cuda and
+  torch.cuda.is_available()` ... `if use_cuda:`; `args.cuda = ...` too). On an XLA
+  machine it is False, so the ported script would run on the CPU;
+- every other `torch.cuda.*` call, from one table (`xlalint/rules/_cuda_api.py`): the
+  memory API (`memory_allocated`, `max_memory_allocated`, `reset_peak_memory_stats`,
+  ...), streams and device contexts (`torch.cuda.Stream()`, `torch.cuda.stream(s)`,
+  `torch.cuda.device(i)`), events, graphs, NVTX, RNG state, tensor types. Each is
+  fixed, or reported with its XLA replacement, or with "no XLA counterpart".
 
 ## What is not flagged
 
-`torch.cuda.is_available()` on its own; a `"cuda"` string that is not a device
+`torch.cuda.is_available()` that chooses no device; a `"cuda"` string that is not a device
 (`print("cuda")`, a dict key); a device in a variable (`x.to(device)`);
 `torch.device("cpu")`, `.to("xla")`; CUDA mentioned in comments or strings; files
 outside the scope (no torch/torch_xla/transformers/tokenizers/accelerate import).
@@ -231,7 +243,38 @@ Safe:
 - `torch.cuda.empty_cache()` and `torch.cuda.set_device(...)` statements are removed
   (no fix when the call is part of a larger expression);
 - `map_location=<cuda>` -> `map_location="cpu"`: load on the host, then move the
-  model to the XLA device.
+  model to the XLA device;
+- `torch.accelerator.current_accelerator()` -> `torch_xla.device()`,
+  `torch.accelerator.synchronize()` -> `xm.wait_device_ops()`,
+  `torch.cuda.is_bf16_supported()` -> `True`; `reset_peak_memory_stats()` and the other
+  statistics resets are removed;
+- a device string that is also autocast's `device_type` (`device = "cuda"` ...
+  `torch.autocast(device_type=device)`) becomes `"xla"`, which is both.
+
+Where the device would be evaluated at import time, the fix writes
+`torch.device("xla")` instead of `torch_xla.device()`: in a default argument
+(`def f(device="cuda")`), and in module-level code (the `__main__` block included) of a
+script that spawns workers (`xmp.spawn`, `torch_xla.launch`). `torch_xla.device()`
+there creates the XLA runtime in the launcher, and every worker then fails with
+"Runtime is already initialized". `torch.device("xla")` is the default XLA device of
+whichever process uses it and creates nothing until a tensor is moved.
+
+A selection whose other branch is the user's own logic
+(`"cuda:0" if torch.cuda.is_available() else os.environ.get("DEVICE", "cpu")`) is
+fixed only with `--unsafe-fixes`: the fix drops that fallback, and a fix that drops
+user logic is not safe. Messages spell the XLA API as the fix writes it for the
+`target-version` (`xm.xla_device()` before 2.4).
+
+Unsafe:
+- a flag or test built on `is_available()` that chooses the device: the call goes
+  from `... and torch.cuda.is_available()` (or becomes `True`), so every path puts the
+  model on the XLA device (`--no-cuda`-style options keep working);
+- `torch.cuda.current_device()` -> `xr.local_ordinal()` (the index of this process's
+  XLA device);
+- a memory query (`torch.cuda.max_memory_allocated()`, ...) in a statement that only
+  prints or logs it: the statement is removed. XLA's `xm.get_memory_info()` is named
+  in the message but is not written by the fix: the CPU device has no allocator
+  statistics and it raises there. A query used any other way has no fix.
 
 Unsafe (they change the numerics):
 - CUDA autocast -> `torch.autocast("xla", dtype=torch.bfloat16)`, keeping `enabled=`
@@ -241,9 +284,10 @@ Unsafe (they change the numerics):
   `scaler.scale(loss).backward()` -> `loss.backward()`, `scaler.step(opt)` ->
   `opt.step()`, `scaler.update()`, `scaler.unscale_(opt)` and
   `scaler.load_state_dict(...)` go, `scaler.get_scale()` -> `1.0`,
-  `scaler.state_dict()` -> `{}`. The scaler may be a variable or a `self.<attr>`;
-  when it is used any other way (passed to a function, tested against `None`) the
-  finding has no fix.
+  `scaler.state_dict()` -> `{}`. The scaler may be a variable or a `self.<attr>`,
+  assigned more than once when every assignment builds a CUDA scaler (the PyTorch AMP
+  recipe does); when it is used any other way (passed to a function, tested against
+  `None`) the finding has no fix, and its message names the line that blocks it.
 
 The fixes add `import torch_xla` / `import torch_xla.core.xla_model as xm` as needed.
 
@@ -576,6 +620,233 @@ opt.step()
                 return model.to(device)
             """,
         ),
+        # Today's pytorch/examples: `torch.accelerator` is not the XLA device, and the flag
+        # built on `is_available()` (False on an XLA machine) chooses the device.
+        Invalid(
+            """
+            import torch
+            use_accel = not args.no_accel and torch.accelerator.is_available()
+            if use_accel:
+                device = torch.accelerator.current_accelerator()
+            else:
+                device = torch.device("cpu")
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+
+            use_accel = not args.no_accel and torch.accelerator.is_available()
+            if use_accel:
+                device = torch_xla.device()
+            else:
+                device = torch.device("cpu")
+            """,
+            unsafe_fixed="""
+            import torch
+            import torch_xla
+
+            use_accel = not args.no_accel
+            if use_accel:
+                device = torch_xla.device()
+            else:
+                device = torch.device("cpu")
+            """,
+            count=2,
+        ),
+        # The older examples: the flag is an attribute; a direct test is the same thing.
+        Invalid(
+            """
+            import torch
+            args.cuda = not args.no_cuda and torch.cuda.is_available()
+            if args.cuda:
+                model.cuda()
+            if torch.cuda.is_available():
+                batch = batch.to(args.device)
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+
+            args.cuda = not args.no_cuda and torch.cuda.is_available()
+            if args.cuda:
+                model.to(torch_xla.device())
+            if torch.cuda.is_available():
+                batch = batch.to(args.device)
+            """,
+            unsafe_fixed="""
+            import torch
+            import torch_xla
+
+            args.cuda = not args.no_cuda
+            if args.cuda:
+                model.to(torch_xla.device())
+            if True:
+                batch = batch.to(args.device)
+            """,
+            count=3,
+        ),
+        # The memory API: a reset goes; a query has no XLA value that works on every device.
+        Invalid(
+            """
+            import torch
+            torch.cuda.reset_peak_memory_stats()
+            peak = torch.cuda.max_memory_allocated()
+            print(f"{torch.cuda.memory_allocated() / 2**20:.0f} MiB")
+            """,
+            fixed="""
+            import torch
+            peak = torch.cuda.max_memory_allocated()
+            print(f"{torch.cuda.memory_allocated() / 2**20:.0f} MiB")
+            """,
+            unsafe_fixed="""
+            import torch
+            peak = torch.cuda.max_memory_allocated()
+            """,
+            count=3,
+        ),
+        # Streams, device contexts and names with no XLA counterpart: reported, no fix.
+        Invalid(
+            """
+            import torch
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                y = model(x)
+            with torch.cuda.device(1):
+                pass
+            torch.cuda.set_sync_debug_mode(1)
+            """,
+            count=4,
+        ),
+        Invalid(
+            """
+            import torch
+            dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            index = torch.cuda.current_device()
+            torch.accelerator.synchronize()
+            """,
+            fixed="""
+            import torch
+            import torch_xla.core.xla_model as xm
+
+            dtype = torch.bfloat16
+            index = torch.cuda.current_device()
+            xm.wait_device_ops()
+            """,
+            unsafe_fixed="""
+            import torch
+            import torch_xla.core.xla_model as xm
+            import torch_xla.runtime as xr
+
+            dtype = torch.bfloat16
+            index = xr.local_ordinal()
+            xm.wait_device_ops()
+            """,
+            count=3,
+        ),
+        Invalid(
+            """
+            import torch
+            device = f"cuda:{rank}"
+            model.to(device)
+            other = torch.device(f"cuda:{local_rank}")
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+
+            device = torch_xla.device()
+            model.to(device)
+            other = torch_xla.device()
+            """,
+            count=2,
+        ),
+        # A device string that is also autocast's `device_type` stays a string.
+        Invalid(
+            """
+            import torch
+            device = "cuda"
+            x = torch.ones(2, device=device)
+            with torch.autocast(device_type=device, dtype=torch.bfloat16):
+                pass
+            """,
+            fixed="""
+            import torch
+            device = "xla"
+            x = torch.ones(2, device=device)
+            with torch.autocast(device_type=device, dtype=torch.bfloat16):
+                pass
+            """,
+            count=1,
+        ),
+        # A script that spawns workers: module-level code runs in the launcher, which must
+        # not create the XLA runtime; `torch.device("xla")` creates nothing.
+        Invalid(
+            """
+            import torch
+            import torch_xla
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            def _mp_fn(index):
+                model = Net().to(device)
+                batch = torch.zeros(2, device="cuda")
+            if __name__ == "__main__":
+                torch_xla.launch(_mp_fn)
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+            device = torch.device("xla")
+            def _mp_fn(index):
+                model = Net().to(device)
+                batch = torch.zeros(2, device=torch_xla.device())
+            if __name__ == "__main__":
+                torch_xla.launch(_mp_fn)
+            """,
+            count=2,
+        ),
+        # A fallback that is the user's own logic: only the unsafe fix drops it.
+        Invalid(
+            """
+            import os
+            import torch
+            device = torch.device("cuda:0" if torch.cuda.is_available() else os.environ.get("DEVICE", "cpu"))
+            """,
+            unsafe_fixed="""
+            import os
+            import torch
+            import torch_xla
+
+            device = torch_xla.device()
+            """,
+            count=1,
+        ),
+        # The AMP recipe builds its scaler twice: both go, with every use.
+        Invalid(
+            """
+            import torch
+            scaler = torch.amp.GradScaler("cuda")
+            for x in data:
+                scaler.scale(model(x)).backward()
+                scaler.step(opt)
+                scaler.update()
+            scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+            for x in data:
+                scaler.scale(model(x)).backward()
+                scaler.step(opt)
+                scaler.update()
+            state = {"scaler": scaler.state_dict()}
+            """,
+            unsafe_fixed="""
+            import torch
+            for x in data:
+                model(x).backward()
+                opt.step()
+            for x in data:
+                model(x).backward()
+                opt.step()
+            state = {"scaler": {}}
+            """,
+            count=2,
+        ),
     ]
 
     # -- the walk ------------------------------------------------------------------------
@@ -776,19 +1047,17 @@ opt.step()
 
     def _assume_available_fix(self, call: ast.Call) -> Fix:
         """``not args.no_cuda and torch.cuda.is_available()`` -> ``not args.no_cuda``;
-        anywhere else the call becomes ``True``."""
+        ``a if torch.cuda.is_available() else b`` -> ``a``; anywhere else ``True``."""
         holder = parent(call)
-        span = self.ctx.span(call)
-        template, parts = "True", ()
-        if isinstance(holder, ast.BoolOp) and isinstance(holder.op, ast.And):
-            others = [v for v in holder.values if v is not call]
-            span = self.ctx.span(holder)
-            pieces = []
-            for index, value in enumerate(others):
-                loose = isinstance(value, (ast.BoolOp, ast.IfExp, ast.Lambda, ast.NamedExpr))
-                pieces.append(f"({{v{index}}})" if loose else f"{{v{index}}}")
-            template = " and ".join(pieces)
-            parts = tuple((f"v{index}", self.ctx.span(value)) for index, value in enumerate(others))
+        if not (isinstance(holder, ast.BoolOp) and isinstance(holder.op, ast.And)):
+            return self.fix("unsafe", "Treat the XLA device as available", self._true(call))
+        others = [v for v in holder.values if v is not call]
+        pieces = []
+        for index, value in enumerate(others):
+            loose = isinstance(value, (ast.BoolOp, ast.IfExp, ast.Lambda, ast.NamedExpr))
+            pieces.append(f"({{v{index}}})" if loose else f"{{v{index}}}")
+        parts = tuple((f"v{index}", self.ctx.span(value)) for index, value in enumerate(others))
+        span, template = self.ctx.span(holder), " and ".join(pieces)
         return self.fix("unsafe", "Treat the XLA device as available", ReplaceExpr(span, template, parts))
 
     # -- devices held in variables --------------------------------------------------------------
@@ -1046,6 +1315,8 @@ opt.step()
         if call.keywords or has_star_args(call) or len(call.args) != row.arguments:
             return None
         code, imports = self._spell(row.template or "", call, short)
+        if code == "True":
+            return self.fix(row.applicability, "Use `True`", self._true(call))
         parts = (("arg0", self.ctx.span(call.args[0])),) if row.arguments else ()
         return self.fix(
             row.applicability,
@@ -1053,6 +1324,14 @@ opt.step()
             ReplaceExpr(self.ctx.span(call), code, parts),
             imports=imports,
         )
+
+    def _true(self, call: ast.Call) -> ReplaceExpr:
+        """``call`` is True on XLA: ``a if call else b`` -> ``a``; elsewhere ``True``."""
+        holder = parent(call)
+        if isinstance(holder, ast.IfExp) and holder.test is call:
+            # The body binds tighter than the conditional it replaces: no parentheses.
+            return ReplaceExpr(self.ctx.span(holder), "{body}", (("body", self.ctx.span(holder.body)),))
+        return ReplaceExpr(self.ctx.span(call), "True")
 
     def _spell(self, text: str, node: ast.AST, short: str = "") -> tuple[str, tuple[Import, ...]]:
         """Fill the table's placeholders with the names this file and target version use,
