@@ -60,7 +60,9 @@ EXPECTED = {
         (18, 12, "safe"),  # .cuda()
         (23, 11, "safe"),  # .cuda()
         (28, 10, "unsafe"),  # the first GradScaler
+        (30, 10, "unsafe"),  # autocast(device_type=device): `device` is "cuda"
         (42, 10, "unsafe"),  # the second GradScaler, same variable
+        (44, 10, "unsafe"),  # autocast(device_type=device, ...)
     ],
     "spawn_import_time": [
         (16, 10, "safe"),  # module level in a spawning script -> torch.device("xla")

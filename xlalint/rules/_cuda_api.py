@@ -187,6 +187,8 @@ CUDA_API: dict[str, CudaApi] = {
     # -- mixed precision -------------------------------------------------------------
     "amp.autocast": CudaApi("autocast", ""),
     "amp.autocast_mode.autocast": CudaApi("autocast", ""),
+    "amp.custom_fwd": _report('`torch.cuda.amp.custom_fwd`: use `torch.amp.custom_fwd(device_type="xla")`'),
+    "amp.custom_bwd": _report('`torch.cuda.amp.custom_bwd`: use `torch.amp.custom_bwd(device_type="xla")`'),
     "amp.GradScaler": CudaApi("grad_scaler", ""),
     "amp.grad_scaler.GradScaler": CudaApi("grad_scaler", ""),
     # -- tensor types ----------------------------------------------------------------

@@ -205,7 +205,8 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
 - `torch.cuda.synchronize()`, `torch.cuda.empty_cache()`, `torch.cuda.set_device(...)`,
   `torch.cuda.manual_seed(s)`, `torch.cuda.manual_seed_all(s)`;
 - CUDA autocast: `torch.cuda.amp.autocast(...)`, `torch.autocast("cuda", ...)`,
-  `torch.autocast(device_type="cuda")`, `torch.amp.autocast("cuda")`;
+  `torch.autocast(device_type="cuda")`, `torch.amp.autocast("cuda")`, and
+  `torch.autocast(device_type=device)` where `device = "cuda"` (the AMP recipe);
 - a CUDA `GradScaler`: `torch.cuda.amp.GradScaler(...)`, `torch.amp.GradScaler("cuda")`
   (and `torch.amp.GradScaler()`, whose default device is CUDA);
 - `map_location="cuda:0"` (or another CUDA device) to `torch.load` and friends;
@@ -760,23 +761,31 @@ opt.step()
             """,
             count=2,
         ),
-        # A device string that is also autocast's `device_type` stays a string.
+        # A device string that is also autocast's `device_type` stays a string; that
+        # autocast is CUDA's, and goes to bfloat16 like any other.
         Invalid(
             """
             import torch
             device = "cuda"
             x = torch.ones(2, device=device)
-            with torch.autocast(device_type=device, dtype=torch.bfloat16):
+            with torch.autocast(device_type=device, dtype=torch.float16):
                 pass
             """,
             fixed="""
             import torch
             device = "xla"
             x = torch.ones(2, device=device)
-            with torch.autocast(device_type=device, dtype=torch.bfloat16):
+            with torch.autocast(device_type=device, dtype=torch.float16):
                 pass
             """,
-            count=1,
+            unsafe_fixed="""
+            import torch
+            device = "xla"
+            x = torch.ones(2, device=device)
+            with torch.autocast("xla", dtype=torch.bfloat16):
+                pass
+            """,
+            count=2,
         ),
         # A script that spawns workers: module-level code runs in the launcher, which must
         # not create the XLA runtime; `torch.device("xla")` creates nothing.
@@ -863,12 +872,26 @@ opt.step()
         self._locals: dict[int, set[str]] = {}
         # `torch.cuda.is_available()` calls, judged in `finish` (do they choose the device?).
         self._availability_calls: list[ast.Call] = []
+        # `torch.autocast(device_type=<variable>)`: CUDA autocast if the variable is "cuda".
+        self._autocast_by_variable: list[tuple[ast.Call, ast.Name, tuple[str, ...]]] = []
         # A script that starts workers must not create the XLA runtime in the parent.
         self._spawns_workers = any(self.ctx.semantic.call_name(c) in SPAWNERS for c in self.ctx.semantic.calls)
 
     def finish(self) -> None:
         self._check_device_variables()
         self._check_availability()
+        self._check_autocast_by_variable()
+
+    def _check_autocast_by_variable(self) -> None:
+        for call, name, params in self._autocast_by_variable:
+            values = self._device_variables.get((id(self.scope_of(name)), name.id), [])
+            if values and all(is_cuda_string(v) for v in values):
+                self._report(
+                    call,
+                    f'CUDA autocast (`{name.id}` is a CUDA device): on XLA use `torch.autocast("xla", '
+                    "dtype=torch.bfloat16)`",
+                    self._autocast_fix(call, params),
+                )
 
     def visit_Call(self, node: ast.Call) -> None:
         name = self.ctx.semantic.call_name(node)
@@ -1354,7 +1377,12 @@ opt.step()
     # -- autocast -------------------------------------------------------------------------------
     def _check_autocast(self, call: ast.Call, name: str) -> None:
         params = CUDA_AUTOCAST.get(name) or GENERIC_AUTOCAST[name]
-        if name in GENERIC_AUTOCAST and not is_cuda_string(argument(call, 0, "device_type")):
+        device_type = argument(call, 0, "device_type")
+        if name in GENERIC_AUTOCAST and isinstance(device_type, ast.Name):
+            # `torch.autocast(device_type=device)`: CUDA when `device = "cuda"` (judged in `finish`).
+            self._autocast_by_variable.append((call, device_type, params))
+            return
+        if name in GENERIC_AUTOCAST and not is_cuda_string(device_type):
             return
         self._report(
             call,
