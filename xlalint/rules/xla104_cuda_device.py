@@ -15,6 +15,10 @@ device, and the CUDA-only calls by their qualified names, so aliases
 ``"cuda"`` that is not a device (``print("cuda")``, a dict key) and a device held in
 a variable (``x.to(device)``) are left alone: the variable's definition is where
 the finding is.
+
+What to do with each ``torch.cuda.*`` / ``torch.accelerator.*`` name is data, in
+``xlalint/rules/_cuda_api.py``; this module holds the mechanisms the table names
+(replace, remove, report, the device, autocast, the scaler, availability).
 """
 
 from __future__ import annotations
