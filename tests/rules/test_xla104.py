@@ -11,6 +11,7 @@ from rules.fixture_checks import assert_fixes_to, expected_fixed
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import lint_source
 from xlalint.linter.fixing import fix_source
+from xlalint.rules._cuda_api import ACCELERATOR_API, CUDA_API, DEFAULT, lookup
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "XLA104"
 CODE = "XLA104"
@@ -54,6 +55,47 @@ EXPECTED = {
         (14, 40, "safe"),  # batch.to("cuda", ...)
     ],
     "not_flagged": [],
+    "amp_recipe": [
+        (11, 10, "safe"),  # device = "cuda", also autocast's device_type -> "xla"
+        (18, 12, "safe"),  # .cuda()
+        (23, 11, "safe"),  # .cuda()
+        (28, 10, "unsafe"),  # the first GradScaler
+        (30, 10, "unsafe"),  # autocast(device_type=device): `device` is "cuda"
+        (42, 10, "unsafe"),  # the second GradScaler, same variable
+        (44, 10, "unsafe"),  # autocast(device_type=device, ...)
+    ],
+    "spawn_import_time": [
+        (16, 10, "safe"),  # module level in a spawning script -> torch.device("xla")
+        (18, 15, "unsafe"),  # the fallback os.environ.get(...) is user logic
+        (21, 35, "safe"),  # default argument -> torch.device("xla")
+    ],
+    "mnist_accelerator": [
+        (54, 39, "unsafe"),  # use_accel = ... and torch.accelerator.is_available()
+        (58, 18, "safe"),  # torch.accelerator.current_accelerator()
+    ],
+    "mnist_use_cuda": [
+        (51, 37, "unsafe"),  # use_cuda = ... and torch.cuda.is_available()
+        (55, 9, "safe"),  # torch.cuda.manual_seed
+        (57, 14, "safe"),  # torch.device("cuda" if use_cuda else "cpu")
+        (73, 30, "unsafe"),  # print(... torch.cuda.max_memory_allocated() ...)
+    ],
+    "cuda_api": [
+        (9, 5, "safe"),  # reset_peak_memory_stats
+        (10, 5, "safe"),  # reset_max_memory_allocated
+        (11, 12, None),  # Stream()
+        (12, 13, None),  # Event(...)
+        (13, 10, None),  # torch.cuda.device(rank)
+        (14, 14, None),  # torch.cuda.stream(side)
+        (15, 34, "safe"),  # f"cuda:{rank}"
+        (16, 5, "safe"),  # synchronize
+        (17, 12, None),  # a memory query used in a computation
+        (18, 19, "unsafe"),  # a memory query that is only printed
+        (19, 13, None),  # get_rng_state
+        (20, 12, None),  # get_device_name
+        (21, 13, "unsafe"),  # current_device -> xr.local_ordinal()
+        (22, 31, "safe"),  # is_bf16_supported
+        (24, 5, None),  # nvtx.range_push
+    ],
 }
 
 
@@ -147,3 +189,90 @@ def test_scaler_removal_with_every_rule():
     assert "scaler" not in result.source
     assert "    loss.backward()\n" in result.source
     assert "    opt.step()\n" in result.source
+
+
+def test_every_table_row_is_complete():
+    """Each row of the torch.cuda / torch.accelerator table has what its action needs,
+    and its text uses only the placeholders the rule fills in."""
+    placeholders = {"{xm}", "{xr}", "{torch_xla}", "{device}", "{manual_seed}", "{arg0}", "{name}"}
+    for table in (CUDA_API, ACCELERATOR_API):
+        for name, row in table.items():
+            if row.action == "replace":
+                assert row.template, name
+                assert row.arguments == row.template.count("{arg0}"), name
+            if row.action in ("replace", "remove", "report", "query", "device"):
+                assert row.message, name
+            for text in (row.message, row.template or ""):
+                leftover = text
+                for placeholder in placeholders:
+                    leftover = leftover.replace(placeholder, "")
+                assert "{" not in leftover and "}" not in leftover, (name, text)
+    assert lookup("torch.cuda.memory.empty_cache") == ("empty_cache", CUDA_API["empty_cache"])
+    assert lookup("torch.cuda.some_future_api") == ("some_future_api", DEFAULT)
+    assert lookup("torch.cudax.thing") is None
+
+
+def test_messages_follow_the_target_version():
+    """With target-version 2.3 the fix writes `xm.xla_device()`: so does every message."""
+    old = Settings(target_version=(2, 3))
+    for case in ("train_cuda", "aliases", "cuda_api", "mnist_use_cuda"):
+        findings = [f for f in lint_source(read(f"{case}.py"), f"{case}.py", old) if f.code == CODE]
+        assert findings
+        for finding in findings:
+            assert "torch_xla.device()" not in finding.message, finding.message
+            assert "torch_xla.manual_seed" not in finding.message, finding.message
+    messages = [f.message for f in lint_source(read("aliases.py"), "aliases.py", old) if f.code == CODE]
+    assert any("`xm.xla_device()`" in m for m in messages)
+    assert any("`xm.set_rng_state(...)`" in m for m in messages)
+    new = [f.message for f in lint_source(read("aliases.py"), "aliases.py", settings()) if f.code == CODE]
+    assert any("`torch_xla.device()`" in m for m in new)
+
+
+def test_blocked_scaler_names_the_line():
+    source = (
+        "import torch\n"
+        "scaler = torch.amp.GradScaler('cuda')\n"
+        "scaler.scale(loss).backward()\n"
+        "train_one_epoch(model, scaler)\n"
+    )
+    [finding] = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE]
+    assert finding.fix is None
+    assert "line 4 uses it in a way the fix cannot rewrite (`train_one_epoch(model, scaler)`)" in finding.message
+    reassigned = "import torch\nscaler = torch.amp.GradScaler('cuda')\nscaler = None\n"
+    [finding] = [f for f in lint_source(reassigned, "x.py", settings()) if f.code == CODE]
+    assert finding.fix is None and "line 3 assigns it something else (`scaler = None`)" in finding.message
+
+
+def test_spawning_script_never_creates_the_runtime_at_import():
+    """After every fix, no module-level statement and no default argument of the
+    spawning script calls `torch_xla.device()` or `xm.xla_device()`."""
+    for unsafe in (False, True):
+        result = fix_source(read("spawn_import_time.py"), "s.py", settings(), unsafe=unsafe, select=[CODE])
+        tree = ast.parse(result.source)
+        at_import: list[ast.AST] = [s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.ClassDef))]
+        for func in ast.walk(tree):
+            if isinstance(func, ast.FunctionDef):
+                at_import += [*func.args.defaults, *(d for d in func.args.kw_defaults if d is not None)]
+        for node in at_import:
+            for call in (n for n in ast.walk(node) if isinstance(n, ast.Call)):
+                assert ast.unparse(call.func) not in ("torch_xla.device", "xm.xla_device"), ast.unparse(call)
+        assert 'torch.device("xla")' in result.source
+
+
+def test_safe_fix_keeps_a_user_fallback():
+    source = read("spawn_import_time.py")
+    safe = fix_source(source, "s.py", settings(), select=[CODE]).source
+    assert 'os.environ.get("DATA_DEVICE", "cpu")' in safe
+    unsafe = fix_source(source, "s.py", settings(), unsafe=True, select=[CODE]).source
+    assert 'data_device = torch.device("xla")' in unsafe
+
+
+@pytest.mark.parametrize("case", ["mnist_accelerator", "mnist_use_cuda"])
+def test_no_path_keeps_the_model_on_the_cpu(case):
+    """After the unsafe fixes nothing asks whether CUDA (or an accelerator) is there,
+    and the flag that chose the device no longer depends on it."""
+    result = fix_source(read(f"{case}.py"), f"{case}.py", settings(), unsafe=True, select=[CODE])
+    assert [f for f in result.remaining if f.code == CODE] == []
+    called = {ast.unparse(n.func) for n in ast.walk(ast.parse(result.source)) if isinstance(n, ast.Call)}
+    assert not {name for name in called if "is_available" in name or "current_accelerator" in name}
+    assert "torch_xla.device()" in result.source

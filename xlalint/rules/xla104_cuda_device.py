@@ -15,6 +15,10 @@ device, and the CUDA-only calls by their qualified names, so aliases
 ``"cuda"`` that is not a device (``print("cuda")``, a dict key) and a device held in
 a variable (``x.to(device)``) are left alone: the variable's definition is where
 the finding is.
+
+What to do with each ``torch.cuda.*`` / ``torch.accelerator.*`` name is data, in
+``xlalint/rules/_cuda_api.py``; this module holds the mechanisms the table names
+(replace, remove, report, the device, autocast, the scaler, availability).
 """
 
 from __future__ import annotations
@@ -24,7 +28,16 @@ import re
 
 from xlalint.linter.model import Fix, Import, RemoveStatement, ReplaceExpr, Span
 from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import ancestors, keyword, method_name, parent, string_value
+from xlalint.linter.semantic import (
+    ancestors,
+    dotted_name,
+    enclosing_statement,
+    keyword,
+    method_name,
+    parent,
+    string_value,
+)
+from xlalint.rules._cuda_api import CudaApi, lookup
 
 # "cuda", "cuda:0", "cuda:12" -- the strings torch reads as a CUDA device.
 CUDA_STRING = re.compile(r"cuda(:\d+)?")
@@ -32,16 +45,18 @@ CUDA_STRING = re.compile(r"cuda(:\d+)?")
 OTHER_DEVICES = re.compile(r"(cpu|mps|xla|xpu|hpu|meta|tpu)(:\d+)?")
 
 TORCH_DEVICE = frozenset({"torch.device"})
-AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
-SYNCHRONIZE = frozenset({"torch.cuda.synchronize"})
-REMOVABLE = frozenset({"torch.cuda.empty_cache", "torch.cuda.memory.empty_cache", "torch.cuda.set_device"})
-MANUAL_SEED = frozenset(
-    {
-        "torch.cuda.manual_seed",
-        "torch.cuda.manual_seed_all",
-        "torch.cuda.random.manual_seed",
-        "torch.cuda.random.manual_seed_all",
-    }
+# Calls whose presence in a condition means "is there a CUDA device?".
+AVAILABILITY = frozenset({"torch.cuda.is_available", "torch.cuda.device_count", "torch.accelerator.is_available"})
+# The calls that are False on an XLA machine: a condition built on them keeps the CPU path.
+IS_AVAILABLE = frozenset({"torch.cuda.is_available", "torch.accelerator.is_available"})
+CURRENT_ACCELERATOR = frozenset({"torch.accelerator.current_accelerator"})
+# Methods that print or log their arguments (a memory report inside one can go).
+OUTPUT_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "log", "write", "set_postfix", "set_description", "print"}
+)
+# The launchers that start worker processes: each worker must create the runtime itself.
+SPAWNERS = frozenset(
+    {"torch_xla.distributed.xla_multiprocessing.spawn", "torch_xla.launch", "torch_xla.torch_xla.launch"}
 )
 # Autocast that is CUDA whatever its arguments, and the device-generic ones that are
 # CUDA when their `device_type` says so. The parameter names in positional order.
@@ -194,14 +209,27 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
 - `torch.cuda.synchronize()`, `torch.cuda.empty_cache()`, `torch.cuda.set_device(...)`,
   `torch.cuda.manual_seed(s)`, `torch.cuda.manual_seed_all(s)`;
 - CUDA autocast: `torch.cuda.amp.autocast(...)`, `torch.autocast("cuda", ...)`,
-  `torch.autocast(device_type="cuda")`, `torch.amp.autocast("cuda")`;
+  `torch.autocast(device_type="cuda")`, `torch.amp.autocast("cuda")`, and
+  `torch.autocast(device_type=device)` where `device = "cuda"` (the AMP recipe);
 - a CUDA `GradScaler`: `torch.cuda.amp.GradScaler(...)`, `torch.amp.GradScaler("cuda")`
   (and `torch.amp.GradScaler()`, whose default device is CUDA);
-- `map_location="cuda:0"` (or another CUDA device) to `torch.load` and friends.
+- `map_location="cuda:0"` (or another CUDA device) to `torch.load` and friends;
+- `torch.accelerator.current_accelerator()` (on a torch_xla machine it is not the XLA
+  device) and the rest of `torch.accelerator`;
+- `torch.cuda.is_available()` / `torch.accelerator.is_available()` where it chooses the
+  device: in the test of an `if` (or a conditional expression) whose branches set or
+  use a device, or in a flag that such a test reads (`use_cuda = not args.no_cuda and
+  torch.cuda.is_available()` ... `if use_cuda:`; `args.cuda = ...` too). On an XLA
+  machine it is False, so the ported script would run on the CPU;
+- every other `torch.cuda.*` call, from one table (`xlalint/rules/_cuda_api.py`): the
+  memory API (`memory_allocated`, `max_memory_allocated`, `reset_peak_memory_stats`,
+  ...), streams and device contexts (`torch.cuda.Stream()`, `torch.cuda.stream(s)`,
+  `torch.cuda.device(i)`), events, graphs, NVTX, RNG state, tensor types. Each is
+  fixed, or reported with its XLA replacement, or with "no XLA counterpart".
 
 ## What is not flagged
 
-`torch.cuda.is_available()` on its own; a `"cuda"` string that is not a device
+`torch.cuda.is_available()` that chooses no device; a `"cuda"` string that is not a device
 (`print("cuda")`, a dict key); a device in a variable (`x.to(device)`);
 `torch.device("cpu")`, `.to("xla")`; CUDA mentioned in comments or strings; files
 outside the scope (no torch/torch_xla/transformers/tokenizers/accelerate import).
@@ -220,7 +248,38 @@ Safe:
 - `torch.cuda.empty_cache()` and `torch.cuda.set_device(...)` statements are removed
   (no fix when the call is part of a larger expression);
 - `map_location=<cuda>` -> `map_location="cpu"`: load on the host, then move the
-  model to the XLA device.
+  model to the XLA device;
+- `torch.accelerator.current_accelerator()` -> `torch_xla.device()`,
+  `torch.accelerator.synchronize()` -> `xm.wait_device_ops()`,
+  `torch.cuda.is_bf16_supported()` -> `True`; `reset_peak_memory_stats()` and the other
+  statistics resets are removed;
+- a device string that is also autocast's `device_type` (`device = "cuda"` ...
+  `torch.autocast(device_type=device)`) becomes `"xla"`, which is both.
+
+Where the device would be evaluated at import time, the fix writes
+`torch.device("xla")` instead of `torch_xla.device()`: in a default argument
+(`def f(device="cuda")`), and in module-level code (the `__main__` block included) of a
+script that spawns workers (`xmp.spawn`, `torch_xla.launch`). `torch_xla.device()`
+there creates the XLA runtime in the launcher, and every worker then fails with
+"Runtime is already initialized". `torch.device("xla")` is the default XLA device of
+whichever process uses it and creates nothing until a tensor is moved.
+
+A selection whose other branch is the user's own logic
+(`"cuda:0" if torch.cuda.is_available() else os.environ.get("DEVICE", "cpu")`) is
+fixed only with `--unsafe-fixes`: the fix drops that fallback, and a fix that drops
+user logic is not safe. Messages spell the XLA API as the fix writes it for the
+`target-version` (`xm.xla_device()` before 2.4).
+
+Unsafe:
+- a flag or test built on `is_available()` that chooses the device: the call goes
+  from `... and torch.cuda.is_available()` (or becomes `True`), so every path puts the
+  model on the XLA device (`--no-cuda`-style options keep working);
+- `torch.cuda.current_device()` -> `xr.local_ordinal()` (the index of this process's
+  XLA device);
+- a memory query (`torch.cuda.max_memory_allocated()`, ...) in a statement that only
+  prints or logs it: the statement is removed. XLA's `xm.get_memory_info()` is named
+  in the message but is not written by the fix: the CPU device has no allocator
+  statistics and it raises there. A query used any other way has no fix.
 
 Unsafe (they change the numerics):
 - CUDA autocast -> `torch.autocast("xla", dtype=torch.bfloat16)`, keeping `enabled=`
@@ -230,9 +289,10 @@ Unsafe (they change the numerics):
   `scaler.scale(loss).backward()` -> `loss.backward()`, `scaler.step(opt)` ->
   `opt.step()`, `scaler.update()`, `scaler.unscale_(opt)` and
   `scaler.load_state_dict(...)` go, `scaler.get_scale()` -> `1.0`,
-  `scaler.state_dict()` -> `{}`. The scaler may be a variable or a `self.<attr>`;
-  when it is used any other way (passed to a function, tested against `None`) the
-  finding has no fix.
+  `scaler.state_dict()` -> `{}`. The scaler may be a variable or a `self.<attr>`,
+  assigned more than once when every assignment builds a CUDA scaler (the PyTorch AMP
+  recipe does); when it is used any other way (passed to a function, tested against
+  `None`) the finding has no fix, and its message names the line that blocks it.
 
 The fixes add `import torch_xla` / `import torch_xla.core.xla_model as xm` as needed.
 
@@ -561,9 +621,244 @@ opt.step()
             import torch
             import torch_xla
 
-            def train(model, device=torch_xla.device()):
+            def train(model, device=torch.device("xla")):
                 return model.to(device)
             """,
+        ),
+        # Today's pytorch/examples: `torch.accelerator` is not the XLA device, and the flag
+        # built on `is_available()` (False on an XLA machine) chooses the device.
+        Invalid(
+            """
+            import torch
+            use_accel = not args.no_accel and torch.accelerator.is_available()
+            if use_accel:
+                device = torch.accelerator.current_accelerator()
+            else:
+                device = torch.device("cpu")
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+
+            use_accel = not args.no_accel and torch.accelerator.is_available()
+            if use_accel:
+                device = torch_xla.device()
+            else:
+                device = torch.device("cpu")
+            """,
+            unsafe_fixed="""
+            import torch
+            import torch_xla
+
+            use_accel = not args.no_accel
+            if use_accel:
+                device = torch_xla.device()
+            else:
+                device = torch.device("cpu")
+            """,
+            count=2,
+        ),
+        # The older examples: the flag is an attribute; a direct test is the same thing.
+        Invalid(
+            """
+            import torch
+            args.cuda = not args.no_cuda and torch.cuda.is_available()
+            if args.cuda:
+                model.cuda()
+            if torch.cuda.is_available():
+                batch = batch.to(args.device)
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+
+            args.cuda = not args.no_cuda and torch.cuda.is_available()
+            if args.cuda:
+                model.to(torch_xla.device())
+            if torch.cuda.is_available():
+                batch = batch.to(args.device)
+            """,
+            unsafe_fixed="""
+            import torch
+            import torch_xla
+
+            args.cuda = not args.no_cuda
+            if args.cuda:
+                model.to(torch_xla.device())
+            if True:
+                batch = batch.to(args.device)
+            """,
+            count=3,
+        ),
+        # The memory API: a reset goes; a query has no XLA value that works on every device.
+        Invalid(
+            """
+            import torch
+            torch.cuda.reset_peak_memory_stats()
+            peak = torch.cuda.max_memory_allocated()
+            print(f"{torch.cuda.memory_allocated() / 2**20:.0f} MiB")
+            """,
+            fixed="""
+            import torch
+            peak = torch.cuda.max_memory_allocated()
+            print(f"{torch.cuda.memory_allocated() / 2**20:.0f} MiB")
+            """,
+            unsafe_fixed="""
+            import torch
+            peak = torch.cuda.max_memory_allocated()
+            """,
+            count=3,
+        ),
+        # Streams, device contexts and names with no XLA counterpart: reported, no fix.
+        Invalid(
+            """
+            import torch
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                y = model(x)
+            with torch.cuda.device(1):
+                pass
+            torch.cuda.set_sync_debug_mode(1)
+            """,
+            count=4,
+        ),
+        Invalid(
+            """
+            import torch
+            dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            index = torch.cuda.current_device()
+            torch.accelerator.synchronize()
+            """,
+            fixed="""
+            import torch
+            import torch_xla.core.xla_model as xm
+
+            dtype = torch.bfloat16
+            index = torch.cuda.current_device()
+            xm.wait_device_ops()
+            """,
+            unsafe_fixed="""
+            import torch
+            import torch_xla.core.xla_model as xm
+            import torch_xla.runtime as xr
+
+            dtype = torch.bfloat16
+            index = xr.local_ordinal()
+            xm.wait_device_ops()
+            """,
+            count=3,
+        ),
+        Invalid(
+            """
+            import torch
+            device = f"cuda:{rank}"
+            model.to(device)
+            other = torch.device(f"cuda:{local_rank}")
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+
+            device = torch_xla.device()
+            model.to(device)
+            other = torch_xla.device()
+            """,
+            count=2,
+        ),
+        # A device string that is also autocast's `device_type` stays a string; that
+        # autocast is CUDA's, and goes to bfloat16 like any other.
+        Invalid(
+            """
+            import torch
+            device = "cuda"
+            x = torch.ones(2, device=device)
+            with torch.autocast(device_type=device, dtype=torch.float16):
+                pass
+            """,
+            fixed="""
+            import torch
+            device = "xla"
+            x = torch.ones(2, device=device)
+            with torch.autocast(device_type=device, dtype=torch.float16):
+                pass
+            """,
+            unsafe_fixed="""
+            import torch
+            device = "xla"
+            x = torch.ones(2, device=device)
+            with torch.autocast("xla", dtype=torch.bfloat16):
+                pass
+            """,
+            count=2,
+        ),
+        # A script that spawns workers: module-level code runs in the launcher, which must
+        # not create the XLA runtime; `torch.device("xla")` creates nothing.
+        Invalid(
+            """
+            import torch
+            import torch_xla
+            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+            def _mp_fn(index):
+                model = Net().to(device)
+                batch = torch.zeros(2, device="cuda")
+            if __name__ == "__main__":
+                torch_xla.launch(_mp_fn)
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+            device = torch.device("xla")
+            def _mp_fn(index):
+                model = Net().to(device)
+                batch = torch.zeros(2, device=torch_xla.device())
+            if __name__ == "__main__":
+                torch_xla.launch(_mp_fn)
+            """,
+            count=2,
+        ),
+        # A fallback that is the user's own logic: only the unsafe fix drops it.
+        Invalid(
+            """
+            import os
+            import torch
+            device = torch.device("cuda:0" if torch.cuda.is_available() else os.environ.get("DEVICE", "cpu"))
+            """,
+            unsafe_fixed="""
+            import os
+            import torch
+            import torch_xla
+
+            device = torch_xla.device()
+            """,
+            count=1,
+        ),
+        # The AMP recipe builds its scaler twice: both go, with every use.
+        Invalid(
+            """
+            import torch
+            scaler = torch.amp.GradScaler("cuda")
+            for x in data:
+                scaler.scale(model(x)).backward()
+                scaler.step(opt)
+                scaler.update()
+            scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+            for x in data:
+                scaler.scale(model(x)).backward()
+                scaler.step(opt)
+                scaler.update()
+            state = {"scaler": scaler.state_dict()}
+            """,
+            unsafe_fixed="""
+            import torch
+            for x in data:
+                model(x).backward()
+                opt.step()
+            for x in data:
+                model(x).backward()
+                opt.step()
+            state = {"scaler": {}}
+            """,
+            count=2,
         ),
     ]
 
@@ -579,24 +874,40 @@ opt.step()
         self._device_variables: dict[tuple[int, str], list[ast.AST]] = {}
         self._variable_uses: list[tuple[ast.Name, bool]] = []
         self._locals: dict[int, set[str]] = {}
+        # `torch.cuda.is_available()` calls, judged in `finish` (do they choose the device?).
+        self._availability_calls: list[ast.Call] = []
+        # `torch.autocast(device_type=<variable>)`: CUDA autocast if the variable is "cuda".
+        self._autocast_by_variable: list[tuple[ast.Call, ast.Name, tuple[str, ...]]] = []
+        # A script that starts workers must not create the XLA runtime in the parent.
+        self._spawns_workers = any(self.ctx.semantic.call_name(c) in SPAWNERS for c in self.ctx.semantic.calls)
 
     def finish(self) -> None:
         self._check_device_variables()
+        self._check_availability()
+        self._check_autocast_by_variable()
+
+    def _check_autocast_by_variable(self) -> None:
+        for call, name, params in self._autocast_by_variable:
+            values = self._device_variables.get((id(self.scope_of(name)), name.id), [])
+            if values and all(is_cuda_string(v) for v in values):
+                self._report(
+                    call,
+                    f'CUDA autocast (`{name.id}` is a CUDA device): on XLA use `torch.autocast("xla", '
+                    "dtype=torch.bfloat16)`",
+                    self._autocast_fix(call, params),
+                )
 
     def visit_Call(self, node: ast.Call) -> None:
         name = self.ctx.semantic.call_name(node)
+        row = lookup(name) if name else None
         if name in TORCH_DEVICE:
             self._check_torch_device(node)
-        elif name in SYNCHRONIZE:
-            self._check_synchronize(node)
-        elif name in REMOVABLE:
-            self._check_removable(node, name)
-        elif name in MANUAL_SEED:
-            self._check_manual_seed(node)
-        elif name in CUDA_AUTOCAST or name in GENERIC_AUTOCAST:
+        elif name in GENERIC_AUTOCAST:
             self._check_autocast(node, name)
-        elif name in CUDA_GRAD_SCALER or name in GENERIC_GRAD_SCALER:
+        elif name in GENERIC_GRAD_SCALER:
             self._check_grad_scaler(node, name)
+        elif row is not None:
+            self._check_api(node, name, *row)
         elif method_name(node) == "cuda" and not (name or "").startswith("torch."):
             self._check_cuda_method(node)
         self._check_device_arguments(node)
@@ -608,7 +919,7 @@ opt.step()
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
         if self._is_device_selection(node):
-            self._report_device(node, "CUDA device selection: use `torch_xla.device()`")
+            self._report_device(node, "CUDA device selection")
 
     def visit_arguments(self, node: ast.arguments) -> None:
         """``def f(device="cuda")``: a parameter default that is a CUDA device."""
@@ -617,7 +928,7 @@ opt.step()
         pairs += [(arg, default) for arg, default in zip(node.kwonlyargs, node.kw_defaults) if default is not None]
         for arg, default in pairs:
             if arg.arg == "device" and (is_cuda_string(default) or self._is_device_selection(default)):
-                self._report_device(default, f"CUDA device as the default of `{arg.arg}`: use `torch_xla.device()`")
+                self._report_device(default, f"CUDA device as the default of `{arg.arg}`")
 
     # -- device expressions -----------------------------------------------------------------
     def _is_device_selection(self, node: ast.AST | None) -> bool:
@@ -646,6 +957,8 @@ opt.step()
             return True
         if isinstance(node, ast.Call) and self.ctx.semantic.call_name(node) in TORCH_DEVICE:
             return self._torch_device_is_cuda(node)
+        if isinstance(node, ast.Call) and self.ctx.semantic.call_name(node) in CURRENT_ACCELERATOR:
+            return True
         return self._is_device_selection(node)
 
     def _is_any_device(self, node: ast.AST) -> bool:
@@ -662,9 +975,117 @@ opt.step()
 
     def _check_torch_device(self, call: ast.Call) -> None:
         if self._torch_device_is_cuda(call):
-            self._report_device(call, "`torch.device` of a CUDA device: use `torch_xla.device()`")
+            self._report_device(call, "`torch.device` of a CUDA device")
         elif isinstance(kind := argument(call, 0, "type"), ast.Name):
             self._variable_uses.append((kind, False))
+
+    # -- availability that chooses the device ---------------------------------------------------
+    def _check_availability(self) -> None:
+        """``torch.cuda.is_available()`` (or ``torch.accelerator.is_available()``) is False on
+        an XLA machine: where it decides the device, directly (``if torch.cuda.is_available():
+        model.cuda()``) or through a flag (``use_cuda = not args.no_cuda and
+        torch.cuda.is_available()`` ... ``if use_cuda:``), the ported script would take the
+        CPU path. Reported at the call; the unsafe fix treats the XLA device as available."""
+        for call in self._availability_calls:
+            if id(call) in self._claimed or self.ctx.semantic.call_name(call) not in IS_AVAILABLE:
+                continue
+            text = self._short_source(call)
+            test_of = self._condition_holding(call)
+            if test_of is not None:
+                if self._chooses_device(test_of):
+                    self._report(
+                        call,
+                        f"`{text}` chooses the device: it is False on an XLA machine, so the script "
+                        "would run on the CPU",
+                        self._assume_available_fix(call),
+                    )
+                continue
+            flag = self._flag_set_by(call)
+            if flag is None:
+                continue
+            chooser = next((c for c in self._conditions_reading(flag) if self._chooses_device(c)), None)
+            if chooser is not None:
+                self._report(
+                    call,
+                    f"`{flag}` is computed from `{text}` and chooses the device (line {chooser.lineno}): "
+                    "it is False on an XLA machine, so the script would run on the CPU",
+                    self._assume_available_fix(call),
+                )
+
+    @staticmethod
+    def _condition_holding(call: ast.Call) -> ast.If | ast.IfExp | None:
+        """The ``if`` statement or conditional expression whose test holds ``call``."""
+        child: ast.AST = call
+        for holder in ancestors(call):
+            if isinstance(holder, (ast.If, ast.IfExp)):
+                return holder if child is holder.test else None
+            if isinstance(holder, ast.stmt):
+                return None
+            child = holder
+        return None
+
+    @staticmethod
+    def _flag_set_by(call: ast.Call) -> str | None:
+        """``use_cuda`` / ``args.cuda`` for ``<flag> = <a boolean built on call>``."""
+        stmt = enclosing_statement(call)
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target = stmt.targets[0]
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            target = stmt.target
+        else:
+            return None
+        # Only through `and`/`or`/`not`: a flag, not a value passed on or compared.
+        for holder in ancestors(call):
+            if holder is stmt:
+                break
+            if not isinstance(holder, (ast.BoolOp, ast.UnaryOp)):
+                return None
+        return dotted_name(target)
+
+    def _conditions_reading(self, flag: str) -> list[ast.If | ast.IfExp]:
+        found = []
+        for node in self.ctx.semantic.nodes_of(ast.If, ast.IfExp):
+            if any(
+                isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load) and dotted_name(n) == flag
+                for n in ast.walk(node.test)
+            ):
+                found.append(node)
+        return found
+
+    def _chooses_device(self, condition: ast.If | ast.IfExp) -> bool:
+        """A branch of ``condition`` is a device, sets one or uses one: ``.cuda()``,
+        ``.to(...)``, a ``torch.device``, the current accelerator, ``device = "cuda"``."""
+        if isinstance(condition, ast.IfExp):
+            if any(self._is_any_device(b) for b in (condition.body, condition.orelse)):
+                return True
+            branches: list[ast.AST] = [condition.body, condition.orelse]
+        else:
+            branches = [*condition.body, *condition.orelse]
+        for branch in branches:
+            for node in ast.walk(branch):
+                if isinstance(node, ast.Call):
+                    if method_name(node) in ("cuda", "to"):
+                        return True
+                    if self.ctx.semantic.call_name(node) in TORCH_DEVICE | CURRENT_ACCELERATOR:
+                        return True
+                elif isinstance(node, ast.Assign) and self._is_any_device(node.value):
+                    return True
+        return False
+
+    def _assume_available_fix(self, call: ast.Call) -> Fix:
+        """``not args.no_cuda and torch.cuda.is_available()`` -> ``not args.no_cuda``;
+        ``a if torch.cuda.is_available() else b`` -> ``a``; anywhere else ``True``."""
+        holder = parent(call)
+        if not (isinstance(holder, ast.BoolOp) and isinstance(holder.op, ast.And)):
+            return self.fix("unsafe", "Treat the XLA device as available", self._true(call))
+        others = [v for v in holder.values if v is not call]
+        pieces = []
+        for index, value in enumerate(others):
+            loose = isinstance(value, (ast.BoolOp, ast.IfExp, ast.Lambda, ast.NamedExpr))
+            pieces.append(f"({{v{index}}})" if loose else f"{{v{index}}}")
+        parts = tuple((f"v{index}", self.ctx.span(value)) for index, value in enumerate(others))
+        span, template = self.ctx.span(holder), " and ".join(pieces)
+        return self.fix("unsafe", "Treat the XLA device as available", ReplaceExpr(span, template, parts))
 
     # -- devices held in variables --------------------------------------------------------------
     def _check_device_variables(self) -> None:
@@ -689,13 +1110,35 @@ opt.step()
                 used_as_device.add(key)
         for key in used_as_device:
             for value in self._device_variables[key]:
-                if isinstance(value, ast.Constant):
-                    message = f"CUDA device `{value.value}` assigned to `{key[1]}`, used as a device"
+                # A string: `"cuda:0"`, `f"cuda:{rank}"` (a `torch.device` or a selection
+                # is reported where it is written).
+                if is_cuda_string(value):
+                    message = f"CUDA device `{self._short_source(value)}` assigned to `{key[1]}`, used as a device"
                     if self._used_as_string(key):
                         # `"cuda" in device`, `device.startswith(...)`: a torch.device is no str.
                         self._report(value, message + " (and as a string: port it by hand)", None)
+                    elif self._used_as_device_type(key):
+                        # `torch.autocast(device_type=device)` needs a str: "xla" is both.
+                        fix = self.fix("safe", 'Use `"xla"`', ReplaceExpr(self.ctx.span(value), '"xla"'))
+                        self._report(value, message + ' and as a `device_type`: use `"xla"`', fix)
                     else:
                         self._report_device(value, message)
+
+    def _used_as_device_type(self, key: tuple[int, str]) -> bool:
+        for node in self.ctx.semantic.nodes_of(ast.Name):
+            if node.id != key[1] or not isinstance(node.ctx, ast.Load) or id(self.scope_of(node)) != key[0]:
+                continue
+            holder = parent(node)
+            if isinstance(holder, ast.keyword) and holder.arg == "device_type":
+                return True
+            if (
+                isinstance(holder, ast.Call)
+                and holder.args
+                and holder.args[0] is node
+                and self.ctx.semantic.call_name(holder) in GENERIC_AUTOCAST
+            ):
+                return True
+        return False
 
     def _used_as_string(self, key: tuple[int, str]) -> bool:
         for node in self.ctx.semantic.nodes_of(ast.Name):
@@ -761,21 +1204,80 @@ opt.step()
             return
         if to_cpu or id(node) in self._map_locations:
             fix = self.fix("safe", 'Load onto the CPU: `map_location="cpu"`', ReplaceExpr(self.ctx.span(node), '"cpu"'))
+            message += ': load onto the CPU (`map_location="cpu"`), then move to the XLA device'
         else:
-            device, imports = self._xla_device()
-            fix = self.fix("safe", f"Use `{device}`", ReplaceExpr(self.ctx.span(node), device), imports=imports)
+            device, imports = self._xla_device(node)
+            message += f": use `{device}`"
+            if self._evaluated_at_import(node):
+                message += " (a device that does not start the XLA runtime when the module is imported)"
+            fallback = self._fallback_of(node)
+            applicability = "safe"
+            if fallback is not None:
+                # The other branch is the user's own choice of device: the fix drops it.
+                applicability = "unsafe"
+                message += f"; the fix drops the fallback `{self._short_source(fallback)}`"
+            fix = self.fix(applicability, f"Use `{device}`", ReplaceExpr(self.ctx.span(node), device), imports=imports)
         self._report(node, message, fix)
 
-    def _xla_device(self) -> tuple[str, tuple[Import, ...]]:
+    def _xla_device(self, node: ast.AST | None = None) -> tuple[str, tuple[Import, ...]]:
+        """The XLA device as a fix writes it at ``node``: ``torch_xla.device()`` (``xm.xla_device()``
+        before 2.4), or, where it would be evaluated at import time, ``torch.device("xla")``:
+        the default XLA device of whichever process uses it, which starts no runtime."""
+        if node is not None and self._evaluated_at_import(node):
+            torch, imports = self.ctx.reference("torch")
+            _, backend = self.ctx.reference("torch_xla")  # `import torch_xla` registers the "xla" device
+            return f'{torch}.device("xla")', (*imports, *backend)
         function, imports = self.ctx.xla_api("device", "xla_device")
         return f"{function}()", imports
+
+    def _evaluated_at_import(self, node: ast.AST) -> bool:
+        """A default argument (evaluated when the ``def`` runs), or module-level code in a
+        script that spawns workers: the parent would create the XLA runtime before the
+        launcher, and every worker fails with "Runtime is already initialized"."""
+        for holder in ancestors(node):
+            if isinstance(holder, ast.arguments):
+                return True
+            if isinstance(holder, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                return False
+        return self._spawns_workers
+
+    def _fallback_of(self, node: ast.AST) -> ast.AST | None:
+        """The non-CUDA branch of a device selection when it is the user's logic (an
+        environment variable, a command-line option), not a plain device like ``"cpu"``."""
+        selection = node
+        if isinstance(node, ast.Call) and self.ctx.semantic.call_name(node) in TORCH_DEVICE:
+            selection = argument(node, 0, "type")
+        if not isinstance(selection, ast.IfExp):
+            return None
+        for branch in (selection.body, selection.orelse):
+            if not self._is_plain_device(branch):
+                return branch
+        return None
+
+    def _is_plain_device(self, node: ast.AST) -> bool:
+        if is_other_device_string(node) or self._is_cuda_device(node):
+            return True
+        if isinstance(node, ast.Call):
+            name = self.ctx.semantic.call_name(node) or ""
+            if name in TORCH_DEVICE:
+                kind = argument(node, 0, "type")
+                return kind is None or is_other_device_string(kind) or self._is_plain_device(kind)
+            return name.startswith("torch_xla.")
+        if isinstance(node, ast.IfExp):
+            return self._is_plain_device(node.body) and self._is_plain_device(node.orelse)
+        return False
+
+    def _short_source(self, node: ast.AST, limit: int = 60) -> str:
+        text = " ".join(self.ctx.source_of(node).split())
+        return text if len(text) <= limit else text[: limit - 3] + "..."
 
     # -- `.cuda()` ----------------------------------------------------------------------------
     def _check_cuda_method(self, call: ast.Call) -> None:
         receiver = call.func.value  # type: ignore[attr-defined]
+        device, _ = self._xla_device(call)
         self._report(
             call,
-            "`.cuda()` moves to a CUDA device: use `.to(torch_xla.device())`",
+            f"`.cuda()` moves to a CUDA device: use `.to({device})`",
             self._cuda_method_fix(call, receiver),
             keep=receiver,
         )
@@ -783,7 +1285,7 @@ opt.step()
     def _cuda_method_fix(self, call: ast.Call, receiver: ast.AST) -> Fix | None:
         if has_star_args(call) or len(call.args) > 2 or any(kw.arg not in CUDA_METHOD_PARAMS for kw in call.keywords):
             return None
-        device, imports = self._xla_device()
+        device, imports = self._xla_device(call)
         # The receiver's source (parentheses included) is kept as it is.
         arguments = [device]
         parts: list[tuple[str, Span]] = [("receiver", self.ctx.span(receiver))]
@@ -797,40 +1299,94 @@ opt.step()
             "safe", f"Use `.to({device})`", ReplaceExpr(self.ctx.span(call), template, tuple(parts)), imports=imports
         )
 
-    # -- torch.cuda.* --------------------------------------------------------------------------
-    def _check_synchronize(self, call: ast.Call) -> None:
-        xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm")
-        replacement = f"{xm}.wait_device_ops()"
-        fix = self.fix("safe", f"Use `{replacement}`", ReplaceExpr(self.ctx.span(call), replacement), imports=imports)
-        self._report(call, f"`torch.cuda.synchronize()`: use `{replacement}`", fix)
+    # -- torch.cuda.* and torch.accelerator.*: the table in `_cuda_api` ---------------------------
+    def _check_api(self, call: ast.Call, name: str, short: str, row: CudaApi) -> None:
+        if row.action == "availability":
+            self._availability_calls.append(call)
+        elif row.action == "device":
+            self._report_device(call, row.message)
+        elif row.action == "autocast":
+            self._check_autocast(call, name)
+        elif row.action == "grad_scaler":
+            self._check_grad_scaler(call, name)
+        elif row.action == "remove":
+            stmt = whole_statement(call)
+            fix = self.fix("safe", f"Remove `{short}(...)`", RemoveStatement(self.ctx.span(stmt))) if stmt else None
+            self._report(call, self._spell(row.message, call, short)[0], fix)
+        elif row.action == "query":
+            stmt = self._output_statement(call)
+            fix = None
+            if stmt is not None:
+                fix = self.fix("unsafe", "Remove the CUDA memory report", RemoveStatement(self.ctx.span(stmt)))
+            message = self._spell(row.message, call, short)[0]
+            if fix is not None:
+                message += "; the unsafe fix removes this report"
+            self._report(call, message, fix)
+        elif row.action == "replace":
+            self._report(call, self._spell(row.message, call, short)[0], self._replace_fix(call, short, row))
+        else:
+            self._report(call, self._spell(row.message, call, short)[0], None)
 
-    def _check_removable(self, call: ast.Call, name: str) -> None:
-        short = name.rsplit(".", 1)[-1]
-        stmt = whole_statement(call)
-        fix = (
-            self.fix("safe", f"Remove `torch.cuda.{short}(...)`", RemoveStatement(self.ctx.span(stmt)))
-            if stmt
-            else None
+    def _output_statement(self, call: ast.Call) -> ast.Expr | None:
+        """The statement that only prints or logs ``call``'s value: ``print(...)``,
+        ``logger.info(...)``, ``pbar.set_postfix(...)``."""
+        stmt = enclosing_statement(call)
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and is_alone_on_its_lines(stmt)):
+            return None
+        output = stmt.value
+        if isinstance(output.func, ast.Name) and output.func.id == "print":
+            return stmt
+        return stmt if method_name(output) in OUTPUT_METHODS else None
+
+    def _replace_fix(self, call: ast.Call, short: str, row: CudaApi) -> Fix | None:
+        if call.keywords or has_star_args(call) or len(call.args) != row.arguments:
+            return None
+        code, imports = self._spell(row.template or "", call, short)
+        if code == "True":
+            return self.fix(row.applicability, "Use `True`", self._true(call))
+        parts = (("arg0", self.ctx.span(call.args[0])),) if row.arguments else ()
+        return self.fix(
+            row.applicability,
+            f"Use `{code.replace('{arg0}', '...')}`",
+            ReplaceExpr(self.ctx.span(call), code, parts),
+            imports=imports,
         )
-        self._report(call, f"`torch.cuda.{short}()` has no meaning on XLA: remove it", fix)
 
-    def _check_manual_seed(self, call: ast.Call) -> None:
-        function, imports = self.ctx.xla_api("manual_seed", "set_rng_state")
-        seed = argument(call, 0, "seed")
-        fix = None
-        if seed is not None and not has_star_args(call) and len(call.args) + len(call.keywords) == 1:
-            fix = self.fix(
-                "safe",
-                f"Use `{function}(...)`",
-                ReplaceExpr(self.ctx.span(call), f"{function}({{seed}})", (("seed", self.ctx.span(seed)),)),
-                imports=imports,
-            )
-        self._report(call, f"CUDA seed: use `{function}(...)`", fix)
+    def _true(self, call: ast.Call) -> ReplaceExpr:
+        """``call`` is True on XLA: ``a if call else b`` -> ``a``; elsewhere ``True``."""
+        holder = parent(call)
+        if isinstance(holder, ast.IfExp) and holder.test is call:
+            # The body binds tighter than the conditional it replaces: no parentheses.
+            return ReplaceExpr(self.ctx.span(holder), "{body}", (("body", self.ctx.span(holder.body)),))
+        return ReplaceExpr(self.ctx.span(call), "True")
+
+    def _spell(self, text: str, node: ast.AST, short: str = "") -> tuple[str, tuple[Import, ...]]:
+        """Fill the table's placeholders with the names this file and target version use,
+        and collect the imports the names need (``{arg0}`` is left for the fix)."""
+        spellers = {
+            "xm": lambda: self.ctx.reference("torch_xla.core.xla_model", "xm"),
+            "xr": lambda: self.ctx.reference("torch_xla.runtime", "xr"),
+            "torch_xla": lambda: self.ctx.reference("torch_xla"),
+            "device": lambda: self._xla_device(node),
+            "manual_seed": lambda: self.ctx.xla_api("manual_seed", "set_rng_state"),
+        }
+        imports: list[Import] = []
+        for key, speller in spellers.items():
+            if "{" + key + "}" in text:
+                spelled, needed = speller()
+                text = text.replace("{" + key + "}", spelled)
+                imports.extend(needed)
+        return text.replace("{name}", short), tuple(imports)
 
     # -- autocast -------------------------------------------------------------------------------
     def _check_autocast(self, call: ast.Call, name: str) -> None:
         params = CUDA_AUTOCAST.get(name) or GENERIC_AUTOCAST[name]
-        if name in GENERIC_AUTOCAST and not is_cuda_string(argument(call, 0, "device_type")):
+        device_type = argument(call, 0, "device_type")
+        if name in GENERIC_AUTOCAST and isinstance(device_type, ast.Name):
+            # `torch.autocast(device_type=device)`: CUDA when `device = "cuda"` (judged in `finish`).
+            self._autocast_by_variable.append((call, device_type, params))
+            return
+        if name in GENERIC_AUTOCAST and not is_cuda_string(device_type):
             return
         self._report(
             call,
@@ -869,11 +1425,23 @@ opt.step()
             device = argument(call, 0, "device")
             if device is not None and not is_cuda_string(device):
                 return
-        fix = ScalerRemoval(self, call).fix()
+        removal = ScalerRemoval(self, call)
+        fix = removal.fix()
         message = "CUDA `GradScaler`: bfloat16 autocast on XLA needs no loss scaling"
         if fix is None:
-            message += " (remove the scaler by hand: it is used in a way the fix cannot rewrite)"
+            message += f" (remove the scaler by hand: {removal.blocker})"
         self._report(call, message, fix)
+
+    def is_cuda_grad_scaler(self, node: ast.AST | None) -> bool:
+        if not isinstance(node, ast.Call):
+            return False
+        name = self.ctx.semantic.call_name(node)
+        if name in CUDA_GRAD_SCALER:
+            return True
+        if name in GENERIC_GRAD_SCALER:
+            device = argument(node, 0, "device")
+            return device is None or is_cuda_string(device)
+        return False
 
     # -- reporting ----------------------------------------------------------------------------------
     def _report(self, node: ast.AST, message: str, fix: Fix | None, keep: ast.AST | None = None) -> None:
@@ -891,7 +1459,10 @@ class ScalerRemoval:
 
     The scaler must be assigned to a variable (uses: that name, anywhere in the
     module) or to ``self.<attr>`` (uses: ``<self>.<attr>`` in that class); every use
-    must be one of the method calls below, or there is no fix.
+    must be one of the method calls below, or there is no fix. The variable may be
+    assigned more than once when each assignment builds a CUDA scaler (the PyTorch
+    AMP recipe builds one per section): they all go, with every use. When there is
+    no fix, ``blocker`` says which line stands in the way.
     """
 
     def __init__(self, rule: CudaDevice, call: ast.Call):
@@ -899,6 +1470,12 @@ class ScalerRemoval:
         self.ctx = rule.ctx
         self.call = call
         self.operations: list = []
+        self.blocker = "it is used in a way the fix cannot rewrite"
+        # The statements that build the scaler: this one and any re-assignment.
+        self.constructions: list[ast.stmt] = []
+
+    def _blocked(self, node: ast.AST, why: str) -> None:
+        self.blocker = f"line {node.lineno} {why} (`{self.rule._short_source(node)}`)"  # type: ignore[attr-defined]
 
     def fix(self) -> Fix | None:
         stmt = parent(self.call)
@@ -907,17 +1484,23 @@ class ScalerRemoval:
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is self.call:
             target = stmt.target
         else:
+            self._blocked(stmt if isinstance(stmt, ast.stmt) else self.call, "does not assign it to a name")
             return None
         if not is_alone_on_its_lines(stmt):
+            self._blocked(stmt, "shares its line with another statement")
             return None
+        self.constructions = [stmt]
         uses = self._uses(target)
         if uses is None:
             return None
         for use in uses:
             if not self._rewrite(use):
+                use_stmt = enclosing_statement(use) or use
+                self._blocked(use_stmt, "uses it in a way the fix cannot rewrite")
                 return None
         if not uses or not self._may_gain_an_unscale(uses):
-            self.operations.append(RemoveStatement(self.ctx.span(stmt)))
+            for construction in sorted(self.constructions, key=lambda n: n.lineno):
+                self.operations.append(RemoveStatement(self.ctx.span(construction)))
         return self.rule.fix(
             "unsafe",
             "Remove the GradScaler (bfloat16 needs no loss scaling)",
@@ -941,7 +1524,8 @@ class ScalerRemoval:
         )
 
     def _uses(self, target: ast.AST) -> list[ast.AST] | None:
-        """Every other occurrence of the scaler, or None when one is an assignment."""
+        """Every other read of the scaler, or None (with ``blocker`` set) when it is
+        assigned anything but another CUDA scaler."""
         if isinstance(target, ast.Name):
             # The same variable: the same name in the same scope (a function's local
             # `scaler` is not another function's).
@@ -951,21 +1535,43 @@ class ScalerRemoval:
                 for n in self.ctx.semantic.nodes_of(ast.Name)
                 if n.id == target.id and n is not target and self.rule.scope_of(n) is scope
             ]
-            return None if any(not isinstance(n.ctx, ast.Load) for n in found) else found
+            return self._reads(found)
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
             cls = next((a for a in ancestors(target) if isinstance(a, ast.ClassDef)), None)
             if cls is None:
+                self._blocked(target, "sets an attribute outside a class")
                 return None
             everywhere = [
                 n for n in self.ctx.semantic.nodes_of(ast.Attribute) if n.attr == target.attr and n is not target
             ]
             inside = {id(n) for n in ast.walk(cls)}
-            if any(id(n) not in inside or not isinstance(n.ctx, ast.Load) for n in everywhere):
-                return None
-            if any(not self._is_self_attribute(n) for n in everywhere):
-                return None
-            return everywhere
+            for n in everywhere:
+                if id(n) not in inside or not self._is_self_attribute(n):
+                    self._blocked(enclosing_statement(n) or n, f"reads `.{target.attr}` outside its class")
+                    return None
+            return self._reads(everywhere)
+        self._blocked(target, "does not assign it to a name")
         return None
+
+    def _reads(self, occurrences: list) -> list[ast.AST] | None:
+        """The reads among ``occurrences``; a store is fine only as another construction."""
+        reads = []
+        for node in occurrences:
+            if isinstance(node.ctx, ast.Load):
+                reads.append(node)
+                continue
+            stmt = parent(node)
+            if (
+                isinstance(stmt, ast.Assign)
+                and stmt.targets == [node]
+                and self.rule.is_cuda_grad_scaler(stmt.value)
+                and is_alone_on_its_lines(stmt)
+            ):
+                self.constructions.append(stmt)
+                continue
+            self._blocked(enclosing_statement(node) or node, "assigns it something else")
+            return None
+        return reads
 
     @staticmethod
     def _is_self_attribute(node: ast.Attribute) -> bool:

@@ -1,0 +1,261 @@
+"""What XLA104 does with each ``torch.cuda.*`` and ``torch.accelerator.*`` API, as data.
+
+One table, one row per name: adding a name (or a new torch_xla replacement) is one
+row, not new code. The rule reads a row as:
+
+- ``action``: ``"replace"`` the call with ``template``; ``"remove"`` the statement
+  that is nothing but the call; ``"report"`` it without a fix; ``"query"``: a CUDA
+  statistic, reported; when the statement only prints or logs it, the unsafe fix
+  removes that statement (there is nothing to replace it with that runs on every XLA
+  device); ``"device"`` (the call
+  *is* the device: replaced like any CUDA device); ``"autocast"`` / ``"grad_scaler"``
+  (the rule's own fixes); ``"availability"`` (not flagged on its own: only when it
+  chooses the device, see the rule).
+- ``template``: the replacement code. ``{xm}``, ``{xr}``, ``{torch_xla}`` are the
+  modules as the file spells them, ``{device}`` the XLA device, ``{manual_seed}`` the
+  seeding function of the target version, ``{arg0}`` the call's first argument.
+  ``arguments``: how many positional arguments the call must have for the template
+  (no keywords); a call that does not fit is reported without a fix.
+- ``message``: what the finding says; the same placeholders are spelled for the
+  target version (``{device}`` is ``xm.xla_device()`` for targets before 2.4).
+
+Every replacement was checked against torch_xla 2.9.0. ``xm.get_memory_info()`` is
+named but not used as a fix: the CPU PJRT device has no allocator statistics and it
+raises there (``GetAllocatorStats is not supported``), so a memory query is reported
+for the user to port (or drop) rather than rewritten into a call that may crash.
+A ``torch.cuda`` name missing from the table is reported with ``DEFAULT``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Action = Literal["replace", "remove", "report", "query", "device", "autocast", "grad_scaler", "availability"]
+
+
+@dataclass(frozen=True)
+class CudaApi:
+    action: Action
+    message: str
+    template: str | None = None
+    arguments: int = 0
+    applicability: Literal["safe", "unsafe"] = "safe"
+
+
+def _report(message: str) -> CudaApi:
+    return CudaApi("report", message)
+
+
+def _remove(message: str) -> CudaApi:
+    return CudaApi("remove", message)
+
+
+_MEMORY_QUERY = CudaApi(
+    "query",
+    "`torch.cuda.{name}()` is CUDA's allocator: on XLA read `{xm}.get_memory_info()` "
+    '(`["bytes_used"]`, `["bytes_limit"]`; TPU/GPU only, the CPU device has none)',
+)
+_MEMORY_RESET = _remove("`torch.cuda.{name}()` resets CUDA allocator statistics: XLA has none, remove it")
+_NO_STREAMS = _report(
+    "`torch.cuda.{name}`: XLA has no user streams (the compiler schedules the graph); remove the stream"
+)
+_TENSOR_TYPE = _report("`torch.cuda.{name}` is a CUDA tensor type: use `torch.tensor(..., dtype=..., device={device})`")
+_NO_COUNTERPART = _report("`torch.cuda.{name}` has no XLA counterpart: remove it or keep it off the XLA path")
+
+DEFAULT = _NO_COUNTERPART
+
+CUDA_API: dict[str, CudaApi] = {
+    # -- the device ------------------------------------------------------------------
+    "is_available": CudaApi("availability", ""),
+    "device_count": _report(
+        "`torch.cuda.device_count()`: `{xr}.world_size()` is the number of XLA processes "
+        "(`torch_xla.launch` starts one per device)"
+    ),
+    "current_device": CudaApi(
+        "replace",
+        "`torch.cuda.current_device()`: the index of this process's XLA device is `{xr}.local_ordinal()`",
+        template="{xr}.local_ordinal()",
+        applicability="unsafe",
+    ),
+    "set_device": _remove("`torch.cuda.set_device()` has no meaning on XLA: each process has its device, remove it"),
+    "device": _report("`torch.cuda.device(...)` selects a CUDA device: on XLA use `{device}` (no context needed)"),
+    "device_of": _report("`torch.cuda.device_of(...)` selects a CUDA device: on XLA use `{device}`"),
+    "get_device_name": _report(
+        "`torch.cuda.get_device_name()`: on XLA `{xm}.xla_device_hw({device})` names the device kind"
+    ),
+    "get_device_properties": _report(
+        "`torch.cuda.get_device_properties()`: no XLA counterpart; `{xm}.xla_device_hw({device})` names the kind"
+    ),
+    "get_device_capability": _report("`torch.cuda.get_device_capability()` is a CUDA compute capability: no XLA one"),
+    "is_bf16_supported": CudaApi(
+        "replace",
+        "`torch.cuda.is_bf16_supported()`: XLA devices compute in bfloat16",
+        template="True",
+    ),
+    "init": _remove("`torch.cuda.init()` initializes CUDA: remove it"),
+    "is_initialized": _report("`torch.cuda.is_initialized()` asks about CUDA: no XLA counterpart"),
+    "synchronize": CudaApi(
+        "replace",
+        "`torch.cuda.synchronize()`: use `{xm}.wait_device_ops()`",
+        template="{xm}.wait_device_ops()",
+    ),
+    # -- random numbers --------------------------------------------------------------
+    "manual_seed": CudaApi(
+        "replace", "CUDA seed: use `{manual_seed}(...)`", template="{manual_seed}({arg0})", arguments=1
+    ),
+    "manual_seed_all": CudaApi(
+        "replace", "CUDA seed: use `{manual_seed}(...)`", template="{manual_seed}({arg0})", arguments=1
+    ),
+    "seed": _report("`torch.cuda.seed()`: on XLA seed explicitly with `{manual_seed}(s)`"),
+    "seed_all": _report("`torch.cuda.seed_all()`: on XLA seed explicitly with `{manual_seed}(s)`"),
+    "initial_seed": _report("`torch.cuda.initial_seed()`: on XLA `{xm}.get_rng_state()` (an int seed)"),
+    "get_rng_state": _report("`torch.cuda.get_rng_state()`: on XLA `{xm}.get_rng_state()` (an int seed, not a tensor)"),
+    "get_rng_state_all": _report("`torch.cuda.get_rng_state_all()`: on XLA `{xm}.get_rng_state()` (an int seed)"),
+    "set_rng_state": _report("`torch.cuda.set_rng_state()`: on XLA `{xm}.set_rng_state(seed)` (an int seed)"),
+    "set_rng_state_all": _report("`torch.cuda.set_rng_state_all()`: on XLA `{xm}.set_rng_state(seed)` (an int seed)"),
+    # -- memory ----------------------------------------------------------------------
+    "empty_cache": _remove("`torch.cuda.empty_cache()` has no meaning on XLA: remove it"),
+    "memory_allocated": _MEMORY_QUERY,
+    "max_memory_allocated": _MEMORY_QUERY,
+    "memory_reserved": _MEMORY_QUERY,
+    "max_memory_reserved": _MEMORY_QUERY,
+    "memory_cached": _MEMORY_QUERY,
+    "max_memory_cached": _MEMORY_QUERY,
+    "memory_stats": _MEMORY_QUERY,
+    "memory_stats_as_nested_dict": _MEMORY_QUERY,
+    "memory_summary": _MEMORY_QUERY,
+    "memory_snapshot": _MEMORY_QUERY,
+    "mem_get_info": _MEMORY_QUERY,
+    "device_memory_used": _MEMORY_QUERY,
+    "list_gpu_processes": _MEMORY_QUERY,
+    "host_memory_stats": _MEMORY_QUERY,
+    "reset_peak_memory_stats": _MEMORY_RESET,
+    "reset_max_memory_allocated": _MEMORY_RESET,
+    "reset_max_memory_cached": _MEMORY_RESET,
+    "reset_accumulated_memory_stats": _MEMORY_RESET,
+    "reset_peak_host_memory_stats": _MEMORY_RESET,
+    "reset_accumulated_host_memory_stats": _MEMORY_RESET,
+    "ipc_collect": _MEMORY_RESET,
+    "set_per_process_memory_fraction": _report(
+        "`torch.cuda.set_per_process_memory_fraction()`: XLA has no per-process fraction "
+        "(on TPU the runtime owns the HBM): remove it"
+    ),
+    "caching_allocator_alloc": _NO_COUNTERPART,
+    "caching_allocator_delete": _NO_COUNTERPART,
+    "MemPool": _NO_COUNTERPART,
+    "use_mem_pool": _NO_COUNTERPART,
+    # -- streams, events, graphs -----------------------------------------------------
+    "Stream": _NO_STREAMS,
+    "ExternalStream": _NO_STREAMS,
+    "stream": _NO_STREAMS,
+    "current_stream": _NO_STREAMS,
+    "default_stream": _NO_STREAMS,
+    "set_stream": _NO_STREAMS,
+    "StreamContext": _NO_STREAMS,
+    "Event": _report(
+        "`torch.cuda.Event` times CUDA streams: on XLA time with `time.perf_counter()` after "
+        "`{xm}.wait_device_ops()`, or use `torch_xla.debug.metrics`"
+    ),
+    "CUDAGraph": _report("`torch.cuda.CUDAGraph`: XLA compiles and caches the graph itself; remove it"),
+    "graph": _report("`torch.cuda.graph`: XLA compiles and caches the graph itself; remove it"),
+    "make_graphed_callables": _report(
+        "`torch.cuda.make_graphed_callables`: XLA compiles and caches the graph itself; call the module directly"
+    ),
+    # -- profiling -------------------------------------------------------------------
+    "nvtx.range_push": _report("`torch.cuda.nvtx`: on XLA use `torch_xla.debug.profiler.Trace(name)`"),
+    "nvtx.range_pop": _report("`torch.cuda.nvtx`: on XLA use `torch_xla.debug.profiler.Trace(name)`"),
+    "nvtx.range": _report("`torch.cuda.nvtx`: on XLA use `torch_xla.debug.profiler.Trace(name)`"),
+    "nvtx.mark": _report("`torch.cuda.nvtx`: on XLA use `torch_xla.debug.profiler.Trace(name)`"),
+    "profiler.start": _report("`torch.cuda.profiler`: on XLA use `torch_xla.debug.profiler`"),
+    "profiler.stop": _report("`torch.cuda.profiler`: on XLA use `torch_xla.debug.profiler`"),
+    "utilization": _NO_COUNTERPART,
+    "temperature": _NO_COUNTERPART,
+    "power_draw": _NO_COUNTERPART,
+    "clock_rate": _NO_COUNTERPART,
+    "memory_usage": _NO_COUNTERPART,
+    "set_sync_debug_mode": _NO_COUNTERPART,
+    "get_sync_debug_mode": _NO_COUNTERPART,
+    # -- collectives -----------------------------------------------------------------
+    "comm.broadcast": _report(
+        "`torch.cuda.comm`: on XLA use `{xm}.all_reduce` / `{xm}.all_gather` / `{xm}.collective_broadcast`"
+    ),
+    "comm.reduce_add": _report("`torch.cuda.comm`: on XLA use `{xm}.all_reduce`"),
+    "comm.scatter": _report("`torch.cuda.comm`: on XLA use `{xm}.reduce_scatter`"),
+    "comm.gather": _report("`torch.cuda.comm`: on XLA use `{xm}.all_gather`"),
+    "nccl.all_reduce": _report("`torch.cuda.nccl`: on XLA use `{xm}.all_reduce`"),
+    # -- mixed precision -------------------------------------------------------------
+    "amp.autocast": CudaApi("autocast", ""),
+    "amp.autocast_mode.autocast": CudaApi("autocast", ""),
+    "amp.custom_fwd": _report('`torch.cuda.amp.custom_fwd`: use `torch.amp.custom_fwd(device_type="xla")`'),
+    "amp.custom_bwd": _report('`torch.cuda.amp.custom_bwd`: use `torch.amp.custom_bwd(device_type="xla")`'),
+    "amp.GradScaler": CudaApi("grad_scaler", ""),
+    "amp.grad_scaler.GradScaler": CudaApi("grad_scaler", ""),
+    # -- tensor types ----------------------------------------------------------------
+    **{
+        f"{kind}Tensor": _TENSOR_TYPE
+        for kind in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short", "Char", "Byte", "Bool")
+    },
+}
+
+# `torch.accelerator` (torch >= 2.6) names whatever accelerator torch was built for; on a
+# torch_xla machine it is not the XLA device (`is_available()` is False).
+ACCELERATOR_API: dict[str, CudaApi] = {
+    "is_available": CudaApi("availability", ""),
+    "current_accelerator": CudaApi("device", "`torch.accelerator.current_accelerator()` is not the XLA device"),
+    "synchronize": CudaApi(
+        "replace",
+        "`torch.accelerator.synchronize()`: use `{xm}.wait_device_ops()`",
+        template="{xm}.wait_device_ops()",
+    ),
+    "device_count": _report("`torch.accelerator.device_count()`: `{xr}.world_size()` is the number of XLA processes"),
+    "current_device_index": CudaApi(
+        "replace",
+        "`torch.accelerator.current_device_index()`: the XLA device's index is `{xr}.local_ordinal()`",
+        template="{xr}.local_ordinal()",
+        applicability="unsafe",
+    ),
+    "current_device_idx": CudaApi(
+        "replace",
+        "`torch.accelerator.current_device_idx()`: the XLA device's index is `{xr}.local_ordinal()`",
+        template="{xr}.local_ordinal()",
+        applicability="unsafe",
+    ),
+    "set_device_index": _remove("`torch.accelerator.set_device_index()` has no meaning on XLA: remove it"),
+    "set_device_idx": _remove("`torch.accelerator.set_device_idx()` has no meaning on XLA: remove it"),
+    "empty_cache": _remove("`torch.accelerator.empty_cache()` has no meaning on XLA: remove it"),
+    "memory_allocated": _MEMORY_QUERY,
+    "max_memory_allocated": _MEMORY_QUERY,
+    "memory_reserved": _MEMORY_QUERY,
+    "max_memory_reserved": _MEMORY_QUERY,
+    "memory_stats": _MEMORY_QUERY,
+    "reset_peak_memory_stats": _MEMORY_RESET,
+    "reset_accumulated_memory_stats": _MEMORY_RESET,
+}
+
+# `torch.cuda.memory.empty_cache` is `torch.cuda.empty_cache`: submodules whose names the
+# package re-exports.
+_REEXPORTING_SUBMODULES = ("memory.", "random.", "streams.", "graphs.")
+
+CUDA_PREFIX = "torch.cuda."
+ACCELERATOR_PREFIX = "torch.accelerator."
+
+
+def lookup(qualified: str) -> tuple[str, CudaApi] | None:
+    """The row for a qualified name: (the name as the message shows it, the row)."""
+    if qualified.startswith(ACCELERATOR_PREFIX):
+        rest = qualified[len(ACCELERATOR_PREFIX) :]
+        for submodule in ("memory.",):
+            rest = rest.removeprefix(submodule)
+        row = ACCELERATOR_API.get(rest)
+        return (rest, row) if row is not None else None
+    if not qualified.startswith(CUDA_PREFIX):
+        return None
+    rest = qualified[len(CUDA_PREFIX) :]
+    if rest in CUDA_API:
+        return rest, CUDA_API[rest]
+    for submodule in _REEXPORTING_SUBMODULES:
+        if rest.startswith(submodule) and rest[len(submodule) :] in CUDA_API:
+            short = rest[len(submodule) :]
+            return short, CUDA_API[short]
+    return rest, DEFAULT
