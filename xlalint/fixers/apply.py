@@ -12,7 +12,7 @@ the rest wait for the next pass of the fix loop.
 from __future__ import annotations
 
 import difflib
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -266,6 +266,7 @@ class _Plan:
     remove: set[cst.CSTNode] = field(default_factory=set)
     # Statements placed elsewhere as they are, comments and blank lines included.
     moved: set[cst.CSTNode] = field(default_factory=set)
+    # The spans the fixes of this pass rewrite: disjoint, sorted by start.
     claimed: list[Span] = field(default_factory=list)
     # The nodes on the way from the module to every node rewritten: the rewrite
     # descends only into these, so its cost follows the fixes, not the file.
@@ -387,14 +388,39 @@ def _plan_fix(index: NodeIndex, fix: Fix, plan: _Plan) -> list[_Touch] | None:
         steps = [_plan_operation(index, op, plan, claims, touched) for op in fix.operations]
     except _PLAN_ERRORS:
         return None
-    if any(c.overlaps(o) or c.contains(o) or o.contains(c) for c in claims for o in plan.claimed):
+    if any(_clashes(claim, plan.claimed) for claim in claims):
         return None
     for step in steps:
         step()
-    plan.claimed.extend(claims)
+    for claim in _merged(claims):
+        insort(plan.claimed, claim)
     for touch in touched:
         plan.ancestors.update(index.paths[touch.node])
     return touched
+
+
+def _conflict(a: Span, b: Span) -> bool:
+    return a.overlaps(b) or a.contains(b) or b.contains(a)
+
+
+def _clashes(span: Span, claimed: list[Span]) -> bool:
+    """Whether ``span`` overlaps, holds or lies in one of the disjoint sorted ``claimed``:
+    only the neighbours of its place in the order can."""
+    i = bisect_left(claimed, span)
+    return any(_conflict(span, claimed[j]) for j in range(max(i - 2, 0), min(i + 2, len(claimed))))
+
+
+def _merged(spans: list[Span]) -> list[Span]:
+    """``spans`` with those that overlap or nest joined (one fix may claim a call and
+    a part of it), so that the claimed spans stay disjoint."""
+    out: list[Span] = []
+    for span in sorted(spans):
+        if out and _conflict(out[-1], span):
+            last = out[-1]
+            out[-1] = Span(last.line, last.col, *max((last.end_line, last.end_col), (span.end_line, span.end_col)))
+        else:
+            out.append(span)
+    return out
 
 
 def _add_imports(module: cst.Module, imports: set[Import], unused: set[Import]) -> cst.Module:
