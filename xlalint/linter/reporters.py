@@ -12,7 +12,6 @@ import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from xml.sax.saxutils import escape, quoteattr
 
 from xlalint import __version__
 from xlalint.linter.model import Finding
@@ -271,6 +270,8 @@ def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
 
 
 def render_junit(findings: Sequence[Finding]) -> str:
+    from xml.sax.saxutils import escape, quoteattr
+
     by_file: dict[str, list[Finding]] = {}
     for f in findings:
         by_file.setdefault(f.path, []).append(f)
