@@ -1,37 +1,72 @@
-"""How fast the check path is, as ratios against baselines measured in the same process.
+"""How fast the check path is, as ratios against baselines measured in the same run.
 
-The corpus is every Python file under the given folders (default: tests/fixtures,
-examples), repeated until there are at least --min-files files. Measured:
-- baseline: ``ast.parse`` + a full ``ast.walk`` of each file (the floor for any
-  ast-based linter);
-- xlalint: ``lint_source`` with every rule (parse, semantic layer, one walk, rules);
-- libcst: ``libcst.parse_module`` (what the check path avoids).
-Printed as seconds and as ratios to the baseline: a rule that makes checking slow shows
-up as a rising xlalint/ast ratio, whatever machine runs it.
+The corpus: the first --min-files files that import torch under the given folders
+(default: the installed transformers package; a small corpus is repeated). Measured:
+- baseline: ``ast.parse`` + a full ``ast.walk`` of each file on one core (the floor
+  for any ast-based linter);
+- xlalint ``lint_source``, every rule, one core (target: at most 1.3x the baseline);
+- xlalint's runner on every core (the process pool a many-file ``check`` uses);
+- ``xlalint check`` cold and warm (cached) as a command (target: warm at most 0.3 s);
+- a one-file ``xlalint check`` as pre-commit runs it, median wall of --runs runs,
+  next to a bare ``python -c pass`` (target: at most 0.2 s);
+- libcst ``parse_module`` (what the check path avoids);
+- TorchFix and Fixit on the same files when installed in ``bench/.venv-others``
+  (``--install-others`` makes it: TorchFix pins an older libcst than ours).
 
-    python bench/lint_speed.py [FOLDER ...] [--min-files 300] [--repeat 3]
+    python bench/lint_speed.py [FOLDER ...] [--min-files 300] [--repeat 3] [--runs 9]
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import lint_source
+from xlalint.linter.runner import Job, process_all
+
+HERE = Path(__file__).parent
+OTHERS = HERE / ".venv-others"
+
+
+def default_folders() -> list[Path]:
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("transformers")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.origin:
+        return [Path(spec.origin).parent]
+    return [HERE.parent / "tests" / "fixtures", HERE.parent / "examples"]
 
 
 def corpus(folders: list[Path], min_files: int) -> list[tuple[str, str]]:
-    files = [(str(p), p.read_text(encoding="utf-8")) for folder in folders for p in sorted(folder.rglob("*.py"))]
-    files = [(name, text) for name, text in files if "torch" in text]
+    files: list[tuple[str, str]] = []
+    for folder in folders:
+        for path in sorted(folder.rglob("*.py")):
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if "import torch" in text:
+                files.append((str(path), text))
+            if len(files) >= min_files:
+                return files
     if not files:
         raise SystemExit("no torch files found")
     out = []
     while len(out) < min_files:
         out.extend(files)
-    return out
+    return out[:min_files]
 
 
 def best_of(repeat: int, fn) -> float:
@@ -43,17 +78,50 @@ def best_of(repeat: int, fn) -> float:
     return min(times)
 
 
+def wall(cmd: list[str], cwd: Path | None = None) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode not in (0, 1):  # 1: findings
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        print(f"warning: {cmd[0]} exited {done.returncode}: {' '.join(tail)}", file=sys.stderr)
+    return seconds
+
+
+def install_others() -> None:
+    if not (OTHERS / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(OTHERS)], check=True)
+    subprocess.run([str(OTHERS / "bin" / "pip"), "install", "-q", "torchfix", "fixit"], check=True)
+
+
+def others(folder: Path) -> list[tuple[str, list[str]]]:
+    """The other linters' commands over ``folder``, for those installed."""
+    tools = []
+    torchfix = OTHERS / "bin" / "torchfix"
+    if torchfix.exists():
+        tools.append(("TorchFix (torchfix)", [str(torchfix), "--select", "ALL", str(folder)]))
+    fixit = OTHERS / "bin" / "fixit"
+    if fixit.exists():
+        tools.append(("Fixit (fixit lint)", [str(fixit), "lint", str(folder)]))
+    return tools
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folders", nargs="*", type=Path, default=[Path("tests/fixtures"), Path("examples")])
+    parser.add_argument("folders", nargs="*", type=Path)
     parser.add_argument("--min-files", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=9, help="runs of the one-file check (median)")
     parser.add_argument("--no-libcst", action="store_true")
+    parser.add_argument("--install-others", action="store_true", help="install TorchFix and Fixit for the comparison")
     args = parser.parse_args()
+    if args.install_others:
+        install_others()
 
-    files = corpus(args.folders, args.min_files)
+    files = corpus(args.folders or default_folders(), args.min_files)
     lines = sum(text.count("\n") for _, text in files)
     settings = Settings()
+    cores = os.cpu_count() or 1
 
     def baseline() -> None:
         for name, text in files:
@@ -64,18 +132,41 @@ def main() -> None:
         for name, text in files:
             lint_source(text, name, settings)
 
-    rows = [("ast parse + walk (baseline)", best_of(args.repeat, baseline))]
-    rows.append(("xlalint lint_source, all rules", best_of(args.repeat, xlalint)))
-    if not args.no_libcst:
-        import libcst
+    rows = [("ast parse + walk, 1 core (baseline)", best_of(args.repeat, baseline))]
+    rows.append(("xlalint lint_source, 1 core", best_of(args.repeat, xlalint)))
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "corpus"
+        folder.mkdir()
+        for i, (name, text) in enumerate(files):
+            (folder / f"f{i:04d}_{Path(name).name}").write_text(text, encoding="utf-8")
+        jobs = [Job(str(p), settings) for p in sorted(folder.glob("*.py"))]
+        rows.append((f"xlalint runner, {cores} cores", best_of(args.repeat, lambda: process_all(jobs))))
+        command = [sys.executable, "-m", "xlalint.cli", "check", "--exit-zero", "-q", "--output-format", "concise"]
+        cold = wall([*command, str(folder)], cwd=Path(tmp))
+        warm = wall([*command, str(folder)], cwd=Path(tmp))
+        shutil.rmtree(Path(tmp) / ".xlalint_cache", ignore_errors=True)
+        rows.append((f"`xlalint check` command, cold, {cores} cores", cold))
+        rows.append(("`xlalint check` command, warm (cached)", warm))
+        if not args.no_libcst:
+            import libcst
 
-        rows.append(("libcst parse_module", best_of(1, lambda: [libcst.parse_module(t) for _, t in files])))
+            rows.append(("libcst parse_module, 1 core", best_of(1, lambda: [libcst.parse_module(t) for _, t in files])))
+        for what, cmd in others(folder):
+            rows.append((f"{what}, as installed", wall(cmd)))
+
+        one = str(folder / sorted(os.listdir(folder))[0])
+        one_file = statistics.median(
+            wall([sys.executable, "-m", "xlalint.cli", "check", "--no-cache", "-q", one]) for _ in range(args.runs)
+        )
+        bare = statistics.median(wall([sys.executable, "-c", "pass"]) for _ in range(args.runs))
+
     base = rows[0][1]
-    print(f"{len(files)} files, {lines} lines")
-    print(f"| {'what':<32} | {'seconds':>8} | {'x baseline':>10} |")
-    print(f"|{'-' * 34}|{'-' * 10}|{'-' * 12}|")
+    print(f"{len(files)} files, {lines} lines, {cores} cores")
+    print(f"| {'what':<44} | {'seconds':>8} | {'x baseline':>10} |")
+    print(f"|{'-' * 46}|{'-' * 10}|{'-' * 12}|")
     for what, seconds in rows:
-        print(f"| {what:<32} | {seconds:>8.3f} | {seconds / base:>10.2f} |")
+        print(f"| {what:<44} | {seconds:>8.3f} | {seconds / base:>10.2f} |")
+    print(f"\none-file `xlalint check` (median of {args.runs}): {one_file:.3f} s; bare `python -c pass`: {bare:.3f} s")
 
 
 if __name__ == "__main__":

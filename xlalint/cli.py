@@ -6,7 +6,6 @@ configuration error, a file that cannot be read or parsed, or an internal error.
 
 from __future__ import annotations
 
-import difflib
 import json
 import sys
 from collections import Counter
@@ -299,6 +298,8 @@ def _stdin_report(invocation: Invocation, stdin_filename: str | None, *, fix, un
 
 
 def _print_diffs(reports: list[FileReport], out) -> None:
+    import difflib
+
     from xlalint.linter.notebook import CellText, cell_diffs
 
     for r in reports:

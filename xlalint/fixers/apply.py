@@ -12,11 +12,13 @@ the rest wait for the next pass of the fix loop.
 from __future__ import annotations
 
 import difflib
+from bisect import bisect_left, bisect_right, insort
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState  # to print a node at its indentation
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -25,6 +27,7 @@ from xlalint.linter.model import (
     AddParameter,
     AppendToBody,
     Fix,
+    Import,
     InsertStatement,
     MoveStatement,
     Operation,
@@ -44,7 +47,12 @@ class FixError(Exception):
 
 
 class NodeIndex:
-    """Every node of a module with its span, to find the node an `ast` span names."""
+    """Every node of a module with its span, to find the node an `ast` span names.
+
+    Positions are resolved once (one codegen pass); a lookup then descends from the
+    module through the children whose span contains the target (a bisection where a
+    node has many children), so a pass with many fixes stays linear in the file.
+    """
 
     def __init__(self, wrapper: MetadataWrapper):
         self.module = wrapper.module
@@ -52,9 +60,58 @@ class NodeIndex:
         self.spans: dict[cst.CSTNode, Span] = {
             node: Span(r.start.line, r.start.column, r.end.line, r.end.column) for node, r in positions.items()
         }
+        self._children: dict[int, tuple[Sequence[cst.CSTNode], list[tuple[int, int]]]] = {}
+        self._parents: dict[cst.CSTNode, cst.CSTNode] | None = None
+        #: The path from the module to each node found (for pruning the rewrite).
+        self.paths: dict[cst.CSTNode, tuple[cst.CSTNode, ...]] = {}
+
+    @classmethod
+    def of(cls, module: cst.Module) -> NodeIndex:
+        # The module is never changed in place, so the wrapper's deep copy is not needed.
+        return cls(MetadataWrapper(module, unsafe_skip_copy=True))
+
+    def _kids(self, node: cst.CSTNode) -> tuple[Sequence[cst.CSTNode], list[tuple[int, int]]]:
+        entry = self._children.get(id(node))
+        if entry is None:
+            kids = [k for k in node.children if k in self.spans]
+            entry = (kids, [(self.spans[k].line, self.spans[k].col) for k in kids])
+            self._children[id(node)] = entry
+        return entry
+
+    def _descend(self, span: Span) -> list[cst.CSTNode]:
+        """The path from the module to the deepest node whose span contains ``span``."""
+        node: cst.CSTNode = self.module
+        path = [node]
+        while True:
+            kids, starts = self._kids(node)
+            found = None
+            if len(kids) > 8:
+                i = bisect_right(starts, (span.line, span.col)) - 1
+                candidates = [kids[j] for j in range(i, max(i - 4, -1), -1)]
+            else:
+                candidates = list(kids)
+            for kid in candidates:
+                kid_span = self.spans[kid]
+                if kid_span.contains(span) and (kid_span.line, kid_span.col) != (kid_span.end_line, kid_span.end_col):
+                    found = kid
+                    break
+            if found is None:
+                return path
+            path.append(found)
+            node = found
 
     def at(self, span: Span, kind: type | tuple[type, ...]) -> cst.CSTNode:
         """The smallest node of ``kind`` whose span contains ``span``."""
+        path = self._descend(span)
+        for depth in range(len(path) - 1, -1, -1):
+            node = path[depth]
+            if isinstance(node, kind) and self.spans[node].contains(span):
+                self.paths[node] = tuple(path[: depth + 1])
+                return node
+        # Positions that do not nest (a decorator lies before its `def`'s span): search.
+        return self._scan(span, kind)
+
+    def _scan(self, span: Span, kind: type | tuple[type, ...]) -> cst.CSTNode:
         best: tuple[int, int, int, int] | None = None
         found: cst.CSTNode | None = None
         for node, node_span in self.spans.items():
@@ -70,7 +127,23 @@ class NodeIndex:
                 best, found = size, node
         if found is None:
             raise FixError(f"no {getattr(kind, '__name__', kind)} at {span}")
+        self.paths[found] = self._path_by_parents(found)
         return found
+
+    def _path_by_parents(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+        if self._parents is None:
+            parents: dict[cst.CSTNode, cst.CSTNode] = {}
+            stack: list[cst.CSTNode] = [self.module]
+            while stack:
+                parent = stack.pop()
+                for child in parent.children:
+                    parents[child] = parent
+                    stack.append(child)
+            self._parents = parents
+        path = [node]
+        while path[-1] in self._parents:
+            path.append(self._parents[path[-1]])
+        return tuple(reversed(path))
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
@@ -86,7 +159,14 @@ class NodeIndex:
 
 
 def _parse_expression(code: str, like: cst.BaseExpression) -> cst.BaseExpression:
-    new = cst.parse_expression(code)
+    try:
+        new = cst.parse_expression(code)
+    except cst.ParserSyntaxError:
+        # Code taken from inside brackets may span lines (`(x\n .float()\n .cuda())`):
+        # it parses in parentheses, the target's own when it has them.
+        new = cst.parse_expression(f"({code})")
+        if getattr(like, "lpar", ()):
+            new = new.with_changes(lpar=(), rpar=())
     lpar = getattr(like, "lpar", ())
     if lpar and hasattr(new, "lpar") and not getattr(new, "lpar", ()):
         new = new.with_changes(lpar=lpar, rpar=like.rpar)
@@ -186,13 +266,28 @@ class _Plan:
     remove: set[cst.CSTNode] = field(default_factory=set)
     # Statements placed elsewhere as they are, comments and blank lines included.
     moved: set[cst.CSTNode] = field(default_factory=set)
+    # The spans the fixes of this pass rewrite: disjoint, sorted by start.
     claimed: list[Span] = field(default_factory=list)
+    # The nodes on the way from the module to every node rewritten: the rewrite
+    # descends only into these, so its cost follows the fixes, not the file.
+    ancestors: set[cst.CSTNode] = field(default_factory=set)
+
+
+@dataclass
+class _Touch:
+    """A node a fix rewrites, and whether it is taken out of its block."""
+
+    node: cst.CSTNode
+    removed: bool = False
 
 
 class _Rewriter(cst.CSTTransformer):
     def __init__(self, plan: _Plan):
         super().__init__()
         self.plan = plan
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return node in self.plan.ancestors
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
         plan = self.plan
@@ -217,7 +312,12 @@ class _Rewriter(cst.CSTTransformer):
         return node
 
 
-def _plan_operation(index: NodeIndex, op: Operation, plan: _Plan, claims: list[Span]) -> Callable[[], None]:
+_STATEMENT = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
+
+
+def _plan_operation(
+    index: NodeIndex, op: Operation, plan: _Plan, claims: list[Span], touched: list[_Touch]
+) -> Callable[[], None]:
     """Resolve ``op``; return the step that records it in ``plan`` (run only if the
     whole fix resolves and claims nothing another fix of this pass claimed)."""
     if isinstance(op, ReplaceExpr):
@@ -225,34 +325,41 @@ def _plan_operation(index: NodeIndex, op: Operation, plan: _Plan, claims: list[S
         code = index.render(op.template, op.parts)
         new = _parse_expression(code, target)
         claims.append(index.spans[target])
+        touched.append(_Touch(target))
         return lambda: plan.replace[target].append(lambda _node: new)
     if isinstance(op, SetKeyword):
         call = index.at(op.span, cst.Call)
         claims.append(index.spans[call])
+        touched.append(_Touch(call))
         return lambda: plan.replace[call].append(lambda node: set_keyword(node, op.name, op.value, op.only_if_missing))
     if isinstance(op, RemoveKeyword):
         call = index.at(op.span, cst.Call)
         claims.append(index.spans[call])
+        touched.append(_Touch(call))
         return lambda: plan.replace[call].append(lambda node: remove_keyword(node, op.name))
     if isinstance(op, AddParameter):
         func = index.at(op.span, cst.FunctionDef)
         claims.append(index.spans[func.params])
+        touched.append(_Touch(func))
         return lambda: plan.replace[func].append(lambda node: add_parameter(node, op.name))
     if isinstance(op, InsertStatement):
-        stmt = index.at(op.span, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+        stmt = index.at(op.span, _STATEMENT)
         statements = _parse_statements(index.render(op.code, op.parts))
         where = plan.before if op.where == "before" else plan.after
+        touched.append(_Touch(stmt))
         return lambda: where[stmt].extend(statements)
     if isinstance(op, RemoveStatement):
-        stmt = index.at(op.span, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+        stmt = index.at(op.span, _STATEMENT)
         claims.append(index.spans[stmt])
+        touched.append(_Touch(stmt, removed=True))
         return lambda: plan.remove.add(stmt)
     if isinstance(op, MoveStatement):
-        stmt = index.at(op.span, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
-        anchor = index.at(op.anchor, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+        stmt = index.at(op.span, _STATEMENT)
+        anchor = index.at(op.anchor, _STATEMENT)
         if stmt is anchor:
             raise FixError("a statement cannot move next to itself")
         claims.append(index.spans[stmt])
+        touched.extend((_Touch(stmt, removed=True), _Touch(anchor)))
         where = plan.before if op.where == "before" else plan.after
 
         def record() -> None:
@@ -264,33 +371,59 @@ def _plan_operation(index: NodeIndex, op: Operation, plan: _Plan, claims: list[S
     if isinstance(op, AppendToBody):
         compound = index.at(op.span, cst.BaseCompoundStatement)
         _parse_statements(op.code)  # fail now, not mid-transform, on bad code
+        touched.append(_Touch(compound))
         return lambda: plan.replace[compound].append(lambda node: append_to_body(node, op.code))
     raise FixError(f"unknown operation {op!r}")
 
 
-def apply_fixes(source: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix]]:
-    """Apply as many of ``fixes`` as do not overlap; return the new code and the
-    fixes applied. A fix whose operations cannot all be carried out is skipped."""
-    module = cst.parse_module(source)
-    index = NodeIndex(MetadataWrapper(module))
-    plan = _Plan()
-    applied: list[Fix] = []
-    for fix in fixes:
-        claims: list[Span] = []
-        try:
-            steps = [_plan_operation(index, op, plan, claims) for op in fix.operations]
-        except (FixError, cst.ParserSyntaxError, KeyError, IndexError, ValueError):
-            continue
-        if any(c.overlaps(o) or c.contains(o) or o.contains(c) for c in claims for o in plan.claimed):
-            continue
-        for step in steps:
-            step()
-        plan.claimed.extend(claims)
-        applied.append(fix)
-    if not applied:
-        return source, []
-    new_module = index.module.visit(_Rewriter(plan))
-    imports = {imp for fix in applied for imp in fix.imports}
+_PLAN_ERRORS = (FixError, cst.ParserSyntaxError, KeyError, IndexError, ValueError)
+
+
+def _plan_fix(index: NodeIndex, fix: Fix, plan: _Plan) -> list[_Touch] | None:
+    """Record ``fix`` in ``plan``; None (and nothing recorded) if it cannot be carried
+    out here or overlaps what the plan already claims."""
+    claims: list[Span] = []
+    touched: list[_Touch] = []
+    try:
+        steps = [_plan_operation(index, op, plan, claims, touched) for op in fix.operations]
+    except _PLAN_ERRORS:
+        return None
+    if any(_clashes(claim, plan.claimed) for claim in claims):
+        return None
+    for step in steps:
+        step()
+    for claim in _merged(claims):
+        insort(plan.claimed, claim)
+    for touch in touched:
+        plan.ancestors.update(index.paths[touch.node])
+    return touched
+
+
+def _conflict(a: Span, b: Span) -> bool:
+    return a.overlaps(b) or a.contains(b) or b.contains(a)
+
+
+def _clashes(span: Span, claimed: list[Span]) -> bool:
+    """Whether ``span`` overlaps, holds or lies in one of the disjoint sorted ``claimed``:
+    only the neighbours of its place in the order can."""
+    i = bisect_left(claimed, span)
+    return any(_conflict(span, claimed[j]) for j in range(max(i - 2, 0), min(i + 2, len(claimed))))
+
+
+def _merged(spans: list[Span]) -> list[Span]:
+    """``spans`` with those that overlap or nest joined (one fix may claim a call and
+    a part of it), so that the claimed spans stay disjoint."""
+    out: list[Span] = []
+    for span in sorted(spans):
+        if out and _conflict(out[-1], span):
+            last = out[-1]
+            out[-1] = Span(last.line, last.col, *max((last.end_line, last.end_col), (span.end_line, span.end_col)))
+        else:
+            out.append(span)
+    return out
+
+
+def _add_imports(module: cst.Module, imports: set[Import], unused: set[Import]) -> cst.Module:
     if imports:
         context = CodemodContext()
         for imp in sorted(imports):
@@ -298,14 +431,29 @@ def apply_fixes(source: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix]]:
                 AddImportsVisitor.add_needed_import(context, imp.module, imp.name, imp.asname)
             else:
                 AddImportsVisitor.add_needed_import(context, imp.module, asname=imp.asname)
-        new_module = AddImportsVisitor(context).transform_module(new_module)
-    unused = {imp for fix in applied for imp in fix.unused_imports}
+        module = AddImportsVisitor(context).transform_module(module)
     if unused:
         # Scope analysis, on this file only and only because a fix asked for it.
         context = CodemodContext()
         for imp in sorted(unused):
             RemoveImportsVisitor.remove_unused_import(context, imp.module, imp.name, imp.asname)
-        new_module = RemoveImportsVisitor(context).transform_module(new_module)
+        module = RemoveImportsVisitor(context).transform_module(module)
+    return module
+
+
+def apply_fixes(source: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix]]:
+    """Apply as many of ``fixes`` as do not overlap; return the new code and the
+    fixes applied. A fix whose operations cannot all be carried out is skipped."""
+    index = NodeIndex.of(cst.parse_module(source))
+    plan = _Plan()
+    applied = [fix for fix in fixes if _plan_fix(index, fix, plan) is not None]
+    if not applied:
+        return source, []
+    new_module = _add_imports(
+        index.module.visit(_Rewriter(plan)),
+        {imp for fix in applied for imp in fix.imports},
+        {imp for fix in applied for imp in fix.unused_imports},
+    )
     return new_module.code, applied
 
 
@@ -352,8 +500,118 @@ def _position(block: list[str], offset: int, first_line: int) -> tuple[int, int]
 
 def fix_edits(source: str, fix: Fix) -> list[TextEdit]:
     """The text edits one fix makes to ``source`` (for JSON and SARIF output)."""
+    return file_edits(source, [fix]).get(fix, [])
+
+
+def file_edits(source: str, fixes: Sequence[Fix]) -> dict[Fix, list[TextEdit]]:
+    """Each fix's own text edits to ``source``, as if it were the only one applied; a
+    fix that cannot be carried out maps to ``[]``.
+
+    One libcst parse and one position index serve every fix of the file. A fix's
+    rewrite visits only the nodes on the way to what it changes, and its edits come
+    from the text of the smallest node that holds all its changes, found in the
+    source by its position: the cost of a fix follows its size, not the file's.
+    """
     try:
-        fixed, applied = apply_fixes(source, [fix])
-    except cst.ParserSyntaxError:
-        return []
-    return text_edits(source, fixed) if applied else []
+        index = NodeIndex.of(cst.parse_module(source))
+    except (cst.ParserSyntaxError, RecursionError):
+        return {fix: [] for fix in fixes}
+    edits = _EditMaker(source, index)
+    out: dict[Fix, list[TextEdit]] = {}
+    for fix in fixes:
+        if fix in out:
+            continue
+        try:
+            out[fix] = edits.of(fix)
+        except (*_PLAN_ERRORS, RecursionError):
+            out[fix] = []
+    return out
+
+
+class _EditMaker:
+    def __init__(self, source: str, index: NodeIndex):
+        self.source = source
+        self.index = index
+        self.line_starts = [0]
+        for line in split_lines(source, keepends=True):
+            self.line_starts.append(self.line_starts[-1] + len(line))
+        self.import_edits: dict[frozenset[Import], list[TextEdit]] = {}
+
+    def of(self, fix: Fix) -> list[TextEdit]:
+        plan = _Plan()
+        touched = _plan_fix(self.index, fix, plan)
+        if touched is None:
+            return []
+        if not fix.unused_imports:
+            local = self._local_edits(plan, touched)
+            if local is not None:
+                imports = self._import_edits(frozenset(fix.imports))
+                if not _near(local, imports):
+                    return sorted(imports + local, key=lambda e: (e.start, e.end))
+        new = _add_imports(self.index.module.visit(_Rewriter(plan)), set(fix.imports), set(fix.unused_imports))
+        return text_edits(self.source, new.code)
+
+    def _import_edits(self, imports: frozenset[Import]) -> list[TextEdit]:
+        if not imports:
+            return []
+        if imports not in self.import_edits:
+            new = _add_imports(self.index.module, set(imports), set())
+            self.import_edits[imports] = text_edits(self.source, new.code)
+        return self.import_edits[imports]
+
+    def _local_edits(self, plan: _Plan, touched: list[_Touch]) -> list[TextEdit] | None:
+        """The fix's edits to the body, or None where they cannot be found locally."""
+        paths = [self.index.paths[t.node][:-1] if t.removed else self.index.paths[t.node] for t in touched]
+        common: list[cst.CSTNode] = []
+        for nodes in zip(*paths):
+            if any(n is not nodes[0] for n in nodes):
+                break
+            common.append(nodes[0])
+        if len(common) < 2:
+            return None  # the module itself: the whole text
+        region = common[-1]
+        module = self.index.module
+        indents = [
+            block.indent if block.indent is not None else module.default_indent
+            for block in common[:-1]
+            if isinstance(block, cst.IndentedBlock)
+        ]
+        old = _render([region], indents, module)
+        result = region.visit(_Rewriter(plan))
+        if isinstance(result, cst.FlattenSentinel):
+            new_nodes = list(result.nodes)
+        elif isinstance(result, cst.RemovalSentinel):
+            return None
+        else:
+            new_nodes = [result]
+        new = _render(new_nodes, indents, module)
+        span = self.index.spans[region]
+        start = self.line_starts[span.line - 1] + span.col
+        end = self.line_starts[span.end_line - 1] + span.end_col
+        at = self.source.rfind(old, max(0, end - len(old)), start + len(old))
+        if at < 0 or at > start or at + len(old) < end:
+            return None
+        row = bisect_right(self.line_starts, at) - 1
+        col = at - self.line_starts[row]
+        return [
+            TextEdit(
+                edit.content,
+                (edit.start[0] + row, edit.start[1] + (col if edit.start[0] == 1 else 0)),
+                (edit.end[0] + row, edit.end[1] + (col if edit.end[0] == 1 else 0)),
+            )
+            for edit in text_edits(old, new)
+        ]
+
+
+def _render(nodes: Sequence[cst.CSTNode], indents: list[str], module: cst.Module) -> str:
+    """The code of ``nodes`` as it stands inside blocks indented by ``indents``."""
+    state = CodegenState(default_indent=module.default_indent, default_newline=module.default_newline)
+    state.indent_tokens = list(indents)
+    for node in nodes:
+        node._codegen(state)
+    return "".join(state.tokens)
+
+
+def _near(edits: list[TextEdit], others: list[TextEdit]) -> bool:
+    """Whether edits of one list touch or abut the lines of the other's."""
+    return any(a.start[0] <= b.end[0] + 1 and b.start[0] <= a.end[0] + 1 for a in edits for b in others)

@@ -8,6 +8,7 @@ their results cached.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import warnings
 from collections import defaultdict
@@ -15,7 +16,16 @@ from collections.abc import Callable, Iterable
 
 from xlalint.linter import noqa
 from xlalint.linter.config import Settings
-from xlalint.linter.model import Finding, Span
+from xlalint.linter.model import (
+    AppendToBody,
+    Finding,
+    Fix,
+    InsertStatement,
+    MoveStatement,
+    ReplaceExpr,
+    Span,
+    split_lines,
+)
 from xlalint.linter.rule import Context, Rule
 from xlalint.linter.semantic import SCOPE_ROOTS, attach_parents
 
@@ -95,7 +105,73 @@ def lint_source(
         for finding in rule.findings
         if not noqa.is_suppressed(finding.code, finding.noqa_lines, suppressions)
     ]
+    if any(finding.fix is not None for finding in findings):
+        findings = _applicable_fixes(findings, source)
     return sorted(set(findings), key=Finding.sort_key)
+
+
+def _applicable_fixes(findings: list[Finding], source: str) -> list[Finding]:
+    """Findings whose fix cannot be carried out lose it: a fix is offered (``[*]``,
+    JSON ``fix``) only when it applies. Checked on `ast` by the rules the applier
+    follows, so the check path needs no libcst: each target lies in the file, and the
+    code a fix writes parses where it goes (an expression taken from a multi-line
+    chain parses inside brackets, as the applier puts it)."""
+    lines = split_lines(source)
+    verdicts: dict[Fix, bool] = {}
+    out = []
+    for finding in findings:
+        fix = finding.fix
+        if fix is not None:
+            if fix not in verdicts:
+                verdicts[fix] = _fix_applies(fix, lines)
+            if not verdicts[fix]:
+                finding = dataclasses.replace(finding, fix=None)
+        out.append(finding)
+    return out
+
+
+def _fix_applies(fix: Fix, lines: list[str]) -> bool:
+    if not fix.operations:
+        return False
+    for op in fix.operations:
+        spans = [op.span, *(span for _, span in getattr(op, "parts", ()))]
+        if isinstance(op, MoveStatement):
+            spans.append(op.anchor)
+        if not all(_in_file(span, lines) for span in spans):
+            return False
+        try:
+            if isinstance(op, ReplaceExpr):
+                code = _render(op.template, op.parts, lines)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", SyntaxWarning)
+                    ast.parse(f"(\n{code}\n)", mode="eval")
+            elif isinstance(op, (InsertStatement, AppendToBody)):
+                code = _render(op.code, getattr(op, "parts", ()), lines)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", SyntaxWarning)
+                    ast.parse(code)
+        except (SyntaxError, ValueError, KeyError, IndexError, RecursionError, MemoryError):
+            return False
+    return True
+
+
+def _in_file(span: Span, lines: list[str]) -> bool:
+    return 1 <= span.line <= span.end_line <= max(len(lines), 1) and (
+        span.line < span.end_line or span.col <= span.end_col
+    )
+
+
+def _render(template: str, parts: tuple[tuple[str, Span], ...], lines: list[str]) -> str:
+    if not parts:
+        return template.replace("{{", "{").replace("}}", "}")
+    return template.format(**{name: _text(span, lines).strip() for name, span in parts})
+
+
+def _text(span: Span, lines: list[str]) -> str:
+    if span.line == span.end_line:
+        return lines[span.line - 1][span.col : span.end_col]
+    middle = lines[span.line : span.end_line - 1]
+    return "\n".join([lines[span.line - 1][span.col :], *middle, lines[span.end_line - 1][: span.end_col]])
 
 
 def _dispatch(nodes: list[ast.AST], rules: list[Rule]) -> None:

@@ -72,6 +72,7 @@ def fix_source(
             return _failed(source, path, settings, select, f"internal error while fixing: {type(exc).__name__}: {exc}")
         if not used or new == current:
             return FixResult(current, applied, findings)
+        used = set(used)  # membership below, for every finding
         try:
             ast.parse(new)
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:

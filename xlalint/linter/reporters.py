@@ -12,7 +12,6 @@ import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from xml.sax.saxutils import escape, quoteattr
 
 from xlalint import __version__
 from xlalint.linter.model import Finding
@@ -34,37 +33,58 @@ def _location(row: int, col: int) -> dict[str, int]:
     return {"row": row, "column": col + 1}
 
 
-def _edits(finding: Finding, sources: Sources | None) -> list[dict]:
-    if finding.fix is None or sources is None or finding.path not in sources:
-        return []
-    from xlalint.fixers.apply import fix_edits
+class FixEdits:
+    """The text edits of each finding's fix, computed per file on first use: one libcst
+    parse for all the fixes of a file, and none for a file without fixes."""
 
-    source = sources[finding.path]
-    # In a notebook the fix is on the module of its code cells: rows are given in the cell.
-    row = source.locate if finding.cell is not None and hasattr(source, "locate") else lambda n: (None, n)
-    return [
-        {
-            "content": edit.content,
-            "location": {"row": row(edit.start[0])[1], "column": edit.start[1]},
-            "end_location": {"row": row(edit.end[0])[1], "column": edit.end[1]},
-        }
-        for edit in fix_edits(source, finding.fix)
-    ]
+    def __init__(self, findings: Sequence[Finding], sources: Sources | None):
+        self.sources = sources or {}
+        self.fixes: dict[str, list] = {}
+        for finding in findings:
+            if finding.fix is not None and finding.path in self.sources:
+                self.fixes.setdefault(finding.path, []).append(finding.fix)
+        self.by_file: dict[str, dict] = {}
+
+    def computed(self, finding: Finding) -> bool:
+        return finding.fix is not None and finding.path in self.sources
+
+    def of(self, finding: Finding) -> list[dict]:
+        if not self.computed(finding):
+            return []
+        if finding.path not in self.by_file:
+            from xlalint.fixers.apply import file_edits
+
+            self.by_file[finding.path] = file_edits(self.sources[finding.path], self.fixes.get(finding.path, []))
+        source = self.sources[finding.path]
+        # In a notebook the fix is on the module of its code cells: rows are given in the cell.
+        row = source.locate if finding.cell is not None and hasattr(source, "locate") else lambda n: (None, n)
+        return [
+            {
+                "content": edit.content,
+                "location": {"row": row(edit.start[0])[1], "column": edit.start[1]},
+                "end_location": {"row": row(edit.end[0])[1], "column": edit.end[1]},
+            }
+            for edit in self.by_file[finding.path].get(finding.fix, [])
+        ]
 
 
 def _filename(path: str) -> str:
     return path if path in ("-", "<stdin>") else os.path.abspath(path)
 
 
-def finding_to_json(finding: Finding, sources: Sources | None = None) -> dict:
-    """One finding as ruff's JSON object (fix edits need the file's source)."""
+def finding_to_json(finding: Finding, sources: Sources | None = None, edits: FixEdits | None = None) -> dict:
+    """One finding as ruff's JSON object. Fix edits need the file's source; a fix
+    whose edits were computed and came out empty does not apply: ``fix`` is null."""
+    edits = edits if edits is not None else FixEdits([finding], sources)
     fix = None
     if finding.fix is not None:
-        fix = {
-            "applicability": finding.fix.applicability,
-            "message": finding.fix.message,
-            "edits": _edits(finding, sources),
-        }
+        fix_edits = edits.of(finding)
+        if fix_edits or not edits.computed(finding):
+            fix = {
+                "applicability": finding.fix.applicability,
+                "message": finding.fix.message,
+                "edits": fix_edits,
+            }
     span = finding.span
     return {
         "cell": finding.cell,
@@ -185,6 +205,7 @@ def _sarif_uri(path: str) -> str:
 
 
 def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
+    fix_edits = FixEdits(findings, sources)
     docs = _rule_docs()
     index = {doc["code"]: i for i, doc in enumerate(docs)}
     rules = [
@@ -210,7 +231,7 @@ def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
             "message": {"text": f"{f.message} ({f.code} {f.name})"},
             "locations": [{"physicalLocation": {"artifactLocation": {"uri": _sarif_uri(f.path)}, "region": region}}],
         }
-        edits = _edits(f, sources)
+        edits = fix_edits.of(f)
         if f.fix is not None and edits:
             result["fixes"] = [
                 {
@@ -257,6 +278,8 @@ def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
 
 
 def render_junit(findings: Sequence[Finding]) -> str:
+    from xml.sax.saxutils import escape, quoteattr
+
     by_file: dict[str, list[Finding]] = {}
     for f in findings:
         by_file.setdefault(f.path, []).append(f)
@@ -284,11 +307,12 @@ def render_junit(findings: Sequence[Finding]) -> str:
 
 def render(fmt: str, findings: Sequence[Finding], *, sources: Sources | None = None, unsafe: bool = False) -> str:
     """The findings in ``fmt`` (no summary: the CLI adds that for text)."""
+    edits = FixEdits(findings, sources)
     renderers: dict[str, Callable[[], str]] = {
         "text": lambda: "\n".join(text_line(f, unsafe) for f in findings),
         "concise": lambda: "\n".join(text_line(f, unsafe) for f in findings),
-        "json": lambda: json.dumps([finding_to_json(f, sources) for f in findings], indent=2),
-        "json-lines": lambda: "\n".join(json.dumps(finding_to_json(f, sources)) for f in findings),
+        "json": lambda: json.dumps([finding_to_json(f, sources, edits) for f in findings], indent=2),
+        "json-lines": lambda: "\n".join(json.dumps(finding_to_json(f, sources, edits)) for f in findings),
         "github": lambda: render_github(findings),
         "sarif": lambda: render_sarif(findings, sources),
         "junit": lambda: render_junit(findings),

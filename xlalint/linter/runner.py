@@ -7,7 +7,6 @@ import hashlib
 import os
 import pickle
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +14,6 @@ from xlalint import __version__
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import SYNTAX_ERROR, error_finding, lint_source
-from xlalint.linter.fixing import fix_source
 from xlalint.linter.model import Finding
 
 # Below this many files a process pool costs more to start than it saves.
@@ -124,6 +122,8 @@ def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False)
         if cache:
             cache.put(key, findings)
         return FileReport(job.path, findings, source=text)
+    from xlalint.linter.fixing import fix_source
+
     result = fix_source(text, job.path, job.settings, unsafe=job.unsafe)
     report = FileReport(job.path, result.remaining, result.applied, text, result.source, result.error)
     if job.write and not stdin and report.changed:
@@ -154,5 +154,7 @@ def _add_noqa(job: Job, original: sourcefile.SourceFile, findings: list[Finding]
 def process_all(jobs: Sequence[Job]) -> list[FileReport]:
     if len(jobs) < PARALLEL_THRESHOLD or (os.cpu_count() or 1) < 2:
         return [process(job) for job in jobs]
+    from concurrent.futures import ProcessPoolExecutor  # only when there is work to share
+
     with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
         return list(pool.map(process, jobs, chunksize=max(1, len(jobs) // (4 * (os.cpu_count() or 1)))))

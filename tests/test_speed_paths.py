@@ -1,0 +1,125 @@
+"""The fast paths: what the one-file check imports, fixes that apply are the ones marked
+fixable, and each fix's JSON edits (one libcst parse per file) are that fix."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from xlalint.fixers.apply import apply_fixes, file_edits
+from xlalint.linter.config import Settings
+from xlalint.linter.engine import _fix_applies, lint_source
+from xlalint.linter.fixing import fix_source
+from xlalint.linter.model import Finding, Fix, InsertStatement, ReplaceExpr, Span, split_lines
+from xlalint.linter.reporters import finding_to_json, render, text_line
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CHAIN = """\
+import torch
+
+model = torch.nn.Linear(2, 2)
+
+
+def main():
+    x = (
+        torch.randn(2, 2)
+        .float()
+        .cuda(0)
+    )
+    y = (model
+         .half()
+         .cuda())
+    return x, y
+"""
+
+
+def apply_edits(source: str, edits) -> str:
+    starts = [0]
+    for line in split_lines(source, keepends=True):
+        starts.append(starts[-1] + len(line))
+    for edit in sorted(edits, key=lambda e: (e.start, e.end), reverse=True):
+        start = starts[edit.start[0] - 1] + edit.start[1] - 1
+        end = starts[edit.end[0] - 1] + edit.end[1] - 1
+        source = source[:start] + edit.content + source[end:]
+    return source
+
+
+def test_cuda_at_the_end_of_a_multiline_chain_is_fixed():
+    findings = lint_source(CHAIN, "chain.py")
+    assert [f.code for f in findings] == ["XLA104", "XLA104"]
+    assert all(f.fix is not None for f in findings)
+    result = fix_source(CHAIN, "chain.py")
+    assert len(result.applied) == 2 and result.error is None
+    assert ".float().to(torch_xla.device())\n    )" in result.source
+    assert ".half().to(torch_xla.device()))" in result.source
+    compile(result.source, "fixed.py", "exec")
+    assert fix_source(result.source, "chain.py").source == result.source
+    for item in json.loads(render("json", findings, sources={"chain.py": CHAIN})):
+        assert item["fix"]["edits"], item
+        edits = file_edits(CHAIN, [f.fix for f in findings])
+        assert all(edits.values())
+
+
+def test_a_fix_that_does_not_apply_is_reported_as_none():
+    # A target that names no expression of the file: the applier cannot find it.
+    fix = Fix("safe", "test", (ReplaceExpr(Span(40, 0, 40, 4), "y"),))
+    finding = Finding("XLA104", "cuda-device", "m", "a.py", Span(1, 0, 1, 1), fix)
+    source = "import torch\nx = 1\n"
+    assert finding_to_json(finding, {"a.py": source})["fix"] is None
+    sarif = json.loads(render("sarif", [finding], sources={"a.py": source}))
+    assert "fixes" not in sarif["runs"][0]["results"][0]
+    # ... and the check path, which has no libcst, knows it too: no `[*]`.
+    assert not _fix_applies(fix, split_lines(source))
+
+
+@pytest.mark.parametrize(
+    ("operation", "applies"),
+    [
+        (ReplaceExpr(Span(2, 4, 2, 5), "{x}.to(d)", (("x", Span(2, 4, 2, 5)),)), True),
+        (ReplaceExpr(Span(2, 4, 2, 5), "{x}.to(", (("x", Span(2, 4, 2, 5)),)), False),
+        (InsertStatement(Span(2, 0, 2, 5), "xm.mark_step()"), True),
+        (InsertStatement(Span(2, 0, 2, 5), "xm.mark_step("), False),
+        (ReplaceExpr(Span(9, 0, 9, 1), "y"), False),
+    ],
+)
+def test_the_check_path_marks_only_fixes_that_apply(operation, applies):
+    source = "import torch\nx = t\n"
+    fix = Fix("safe", "test", (operation,))
+    assert _fix_applies(fix, split_lines(source)) is applies
+    finding = Finding("XLA104", "cuda-device", "m", "a.py", Span(2, 0, 2, 1), fix)
+    assert ("[*]" in text_line(finding)) is (finding.fix is not None)
+
+
+def fixture_sources() -> list[Path]:
+    return [p for p in sorted(FIXTURES.glob("XLA*/*.py")) if not p.name.endswith((".fixed.py", ".unsafe.py"))]
+
+
+@pytest.mark.parametrize("path", fixture_sources(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_each_fixs_edits_from_one_parse_are_that_fix_alone(path):
+    source = path.read_text()
+    fixes = [f.fix for f in lint_source(source, str(path), Settings()) if f.fix is not None]
+    edits = file_edits(source, fixes)
+    for fix in fixes:
+        expected, applied = apply_fixes(source, [fix])
+        assert applied, fix
+        assert edits[fix], fix
+        assert apply_edits(source, edits[fix]) == expected
+
+
+def test_one_file_check_imports_only_what_it_uses(tmp_path):
+    (tmp_path / "a.py").write_text("import torch\nx = torch.ones(2).cuda()\n")
+    code = (
+        "import sys\nfrom xlalint.cli import main\nsys.argv = ['xlalint', 'check', '--no-cache', 'a.py']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\nsys.stdout.flush()\n"
+        "heavy = ('torch', 'torch_xla', 'libcst', 'xlalint.fixers', 'xlalint.harness.runner', "
+        "'xlalint.harness.session', 'xlalint.harness.prepare', 'xml.sax', 'concurrent.futures', "
+        "'transformers')\n"
+        "sys.stderr.write('IMPORTED:' + ','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "XLA104" in result.stdout
+    assert result.stderr.strip().endswith("IMPORTED:"), result.stderr
