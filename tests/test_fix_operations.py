@@ -85,6 +85,12 @@ def test_remove_keyword():
     assert fixed == "spawn(fn, args=())\n"
 
 
+def test_removing_the_last_keyword_of_a_multiline_call_keeps_the_closing_paren_in_place():
+    source = "spawn(\n    fn,\n    args=(),  # the args\n    nprocs=8,  # one for debugging\n)\n"
+    fixed = apply(source, lambda s: RemoveKeyword(node_span(s, call_to("spawn")), "nprocs"))
+    assert fixed == "spawn(\n    fn,\n    args=(),  # the args\n)\n"
+
+
 def test_insert_and_remove_statements():
     source = "for x in y:\n    # clip\n    clip(p)\n    torch.cuda.empty_cache()\n"
     fixed = apply(

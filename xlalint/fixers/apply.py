@@ -223,9 +223,27 @@ def set_keyword(call: cst.Call, name: str, value: str, only_if_missing: bool) ->
 
 def remove_keyword(call: cst.Call, name: str) -> cst.Call:
     args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == name)]
-    if args and len(args) < len(call.args) and call.args[-1].comma == cst.MaybeSentinel.DEFAULT:
-        args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+    removed_last = call.args[-1] if args and len(args) < len(call.args) and call.args[-1] is not args[-1] else None
+    if removed_last is not None:
+        if removed_last.comma == cst.MaybeSentinel.DEFAULT:
+            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        elif isinstance(args[-1].comma, cst.Comma):
+            args[-1] = args[-1].with_changes(
+                comma=args[-1].comma.with_changes(
+                    whitespace_after=_closing_whitespace(args[-1].comma, removed_last.comma)
+                )
+            )
     return call.with_changes(args=args)
+
+
+def _closing_whitespace(kept: cst.Comma, removed: cst.Comma | cst.MaybeSentinel) -> cst.BaseParenthesizableWhitespace:
+    """The whitespace after the new last argument's comma when the last argument was
+    removed: its own comment stays, the line break before the ``)`` comes from the removed
+    argument's comma (so the ``)`` keeps its indentation)."""
+    own, closing = kept.whitespace_after, getattr(removed, "whitespace_after", None)
+    if isinstance(own, cst.ParenthesizedWhitespace) and isinstance(closing, cst.ParenthesizedWhitespace):
+        return own.with_changes(indent=closing.indent, last_line=closing.last_line)
+    return own
 
 
 def add_parameter(func: cst.FunctionDef, name: str) -> cst.FunctionDef:
