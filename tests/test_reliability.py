@@ -205,6 +205,20 @@ def test_a_cache_entry_that_is_not_a_file_is_a_miss(project, kind):
     assert (result.exit_code, result.stdout) == (expected.exit_code, expected.stdout)
 
 
+def test_a_cache_folder_linked_elsewhere_is_not_written(project, tmp_path_factory):
+    (project / "a.py").write_text(CUDA)
+    run("check", "a.py")
+    [entry] = cache_entries(project)
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    subfolder = entry.parent
+    for path in subfolder.iterdir():
+        path.unlink()
+    subfolder.rmdir()
+    subfolder.symlink_to(elsewhere, target_is_directory=True)
+    assert run("check", "a.py").exit_code == 1
+    assert list(elsewhere.iterdir()) == []
+
+
 def _in_thread(call, timeout: float = 60):
     """``call()``, failing (not hanging the suite) if it blocks."""
     box: list = []

@@ -86,7 +86,9 @@ class Cache:
                 (self.folder / ".gitignore").write_text("# Automatically created by xlalint.\n*\n")
                 (self.folder / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
             folder.mkdir(exist_ok=True)
-            with open(tmp, "wb") as handle:
+            if self.folder.is_symlink() or folder.is_symlink():
+                return  # shipped by someone else to make us write elsewhere
+            with open(tmp, "xb") as handle:
                 handle.write(findings_json.dumps(key, findings))
             os.replace(tmp, folder / key)  # over whatever was there, a corrupt entry included
         except (OSError, ValueError):
