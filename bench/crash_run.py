@@ -83,6 +83,8 @@ def run_one(path_name: str) -> Outcome:
             outcome.kinds.append("not_python")  # a syntax error, too large, undecodable...
             return outcome
         outcome.kinds.append("checked")
+        if not any(f.fix is not None for f in checked.findings):
+            return outcome  # the fix would only check it again
         with tempfile.TemporaryDirectory(prefix="xlalint-crash-") as folder:
             copy = Path(folder) / Path(path_name).name
             shutil.copyfile(path_name, copy)
