@@ -107,7 +107,7 @@ class Invocation:
             "select": _codes(select),
             "ignore": _codes(ignore),
             "extend_select": _codes(extend_select),
-            "target_version": parse_target_version(target_version) if target_version else None,
+            "target_version": parse_target_version(target_version, "--target-version") if target_version else None,
         }
         from xlalint.rules import rules_by_code
 
