@@ -117,14 +117,14 @@ def test_unreadable_and_huge_files(project, monkeypatch):
     project("secret.py")
     project("good.py")
     monkeypatch.setattr(source, "MAX_BYTES", 500)
-    real_read_bytes = Path.read_bytes
+    real_read_regular = source.read_regular
 
-    def read_bytes(self):
-        if self.name == "secret.py":
+    def read_regular(path, limit):
+        if Path(path).name == "secret.py":
             raise PermissionError(13, "Permission denied")
-        return real_read_bytes(self)
+        return real_read_regular(path, limit)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(source, "read_regular", read_regular)
     result = run("check", "--no-cache", ".")
     assert result.exit_code == 2
     out = lines(result)

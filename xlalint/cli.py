@@ -129,7 +129,7 @@ class Invocation:
             "select": _codes(select),
             "ignore": _codes(ignore),
             "extend_select": _codes(extend_select),
-            "target_version": parse_target_version(target_version) if target_version else None,
+            "target_version": parse_target_version(target_version, "--target-version") if target_version else None,
         }
         from xlalint.rules import rules_by_code
 
@@ -175,7 +175,10 @@ def _run(
         if add_noqa and (use_stdin or fix or diff):
             raise ConfigError("--add-noqa writes the files it is given: not with stdin, --fix or --diff")
         if use_stdin:
-            reports = [_stdin_report(invocation, stdin_filename, fix=fix, unsafe=unsafe, force_exclude=force_exclude)]
+            stdin_report, stdin_output = _stdin_report(
+                invocation, stdin_filename, fix=fix, unsafe=unsafe, force_exclude=force_exclude
+            )
+            reports = [stdin_report]
         else:
             reports = _file_reports(
                 invocation,
@@ -198,10 +201,11 @@ def _run(
     fixed = [f for r in reports for f in r.fixed]
     out = sys.stdout
     if use_stdin and fix and not diff:
-        # As ruff: the fixed source goes to stdout, the findings to stderr.
-        report = reports[0]
-        sys.stdout.write(report.fixed_source if report.fixed_source is not None else (report.source or ""))
+        # As ruff: the fixed source goes to stdout (as bytes, in the input's encoding;
+        # the input itself whenever it is not fixed), the findings to stderr.
         sys.stdout.flush()
+        sys.stdout.buffer.write(stdin_output)
+        sys.stdout.buffer.flush()
         out = sys.stderr
     if diff:
         _print_diffs(reports, out)
@@ -275,7 +279,12 @@ def _report_add_noqa(reports: list[FileReport]) -> None:
         raise typer.Exit(2)
 
 
-def _stdin_report(invocation: Invocation, stdin_filename: str | None, *, fix, unsafe, force_exclude) -> FileReport:
+def _stdin_report(
+    invocation: Invocation, stdin_filename: str | None, *, fix, unsafe, force_exclude
+) -> tuple[FileReport, bytes]:
+    """The report on stdin, and what ``fix -`` prints: the fixed code encoded as the
+    input was (encoding, BOM), or the input's bytes unchanged when there is no fix or
+    anything went wrong, so that an editor's buffer is never blanked or re-encoded."""
     name = stdin_filename or "-"
     settings = invocation.settings(Path(stdin_filename) if stdin_filename else Path.cwd() / "-")
     data = sys.stdin.buffer.read()
@@ -284,17 +293,26 @@ def _stdin_report(invocation: Invocation, stdin_filename: str | None, *, fix, un
     except sourcefile.SourceError as exc:
         from xlalint.linter.engine import error_finding
 
-        return FileReport(name, [error_finding(name, str(exc))], source=None)
+        return FileReport(name, [error_finding(name, str(exc), exc.line, exc.col)], source=None), data
     if force_exclude and stdin_filename and settings.is_excluded(Path(stdin_filename)):
-        return FileReport(name, [], source=original.text, fixed_source=original.text)
+        return FileReport(name, [], source=original.text, fixed_source=original.text), data
     if name.endswith(".ipynb"):
         from xlalint.linter.notebook import process_notebook
 
-        return process_notebook(Job(name, settings, fix=fix, unsafe=unsafe, write=False), original, stdin=True)
+        job = Job(name, settings, fix=fix, unsafe=unsafe, write=False)
+        return process_notebook(job, original, stdin=True), data
     try:
-        return process_text(Job(name, settings, fix=fix, unsafe=unsafe, write=False), original, stdin=True)
+        report = process_text(Job(name, settings, fix=fix, unsafe=unsafe, write=False), original, stdin=True)
     except Exception as exc:  # a bug in a rule: one clear line, exit 2
-        return internal_error(name, exc, original.text)
+        return internal_error(name, exc, original.text), data
+    if not report.changed or report.error or report.unreadable:
+        return report, data
+    try:
+        return report, original.encode(report.fixed_source or "")
+    except UnicodeEncodeError:
+        report.error = f"not fixed: the fixed code cannot be encoded in {original.encoding}"
+        report.fixed, report.fixed_source = [], report.source
+        return report, data
 
 
 def _print_diffs(reports: list[FileReport], out) -> None:

@@ -149,11 +149,25 @@ def _matches_any(code: str, selectors: Iterable[str]) -> bool:
     return any(sel == "ALL" or code.startswith(sel) for sel in selectors)
 
 
-def parse_target_version(value: str) -> tuple[int, int]:
-    try:
-        major, minor = (int(part) for part in str(value).split(".")[:2])
-    except ValueError:
-        raise ConfigError(f'target-version must look like "2.9", got {value!r}') from None
+# The torch_xla releases there are: 1.5 .. 1.13, then 2.0 .. 2.9 (the newest).
+OLDEST_TARGET = (1, 5)
+NEWEST_MINOR = {1: 13, 2: DEFAULT_TARGET[1]}
+
+
+def parse_target_version(value: object, key: str = "target-version") -> tuple[int, int]:
+    """``"2.9"`` (or ``"2.9.0"``) as ``(2, 9)``, for a torch_xla release that exists."""
+    expected = (
+        f'a torch_xla release from "{OLDEST_TARGET[0]}.{OLDEST_TARGET[1]}" to "{DEFAULT_TARGET[0]}.{DEFAULT_TARGET[1]}"'
+    )
+    if not isinstance(value, str):
+        hint = " (quote it: a TOML number loses digits, 2.10 reads as 2.1)" if isinstance(value, float) else ""
+        raise ConfigError(f"`{key}` must be a string, {expected}; got {value!r}{hint}")
+    parts = value.strip().split(".")
+    if not 2 <= len(parts) <= 3 or not all(part.isdigit() and part.isascii() for part in parts):
+        raise ConfigError(f'`{key}` must look like "2.9" ({expected}); got {value!r}')
+    major, minor = int(parts[0]), int(parts[1])
+    if (major, minor) < OLDEST_TARGET or minor > NEWEST_MINOR.get(major, -1):
+        raise ConfigError(f"`{key}` must be {expected}; got {value!r}")
     return major, minor
 
 
@@ -166,36 +180,56 @@ def validate_selectors(selectors: Iterable[str], known_codes: Iterable[str], wha
             raise ConfigError(f"{what}: unknown rule selector `{sel}`")
 
 
-def settings_from_table(table: dict[str, Any], source: str, root: str | None) -> Settings:
+def settings_from_table(table: object, source: str, root: str | None) -> Settings:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: the xlalint settings must be a table, got {_kind(table)}")
     unknown = sorted(set(table) - KNOWN_KEYS)
     if unknown:
         raise ConfigError(f"{source}: unknown key `{unknown[0]}` in xlalint settings")
 
-    def codes(key: str) -> tuple[str, ...]:
-        value = table.get(key, [])
+    def codes(key: str, value: object) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{source}: `{key}` must be a list of rule codes")
+            raise ConfigError(f"{source}: `{key}` must be a list of strings, got {_kind(value)}")
         return tuple(value)
 
     per_file = table.get("per-file-ignores", {})
     if not isinstance(per_file, dict):
-        raise ConfigError(f"{source}: `per-file-ignores` must be a table of glob = [codes]")
+        raise ConfigError(f"{source}: `per-file-ignores` must be a table of glob = [codes], got {_kind(per_file)}")
+    per_file_ignores = tuple((glob, codes(f'per-file-ignores."{glob}"', value)) for glob, value in per_file.items())
     rules = table.get("rules", {})
-    if not isinstance(rules, dict) or not all(isinstance(v, dict) for v in rules.values()):
-        raise ConfigError(f"{source}: `rules` must be a table of [rules.CODE] tables")
+    if not isinstance(rules, dict):
+        raise ConfigError(f"{source}: `rules` must be a table of [rules.CODE] tables, got {_kind(rules)}")
+    for code, options in rules.items():
+        if not isinstance(options, dict):
+            raise ConfigError(f"{source}: `rules.{code}` must be a table of options, got {_kind(options)}")
     settings = Settings(
-        select=codes("select") or ("ALL",),
-        ignore=codes("ignore"),
-        extend_select=codes("extend-select"),
-        exclude=codes("exclude"),
-        per_file_ignores=tuple((glob, tuple(v)) for glob, v in per_file.items()),
-        target_version=parse_target_version(table.get("target-version", "2.9")),
+        select=codes("select", table.get("select", [])) or ("ALL",),
+        ignore=codes("ignore", table.get("ignore", [])),
+        extend_select=codes("extend-select", table.get("extend-select", [])),
+        exclude=codes("exclude", table.get("exclude", [])),
+        per_file_ignores=per_file_ignores,
+        target_version=_target_version(table, source),
         rule_settings=tuple((code, tuple(opts.items())) for code, opts in rules.items()),
         root=root,
         source=source,
     )
     _validate_rule_tables(settings, source)
     return settings
+
+
+def _target_version(table: dict[str, Any], source: str) -> tuple[int, int]:
+    if "target-version" not in table:
+        return DEFAULT_TARGET
+    try:
+        return parse_target_version(table["target-version"])
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def _kind(value: object) -> str:
+    """How TOML would call ``value``'s type, for an error message."""
+    names = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "an array", dict: "a table"}
+    return f"{names.get(type(value), type(value).__name__)} ({value!r})"[:120]
 
 
 def _validate_rule_tables(settings: Settings, source: str) -> None:
@@ -215,6 +249,7 @@ def _validate_rule_tables(settings: Settings, source: str) -> None:
         ("select", settings.select),
         ("ignore", settings.ignore),
         ("extend-select", settings.extend_select),
+        *((f'per-file-ignores."{glob}"', codes) for glob, codes in settings.per_file_ignores),
     ):
         validate_selectors(selectors, known, f"{source}: {sel_key}")
 
@@ -227,12 +262,21 @@ def load_file(path: Path) -> Settings | None:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    tool = data.get("tool", {})
     if path.name == "pyproject.toml":
-        table = data.get("tool", {}).get("xlalint")
+        if not isinstance(tool, dict):
+            raise ConfigError(f"{path}: `tool` must be a table, got {_kind(tool)}")
+        table = tool.get("xlalint")
         if table is None:
             return None
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: `tool.xlalint` must be a table, got {_kind(table)}")
+    elif set(data) == {"tool"}:
+        if not isinstance(tool, dict):
+            raise ConfigError(f"{path}: `tool` must be a table, got {_kind(tool)}")
+        table = tool.get("xlalint", data)
     else:
-        table = data.get("tool", {}).get("xlalint", data) if set(data) == {"tool"} else data
+        table = data
     return settings_from_table(table, str(path), str(path.parent.resolve()))
 
 

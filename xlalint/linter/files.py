@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pathspec
 
 from xlalint.linter.config import DEFAULT_EXCLUDE, ConfigFinder
+from xlalint.linter.source import MAX_BYTES, SourceError, read_regular
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
@@ -28,14 +30,14 @@ def _git_root(start: Path) -> Path | None:
 
 def _load_ignore(folder: Path) -> pathspec.PathSpec | None:
     lines: list[str] = []
-    for name in (".gitignore", ".ignore"):
-        try:
-            lines += (folder / name).read_text(encoding="utf-8", errors="replace").splitlines()
-        except OSError:
-            continue
+    files = [folder / ".gitignore", folder / ".ignore"]
     if (folder / ".git").is_dir():
-        with contextlib.suppress(OSError):
-            lines += (folder / ".git" / "info" / "exclude").read_text(encoding="utf-8", errors="replace").splitlines()
+        files.append(folder / ".git" / "info" / "exclude")
+    for file in files:
+        # Only regular files, of a sane size: a FIFO named .gitignore must not hang the walk.
+        with contextlib.suppress(OSError, SourceError):
+            data = read_regular(file, MAX_BYTES)
+            lines += data.decode("utf-8", errors="replace").splitlines()
     return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
 
 
@@ -101,8 +103,20 @@ def discover(
                     continue
                 if respect_gitignore and ignore.ignored(candidate, False, path):
                     continue
+                if _special(candidate):
+                    continue
                 seen.add(candidate)
                 yield _display(candidate, given, path)
+
+
+def _special(path: Path) -> bool:
+    """A FIFO, device or socket named ``*.py`` (or a link to one): found by a walk, it
+    is passed over, as ruff does; named on the command line, reading it says why not.
+    A broken link is not special: checking it reports it."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _default_excluded(path: Path) -> bool:

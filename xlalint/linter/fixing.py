@@ -69,7 +69,7 @@ def fix_source(
         except RecursionError:
             return _failed(source, path, settings, select, "cannot fix: the code is nested too deeply")
         except Exception as exc:  # a bug in a fixer must not cost the user their file
-            return _failed(source, path, settings, select, f"internal error while fixing: {type(exc).__name__}: {exc}")
+            return _failed(source, path, settings, select, f"internal error while fixing: {describe(exc)}")
         if not used or new == current:
             return FixResult(current, applied, findings)
         used = set(used)  # membership below, for every finding
@@ -98,6 +98,15 @@ def fix_source(
             f"fixes ({codes}) did not converge after {MAX_PASSES} passes; file left unchanged",
         )
     return FixResult(current, applied, findings)
+
+
+def describe(exc: BaseException, limit: int = 300) -> str:
+    """An exception in one short line: libcst's parser errors quote the code around the
+    error over many lines (20 KB for a long line); the first paragraph says what went wrong."""
+    paragraph = str(exc).strip().split("\n\n")[0]
+    text = " ".join(line.strip() for line in paragraph.splitlines())
+    message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return message if len(message) <= limit else message[: limit - 3] + "..."
 
 
 def _failed(source: str, path: str, settings: Settings, select: tuple[str, ...] | None, error: str) -> FixResult:

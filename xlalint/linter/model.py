@@ -1,7 +1,8 @@
 """The plain data that flows between rules, fixers, the fix loop and the reporters.
 
-Everything here is picklable and free of libcst, so findings can cross process
-boundaries, be cached, and be produced on the check path without importing libcst.
+Everything here is plain data free of libcst, so findings can cross process
+boundaries, be cached (as JSON: ``xlalint.linter.findings_json``), and be produced
+on the check path without importing libcst.
 A fix is a list of *operations* (``ReplaceExpr``, ``SetKeyword``, ...): rules
 describe what to change by source positions; ``xlalint.fixers.apply`` carries the
 operations out on a libcst tree when, and only when, a file is being fixed.
@@ -159,7 +160,16 @@ class AddParameter:
     name: str
 
 
-Operation = ReplaceExpr | SetKeyword | RemoveKeyword | InsertStatement | RemoveStatement | AppendToBody | AddParameter
+Operation = (
+    ReplaceExpr
+    | SetKeyword
+    | RemoveKeyword
+    | InsertStatement
+    | RemoveStatement
+    | MoveStatement
+    | AppendToBody
+    | AddParameter
+)
 
 
 @dataclass(frozen=True, order=True)

@@ -73,13 +73,22 @@ class Invalid:
 
 @dataclass(frozen=True)
 class Option:
+    """A rule option: its default (which gives its type), help, and for numbers the
+    bounds a value must be within (``Option(512, "...", min=1)``)."""
+
     default: Any
     help: str
+    min: float | None = None
+    max: float | None = None
 
     def validate(self, key: str, value: Any) -> Any:
         expected = type(self.default)
         if (expected is int and isinstance(value, bool)) or not isinstance(value, expected):
             raise ValueError(f"option `{key}` must be {expected.__name__}, got {value!r}")
+        if self.min is not None and value < self.min:
+            raise ValueError(f"option `{key}` must be at least {self.min}, got {value!r}")
+        if self.max is not None and value > self.max:
+            raise ValueError(f"option `{key}` must be at most {self.max}, got {value!r}")
         return value
 
 

@@ -3,21 +3,25 @@ pool when there are enough files to pay for it."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
-import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from xlalint import __version__
+from xlalint.linter import findings_json
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import SYNTAX_ERROR, error_finding, lint_source
-from xlalint.linter.model import Finding
+from xlalint.linter.fixing import describe
+from xlalint.linter.model import Finding, split_lines
 
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 12
+# A cache entry larger than this was not written by xlalint (8 MiB of source at most).
+MAX_ENTRY_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -64,27 +68,34 @@ class Cache:
             digest.update(b"\0")
         return digest.hexdigest()
 
-    def get(self, key: str) -> list[Finding] | None:
+    def get(self, key: str, text: str) -> list[Finding] | None:
+        """The cached findings for ``key``, or None. Entries come from the working
+        tree, so they are untrusted: anything unreadable or not exactly what ``put``
+        writes is a miss (and is rewritten by the next ``put``)."""
         try:
-            with open(self.folder / key[:2] / key, "rb") as handle:
-                return pickle.load(handle)
-        except (OSError, pickle.PickleError, EOFError, AttributeError, ImportError):
+            data = sourcefile.read_regular(self.folder / key[:2] / key, MAX_ENTRY_BYTES)
+            return findings_json.loads(data, key, len(split_lines(text)))
+        except (OSError, sourcefile.SourceError, findings_json.InvalidEntry):
             return None
 
     def put(self, key: str, findings: list[Finding]) -> None:
         folder = self.folder / key[:2]
+        tmp = folder / f".{key}.{os.getpid()}.tmp"
         try:
             if not self.folder.exists():
                 self.folder.mkdir(parents=True, exist_ok=True)
                 (self.folder / ".gitignore").write_text("# Automatically created by xlalint.\n*\n")
                 (self.folder / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
             folder.mkdir(exist_ok=True)
-            tmp = folder / f".{key}.{os.getpid()}"
-            with open(tmp, "wb") as handle:
-                pickle.dump(findings, handle, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, folder / key)
-        except OSError:
-            pass  # a cache that cannot be written is only slower
+            if self.folder.is_symlink() or folder.is_symlink():
+                return  # shipped by someone else to make us write elsewhere
+            with open(tmp, "xb") as handle:
+                handle.write(findings_json.dumps(key, findings))
+            os.replace(tmp, folder / key)  # over whatever was there, a corrupt entry included
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            # A cache that cannot be written is only slower.
 
 
 def process(job: Job) -> FileReport:
@@ -104,7 +115,7 @@ def process(job: Job) -> FileReport:
 
 
 def internal_error(path: str, exc: BaseException, text: str | None = None) -> FileReport:
-    message = f"internal error while checking: {type(exc).__name__}: {exc}".rstrip(": ")
+    message = f"internal error while checking: {describe(exc)}"
     return FileReport(path, [error_finding(path, message)], source=text)
 
 
@@ -115,7 +126,7 @@ def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False)
     if not job.fix:
         cache = Cache(Path(job.cache_dir)) if job.cache_dir and not stdin else None
         key = Cache.key(job, text) if cache else ""
-        cached = cache.get(key) if cache else None
+        cached = cache.get(key, text) if cache else None
         if cached is not None:
             return FileReport(job.path, cached, source=text)
         findings = lint_source(text, job.path, job.settings)
@@ -152,6 +163,9 @@ def _add_noqa(job: Job, original: sourcefile.SourceFile, findings: list[Finding]
 
 
 def process_all(jobs: Sequence[Job]) -> list[FileReport]:
+    writing = {Path(os.path.realpath(job.path)).parent for job in jobs if job.fix and job.write}
+    if writing:
+        sourcefile.remove_stale_temps(sorted(writing))
     if len(jobs) < PARALLEL_THRESHOLD or (os.cpu_count() or 1) < 2:
         return [process(job) for job in jobs]
     from concurrent.futures import ProcessPoolExecutor  # only when there is work to share

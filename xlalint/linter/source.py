@@ -2,20 +2,27 @@
 
 A file is read once as bytes; its encoding (PEP 263 cookie, UTF-8 by default), BOM
 and newline style are remembered so that a fix writes it back byte-for-byte the
-same apart from the fix. Writes are atomic: a temp file in the same folder, then a
-rename, with the original permissions.
+same apart from the fix. Only regular files are read, and never more than the size
+limit. Writes are atomic: a temp file in the same folder, then a rename, with the
+original permissions; a read-only file, or one that changed since it was read, is not
+written.
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
+import hashlib
 import io
 import os
+import re
 import stat
 import tempfile
+import time
 import tokenize
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 MAX_BYTES = 8 * 1024 * 1024
@@ -30,10 +37,24 @@ class SourceError(Exception):
 
 
 @dataclass(frozen=True)
+class Fingerprint:
+    """What a file held when it was read: a write checks it is still there."""
+
+    size: int
+    mtime_ns: int
+    sha256: str
+
+    @classmethod
+    def of(cls, info: os.stat_result, data: bytes) -> Fingerprint:
+        return cls(info.st_size, info.st_mtime_ns, hashlib.sha256(data).hexdigest())
+
+
+@dataclass(frozen=True)
 class SourceFile:
     text: str
     encoding: str = "utf-8"
     bom: bool = False
+    fingerprint: Fingerprint | None = None
 
     @property
     def newline(self) -> str:
@@ -49,9 +70,7 @@ class SourceFile:
 
 def decode(data: bytes, name: str = "<stdin>") -> SourceFile:
     if len(data) > MAX_BYTES:
-        raise SourceError(
-            f"file is too large to check ({len(data) / 2**20:.1f} MiB; the limit is {MAX_BYTES // 2**20} MiB)"
-        )
+        raise _too_large(len(data))
     if b"\0" in data:
         raise SourceError("file is binary (it contains NUL bytes), not Python source")
     bom = data.startswith(codecs.BOM_UTF8)
@@ -77,43 +96,137 @@ def decode(data: bytes, name: str = "<stdin>") -> SourceFile:
     return SourceFile(text, encoding, bom)
 
 
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of ``path`` if it is a regular file (after symbolic links) of at most
+    ``limit`` bytes. A FIFO, a device or a socket is refused without reading it (a
+    FIFO would block, ``/dev/zero`` never ends); the limit is enforced on what is
+    read, not only on the size ``stat`` gave."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise SourceError(f"cannot read: not a regular file (a {_kind(info.st_mode)})")
+        if info.st_size > limit:
+            raise _too_large(info.st_size)
+        os.set_blocking(fd, True)
+        chunks, total = [], 0
+        while chunk := os.read(fd, min(1 << 20, limit + 1 - total)):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:  # it grew since the stat
+                raise _too_large(total, more=True)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+    ):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def _too_large(size: int, more: bool = False) -> SourceError:
+    shown = f"{'over ' if more else ''}{size / 2**20:.1f} MiB"
+    return SourceError(f"file is too large to check ({shown}; the limit is {MAX_BYTES // 2**20} MiB)")
+
+
 def read(path: Path) -> SourceFile:
     try:
-        size = path.stat().st_size
-        if size > MAX_BYTES:
-            raise SourceError(
-                f"file is too large to check ({size / 2**20:.1f} MiB; the limit is {MAX_BYTES // 2**20} MiB)"
-            )
-        data = path.read_bytes()
+        before = os.stat(path)
+        data = read_regular(path, MAX_BYTES)
     except FileNotFoundError:
         if path.is_symlink():
             raise SourceError("cannot read: a broken symbolic link (its target does not exist)") from None
-        raise SourceError("cannot read: the file does not exist (was it removed during the run?)") from None
+        raise SourceError("cannot read: the file does not exist") from None
     except IsADirectoryError:
         raise SourceError("cannot read: is a directory") from None
     except OSError as exc:
         raise SourceError(f"cannot read: {exc.strerror or exc}") from None
-    return decode(data, str(path))
+    decoded = decode(data, str(path))
+    return replace(decoded, fingerprint=Fingerprint.of(before, data))
+
+
+def _unchanged(path: Path, original: SourceFile) -> bool:
+    """Whether ``path`` still holds what ``original`` was read from."""
+    if original.fingerprint is None:
+        return True  # not read from a file (stdin, tests): nothing to compare
+    try:
+        now = os.stat(path)
+        if (now.st_size, now.st_mtime_ns) != (original.fingerprint.size, original.fingerprint.mtime_ns):
+            return False
+        # Same size and time can hide an edit within the clock's resolution: compare the bytes.
+        return Fingerprint.of(now, read_regular(path, MAX_BYTES)) == original.fingerprint
+    except (OSError, SourceError):
+        return False
 
 
 def write_atomic(path: Path, original: SourceFile, text: str) -> None:
-    """Replace ``path`` with ``text`` in the original's encoding, BOM and mode."""
-    data = original.encode(text)
+    """Replace ``path`` with ``text`` in the original's encoding, BOM and mode, unless
+    the file is read-only or changed since it was read (then nothing is written and
+    :class:`SourceError` says why)."""
+    try:
+        data = original.encode(text)
+    except UnicodeEncodeError:
+        raise SourceError(f"the fixed code cannot be encoded in {original.encoding}") from None
     # Through a symbolic link to the file it names: the link itself stays a link.
     path = Path(os.path.realpath(path))
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
-        raise SourceError("not written: the file was removed during the run") from None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".xlalint-tmp", dir=path.parent)
+        raise SourceError("the file was removed during the run") from None
+    if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+        # Renaming over it would work (the folder is writable), but the user said no.
+        raise SourceError("read-only")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)
+        if not _unchanged(path, original):
+            raise SourceError("the file changed while it was being fixed (run `fix` again)")
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+TEMP_SUFFIX = ".xlalint-tmp"
+# What ``tempfile.mkstemp`` puts between our prefix and suffix.
+_TEMP_NAME = re.compile(r"\..+\.[a-z0-9_]{8}" + re.escape(TEMP_SUFFIX))
+# A write takes milliseconds; a temp file this old was left by a run that was killed.
+STALE_TEMP_SECONDS = 15 * 60
+
+
+def remove_stale_temps(folders: Iterable[Path], now: float | None = None) -> int:
+    """Remove the temp files that killed ``fix`` runs left in ``folders``: only files
+    named as ``write_atomic`` names them, only regular files, only old ones."""
+    now = time.time() if now is None else now
+    removed = 0
+    for folder in folders:
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.name.endswith(TEMP_SUFFIX) or not _TEMP_NAME.fullmatch(entry.name):
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISREG(info.st_mode) and now - info.st_mtime > STALE_TEMP_SECONDS:
+                    os.unlink(entry.path)
+                    removed += 1
+            except OSError:
+                continue
+    return removed

@@ -202,7 +202,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
 ```
 """
     fix_availability = "sometimes"
-    options = {"max-length": Option(512, "The fixed length the fix pads to when the call gives no max_length.")}
+    options = {"max-length": Option(512, "The fixed length the fix pads to when the call gives no max_length.", min=1)}
 
     VALID = [
         Valid(
