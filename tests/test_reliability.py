@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from xlalint.cli import app
-from xlalint.linter import findings_json, runner
+from xlalint.linter import findings_json, fixing
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import lint_source
@@ -235,14 +235,14 @@ def _in_thread(call, timeout: float = 60):
 def test_fix_does_not_overwrite_an_edit_made_while_it_ran(project, monkeypatch):
     path = project / "a.py"
     path.write_text(CUDA)
-    real_fix = runner.fix_source
+    real_fix = fixing.fix_source
 
     def fix_while_the_user_edits(*args, **kwargs):
         result = real_fix(*args, **kwargs)
         path.write_text(CUDA + "y = 1\n")  # the user saves meanwhile
         return result
 
-    monkeypatch.setattr(runner, "fix_source", fix_while_the_user_edits)
+    monkeypatch.setattr(fixing, "fix_source", fix_while_the_user_edits)
     result = run("fix", "a.py")
     assert path.read_text() == CUDA + "y = 1\n"
     assert result.exit_code == 2
@@ -253,7 +253,7 @@ def test_fix_does_not_overwrite_an_edit_made_while_it_ran(project, monkeypatch):
 def test_an_edit_of_the_same_size_within_the_clock_tick_is_seen(project, monkeypatch):
     path = project / "a.py"
     path.write_text(CUDA)
-    real_fix = runner.fix_source
+    real_fix = fixing.fix_source
     before = path.stat()
 
     def same_size_same_time(*args, **kwargs):
@@ -262,7 +262,7 @@ def test_an_edit_of_the_same_size_within_the_clock_tick_is_seen(project, monkeyp
         os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
         return result
 
-    monkeypatch.setattr(runner, "fix_source", same_size_same_time)
+    monkeypatch.setattr(fixing, "fix_source", same_size_same_time)
     result = run("fix", "a.py")
     assert path.read_text() == CUDA.replace("ones", "ONES") and result.exit_code == 2
 
@@ -347,7 +347,7 @@ def test_stdin_fix_echoes_the_input_on_an_internal_error(project, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(runner, "fix_source", broken)
+    monkeypatch.setattr(fixing, "fix_source", broken)
     data = "# coding: latin-1\nx = 'é'\n".encode("latin-1") + CUDA.encode()
     result = run("fix", "-", input=data)
     assert result.stdout_bytes == data and result.exit_code == 2
