@@ -195,6 +195,9 @@ def parse_version(text: str) -> Version:
 
 
 _OBJECTS = {change.name: change for change in API_CHANGES if change.kind == "object"}
+# The last part of each tracked name: an attribute with another name cannot be one, and
+# most files have thousands of attributes (checked first, before resolving imports).
+_OBJECT_ATTRS = frozenset(name.rpartition(".")[2] for name in _OBJECTS)
 # Longest first: `torch_xla_py.xla_model` before `torch_xla_py`.
 _MODULES = sorted((c for c in API_CHANGES if c.kind == "module"), key=lambda c: -len(c.name))
 _ENV: dict[tuple[str, str], ApiChange] = {
@@ -266,7 +269,7 @@ def import_uses(node: ast.Import | ast.ImportFrom) -> list[Use]:
 def reference_use(node: ast.Name | ast.Attribute, semantic: Semantic) -> Use | None:
     """A load of a tracked function or class (through any import alias), reported at
     the call when it is called."""
-    if not isinstance(node.ctx, ast.Load):
+    if not isinstance(node.ctx, ast.Load) or (isinstance(node, ast.Attribute) and node.attr not in _OBJECT_ATTRS):
         return None
     change = object_change(semantic.qualified_name(node))
     if change is None:
