@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import ast
 import shutil
+from pathlib import Path
 
 import pytest
 
 from xlalint.linter.config import Settings
 from xlalint.linter.fixing import fix_source
+
+# The fixture scripts of XLA104's rule tests are whole training scripts: run them too.
+XLA104_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "XLA104"
 
 pytestmark = pytest.mark.usefixtures("torch_xla_required")
 
@@ -26,21 +30,21 @@ def ported_run(report):
     return run
 
 
-def test_spawning_script_creates_the_runtime_only_in_its_worker(scripts_dir, tmp_path, harness_report):
+def test_spawning_script_creates_the_runtime_only_in_its_worker(tmp_path, harness_report):
     """Item 4: a module-level device and a `device="cuda"` default in a script started
     by `torch_xla.launch`. Ported with `torch_xla.device()` there, the launcher would
     create the runtime and the worker would fail ("Runtime is already initialized")."""
     script = tmp_path / "train.py"
-    shutil.copy(scripts_dir / "cuda_spawn_import_time.py", script)
+    shutil.copy(XLA104_FIXTURES / "spawn_import_time.py", script)
     run = ported_run(harness_report(script, unsafe_fixes=True, device="cpu"))
     assert "worker 0 on xla:0" in run.stdout_tail
 
 
-def test_amp_recipe_with_two_scalers_is_ported(scripts_dir, tmp_path, harness_report):
+def test_amp_recipe_with_two_scalers_is_ported(tmp_path, harness_report):
     """Item 6: the AMP recipe builds `scaler` twice; both scalers go, with every use, so
     no CUDA GradScaler is left to force a host sync each step."""
     script = tmp_path / "amp.py"
-    shutil.copy(scripts_dir / "cuda_amp_recipe.py", script)
+    shutil.copy(XLA104_FIXTURES / "amp_recipe.py", script)
     report = harness_report(script, unsafe_fixes=True, device="cpu")
     scalers = [f for f in report.findings if f.code == "XLA104" and "GradScaler" in f.message]
     assert len(scalers) == 2 and all(f.fix is not None for f in scalers)
@@ -51,12 +55,12 @@ def test_amp_recipe_with_two_scalers_is_ported(scripts_dir, tmp_path, harness_re
     assert "scaler" not in names and "GradScaler(" not in fixed
 
 
-def test_old_target_port_says_and_writes_xla_device(scripts_dir, tmp_path, harness_report):
+def test_old_target_port_says_and_writes_xla_device(tmp_path, harness_report):
     """Item 8, on the older mnist (`use_cuda = not args.no_cuda and
     torch.cuda.is_available()`): with `target-version = "2.3"` the messages name
     `xm.xla_device()`, which the fix writes, and the port runs on the XLA device."""
     script = tmp_path / "mnist.py"
-    shutil.copy(scripts_dir / "mnist_use_cuda.py", script)
+    shutil.copy(XLA104_FIXTURES / "mnist_use_cuda.py", script)
     (tmp_path / "xlalint.toml").write_text('target-version = "2.3"\n')
     report = harness_report(script, unsafe_fixes=True, device="cpu")
     messages = [f.message for f in report.findings if f.code == "XLA104"]
@@ -66,10 +70,10 @@ def test_old_target_port_says_and_writes_xla_device(scripts_dir, tmp_path, harne
     assert "model on xla:0" in run.stdout_tail
 
 
-def test_todays_mnist_with_torch_accelerator_runs_on_xla(scripts_dir, tmp_path, harness_report):
+def test_todays_mnist_with_torch_accelerator_runs_on_xla(tmp_path, harness_report):
     """Issue 9: `torch.accelerator.is_available()` is False under torch_xla; the port must
     not leave the model on the CPU."""
     script = tmp_path / "mnist.py"
-    shutil.copy(scripts_dir / "mnist_accelerator.py", script)
+    shutil.copy(XLA104_FIXTURES / "mnist_accelerator.py", script)
     run = ported_run(harness_report(script, unsafe_fixes=True, device="cpu"))
     assert "model on xla:0" in run.stdout_tail
