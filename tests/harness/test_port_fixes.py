@@ -11,6 +11,7 @@ import re
 import pytest
 
 from xlalint.linter.config import Settings
+from xlalint.linter.engine import lint_source
 from xlalint.linter.fixing import fix_source
 
 pytestmark = pytest.mark.usefixtures("torch_xla_required")
@@ -82,3 +83,18 @@ def test_accumulator_fix_only_where_the_sum_is_not_read_every_step(scripts_dir, 
     assert mean and f"mean loss {mean.group(1)}" in fixed_run.stdout_tail
     assert fixed_run.metrics.host_transfers < original.metrics.host_transfers
     assert fixed_run.metrics.executions >= 1
+
+
+def test_cuda_at_the_end_of_a_multiline_chain_is_fixed_when_marked_fixable(scripts_dir, harness_report):
+    """Item 7: `.cuda(0)` closing a parenthesised method chain is marked fixable and the
+    fix is really made: the ported script trains on the XLA device."""
+    script = scripts_dir / "port_cuda_chain.py"
+    findings = [f for f in lint_source(script.read_text(), str(script), Settings()) if f.code == "XLA104"]
+    assert len(findings) == 2 and all(f.fix is not None for f in findings)
+    fixed = fixed_text(script)
+    assert ".cuda(" not in fixed
+    report = harness_report(script, device="cpu")
+    run = report.runs["fixed"]
+    assert run.ok, run.stderr_tail
+    assert "model on xla:0" in run.stdout_tail
+    assert run.metrics.executions >= 1
