@@ -187,3 +187,38 @@ def test_text_edits_are_narrow():
 )
 def test_text_edits_reproduce_the_fixed_text(before, after):
     assert apply_edits(before, text_edits(before, after)) == after
+
+
+HEADS = {
+    "docstring": '"""Doc."""\nimport os\n\nx = 1\n\ndef f():\n    import torch\n',
+    "strict": "__strict__ = True\nimport os\nx = 1\n",
+    "future": "from __future__ import annotations\nimport os\nx = 1\n",
+    "merge into a from-import": "import os\nfrom torch_xla.core import xla_model\nx = 1\n",
+    "already imported": "import torch_xla.core.xla_model as xm\nimport torch_xla\nx = 1\n",
+    "no imports": "x = 1\ny = 2\n",
+    "only imports": "import os\nimport sys\n",
+    "code first": "x = 1\nimport os\ny = 2\n",
+    "empty": "",
+    "comment header": "# header\n\nimport os\n# a comment\nx = 1\n# footer\n",
+}
+
+
+@pytest.mark.parametrize("source", HEADS.values(), ids=HEADS.keys())
+def test_imports_added_from_the_head_are_those_of_the_whole_module(source):
+    import libcst as cst
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import AddImportsVisitor
+
+    from xlalint.fixers.apply import _with_head_transformed
+
+    def visitor() -> AddImportsVisitor:
+        context = CodemodContext()
+        AddImportsVisitor.add_needed_import(context, "torch_xla")
+        AddImportsVisitor.add_needed_import(context, "torch_xla.core", "xla_model", "xm")
+        AddImportsVisitor.add_needed_import(context, "torch_xla.core.xla_model", asname="xm")
+        AddImportsVisitor.add_needed_import(context, "__future__", "annotations")
+        return context
+
+    module = cst.parse_module(source)
+    whole = AddImportsVisitor(visitor()).transform_module(module).code
+    assert _with_head_transformed(module, AddImportsVisitor(visitor())).code == whole

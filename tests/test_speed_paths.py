@@ -117,7 +117,7 @@ def test_one_file_check_imports_only_what_it_uses(tmp_path):
         "try:\n    main()\nexcept SystemExit:\n    pass\nsys.stdout.flush()\n"
         "heavy = ('torch', 'torch_xla', 'libcst', 'xlalint.fixers', 'xlalint.harness.runner', "
         "'xlalint.harness.session', 'xlalint.harness.prepare', 'xml.sax', 'concurrent.futures', "
-        "'transformers')\n"
+        "'transformers', 'pydantic', 'pathspec')\n"
         "sys.stderr.write('IMPORTED:' + ','.join(m for m in heavy if m in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)

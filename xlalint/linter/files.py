@@ -12,11 +12,13 @@ import os
 import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from xlalint.linter.config import DEFAULT_EXCLUDE, ConfigFinder
 from xlalint.linter.source import MAX_BYTES, SourceError, read_regular
+
+if TYPE_CHECKING:
+    import pathspec
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
@@ -38,7 +40,12 @@ def _load_ignore(folder: Path) -> pathspec.PathSpec | None:
         with contextlib.suppress(OSError, SourceError):
             data = read_regular(file, MAX_BYTES)
             lines += data.decode("utf-8", errors="replace").splitlines()
-    return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+    if not lines:
+        return None
+    # Imported here: a one-file check (what pre-commit and editors run) walks no folder.
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(lines)
 
 
 class IgnoreRules:

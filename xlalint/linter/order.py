@@ -38,7 +38,7 @@ from enum import Enum
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from xlalint.linter.semantic import Semantic, ancestors, dotted_name, keyword, method_name
+from xlalint.linter.semantic import Semantic, ancestors, dotted_name, keyword, method_name, parent
 
 if TYPE_CHECKING:
     from xlalint.linter.rule import Context
@@ -169,21 +169,19 @@ class EventFinder:
         self.optimizers: set[str] = set()
         self.gradient_lists: set[str] = set()
         self._events: dict[int, Event | None] = {}
-        for node in semantic.nodes_of(ast.Assign, ast.AnnAssign, ast.Call):
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                names = {name for t in targets if (name := dotted_name(t))}
-                calls = [c for c in ast.walk(node.value) if isinstance(c, ast.Call)]
-                qualified = {semantic.call_name(c) or "" for c in calls}
-                if qualified & GRAD_SCALERS:
-                    self.scalers |= names
-                if qualified & FETCH_GRADIENTS:
-                    self.gradient_lists |= names
-                if any(_is_optimizer_class(q) for q in qualified):
-                    self.optimizers |= names
+        # What a name is assigned from: a call anywhere in the assigned value (found from
+        # the calls up, since few calls build scalers or optimizers).
+        for call in semantic.calls:
+            qualified = semantic.call_name(call) or ""
+            if qualified in GRAD_SCALERS:
+                self.scalers |= _assigned_names(call)
+            elif qualified in FETCH_GRADIENTS:
+                self.gradient_lists |= _assigned_names(call)
+            elif _is_optimizer_class(qualified):
+                self.optimizers |= _assigned_names(call)
             # `x.scale(loss).backward()` is GradScaler's API: `x` is a scaler wherever it came from.
-            elif isinstance(node, ast.Call) and method_name(node) == "backward":
-                inner = node.func.value  # type: ignore[attr-defined]
+            if method_name(call) == "backward":
+                inner = call.func.value  # type: ignore[attr-defined]
                 if method_name(inner) == "scale" and (name := dotted_name(inner.func.value)):
                     self.scalers.add(name)
 
@@ -256,6 +254,22 @@ class EventFinder:
                 if isinstance(node, ast.Name) and node.id in self.gradient_lists:
                     return True
         return False
+
+
+def _assigned_names(call: ast.Call) -> set[str]:
+    """The dotted names ``call``'s value is assigned to, when it is part of the value of
+    an assignment (``opt = Wrapper(torch.optim.SGD(...))``)."""
+    child: ast.AST = call
+    statement = parent(call)
+    while statement is not None and not isinstance(statement, ast.stmt):
+        child, statement = statement, parent(statement)
+    if isinstance(statement, ast.Assign) and child is statement.value:
+        targets = statement.targets
+    elif isinstance(statement, ast.AnnAssign) and child is statement.value:
+        targets = [statement.target]
+    else:
+        return set()
+    return {name for target in targets if (name := dotted_name(target))}
 
 
 def _is_optimizer_class(qualified: str) -> bool:
@@ -614,10 +628,12 @@ def loop_paths(ctx: Context, finder: EventFinder | None = None) -> list[tuple[as
     When the step loop holds no optimizer step (a micro-batch loop that only calls
     ``backward()``), the enclosing loop is the one whose order matters.
     """
-    finder = finder or EventFinder(ctx.semantic)
     steps = _step_analysis(ctx)
-    resolve = steps.resolve if steps is not None else same_module_resolver(ctx.semantic)
     loops = [loop.node for loop in steps.loops] if steps is not None else find_step_loops(ctx.semantic)
+    if not loops:
+        return []
+    finder = finder or EventFinder(ctx.semantic)
+    resolve = steps.resolve if steps is not None else same_module_resolver(ctx.semantic)
     analysis = OrderAnalysis(finder, resolve)
     out: list[tuple[ast.AST, list[Path]]] = []
     seen: set[int] = set()

@@ -468,6 +468,9 @@ class StepAnalysis:
         self._resolved: dict[int, Function | None] = {}
         self._locals: dict[int, dict[str, Function]] = {}
         self._loaders = _DeviceLoaders(self.semantic)
+        # Most modules call no backward at all: then no loop trains, and no loop or
+        # function needs walking to find out.
+        self._any_backward = any(_is_backward_call(call, self.semantic) for call in self.semantic.calls)
         all_loops = sorted(self.semantic.nodes_of(*_LOOPS), key=lambda n: (n.lineno, n.col_offset))
         training = [loop for loop in all_loops if self.is_training_loop(loop)]
         step_loops = [loop for loop in training if not self._contains_training_loop(loop)]
@@ -522,6 +525,8 @@ class StepAnalysis:
     # -- building -----------------------------------------------------------------
     def is_training_loop(self, loop: Loop) -> bool:
         """The loop body calls ``.backward()``, directly or through functions it calls."""
+        if not self._any_backward:
+            return False
         key = id(loop)
         if key not in self._training:
             self._training[key] = False
@@ -530,7 +535,7 @@ class StepAnalysis:
 
     def reaches_backward(self, statements: list[ast.stmt]) -> bool:
         """These statements call ``.backward()``, directly or through functions they call."""
-        return self._region_reaches_backward(statements, set())
+        return self._any_backward and self._region_reaches_backward(statements, set())
 
     def _region_reaches_backward(self, statements: list[ast.stmt], visiting: set[int]) -> bool:
         for call in self.region_calls(statements):

@@ -524,6 +524,8 @@ scaler.update()
 
     def finish(self) -> None:
         distributed = self.ctx.distributed
+        if not distributed.loop_paths:
+            return
         finder, multiprocess = distributed.finder, distributed.multiprocess
         # Clipping after the step is judged on every path of a file that uses a
         # GradScaler (or that all-reduces across processes), the scaler's or not.
