@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from commands import COMMAND_ENV
+
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import lint_source
 from xlalint.linter.runner import Job, process_all
@@ -69,6 +71,18 @@ def corpus(folders: list[Path], min_files: int) -> list[tuple[str, str]]:
     return out[:min_files]
 
 
+def best_alternating(repeat: int, *fns) -> list[float]:
+    """The best time of each of ``fns``, run in turn ``repeat`` times: the machine's
+    slow spells fall on all of them alike."""
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            start = time.perf_counter()
+            fn()
+            times[i].append(time.perf_counter() - start)
+    return [min(t) for t in times]
+
+
 def best_of(repeat: int, fn) -> float:
     times = []
     for _ in range(repeat):
@@ -80,7 +94,7 @@ def best_of(repeat: int, fn) -> float:
 
 def wall(cmd: list[str], cwd: Path | None = None) -> float:
     start = time.perf_counter()
-    done = subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+    done = subprocess.run(cmd, cwd=cwd, env=COMMAND_ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
     seconds = time.perf_counter() - start
     if done.returncode not in (0, 1):  # 1: findings
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
@@ -132,8 +146,8 @@ def main() -> None:
         for name, text in files:
             lint_source(text, name, settings)
 
-    rows = [("ast parse + walk, 1 core (baseline)", best_of(args.repeat, baseline))]
-    rows.append(("xlalint lint_source, 1 core", best_of(args.repeat, xlalint)))
+    base_time, lint_time = best_alternating(args.repeat, baseline, xlalint)
+    rows = [("ast parse + walk, 1 core (baseline)", base_time), ("xlalint lint_source, 1 core", lint_time)]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "corpus"
         folder.mkdir()
@@ -142,31 +156,46 @@ def main() -> None:
         jobs = [Job(str(p), settings) for p in sorted(folder.glob("*.py"))]
         rows.append((f"xlalint runner, {cores} cores", best_of(args.repeat, lambda: process_all(jobs))))
         command = [sys.executable, "-m", "xlalint.cli", "check", "--exit-zero", "-q", "--output-format", "concise"]
-        cold = wall([*command, str(folder)], cwd=Path(tmp))
-        warm = wall([*command, str(folder)], cwd=Path(tmp))
-        shutil.rmtree(Path(tmp) / ".xlalint_cache", ignore_errors=True)
+        one = str(folder / sorted(os.listdir(folder))[0])
+        wall([sys.executable, "-m", "xlalint.cli", "check", "--no-cache", "-q", one])  # writes the bytecode
+        cache = Path(tmp) / ".xlalint_cache"
+        colds, warms = [], []
+        for _ in range(args.repeat):
+            shutil.rmtree(cache, ignore_errors=True)
+            colds.append(wall([*command, str(folder)], cwd=Path(tmp)))
+            warms.append(wall([*command, str(folder)], cwd=Path(tmp)))
+            base_time = min(base_time, best_of(1, baseline))  # in turn with the command, too
+        shutil.rmtree(cache, ignore_errors=True)
+        cold, warm = min(colds), min(warms)
         rows.append((f"`xlalint check` command, cold, {cores} cores", cold))
         rows.append(("`xlalint check` command, warm (cached)", warm))
         if not args.no_libcst:
             import libcst
 
             rows.append(("libcst parse_module, 1 core", best_of(1, lambda: [libcst.parse_module(t) for _, t in files])))
-        for what, cmd in others(folder):
-            rows.append((f"{what}, as installed", wall(cmd)))
+        other_rows = [(f"{what}, as installed", wall(cmd)) for what, cmd in others(folder)]
+        rows += other_rows
 
-        one = str(folder / sorted(os.listdir(folder))[0])
         one_file = statistics.median(
             wall([sys.executable, "-m", "xlalint.cli", "check", "--no-cache", "-q", one]) for _ in range(args.runs)
         )
         bare = statistics.median(wall([sys.executable, "-c", "pass"]) for _ in range(args.runs))
 
-    base = rows[0][1]
+    rows[0] = (rows[0][0], base_time)
+    base = base_time
     print(f"{len(files)} files, {lines} lines, {cores} cores")
     print(f"| {'what':<44} | {'seconds':>8} | {'x baseline':>10} |")
     print(f"|{'-' * 46}|{'-' * 10}|{'-' * 12}|")
     for what, seconds in rows:
         print(f"| {what:<44} | {seconds:>8.3f} | {seconds / base:>10.2f} |")
     print(f"\none-file `xlalint check` (median of {args.runs}): {one_file:.3f} s; bare `python -c pass`: {bare:.3f} s")
+    for what, seconds in other_rows:
+        print(f"{what}: {seconds / cold:.1f}x the time of xlalint's cold check of the same files")
+    print("\n| target | measured | met |")
+    print("|---|---|---|")
+    print(f"| cold check at most 1.3x the baseline ({cores} cores) | {cold / base:.2f}x | {cold / base <= 1.3} |")
+    print(f"| warm (cached) rerun at most 0.3 s | {warm:.3f} s | {warm <= 0.3} |")
+    print(f"| one-file check at most 0.2 s (median) | {one_file:.3f} s | {one_file <= 0.2} |")
 
 
 if __name__ == "__main__":

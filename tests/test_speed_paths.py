@@ -123,3 +123,24 @@ def test_one_file_check_imports_only_what_it_uses(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert "XLA104" in result.stdout
     assert result.stderr.strip().endswith("IMPORTED:"), result.stderr
+
+
+def test_split_lines_fast_path_splits_as_python_does():
+    """`split_lines` splits `\\n`-only text with str.split: the same lines as splitting at
+    every `\\r\\n`, `\\r` and `\\n` (and never at form feeds), with and without ends."""
+    import random
+    import re
+
+    from xlalint.linter.model import line_count
+
+    def reference(text: str, keepends: bool) -> list[str]:
+        parts = re.split(r"(\r\n|\r|\n)", text)
+        lines = [parts[i] + (parts[i + 1] if keepends else "") for i in range(0, len(parts) - 1, 2)]
+        return lines + ([parts[-1]] if parts[-1] else [])
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        text = "".join(rng.choice(["a", "\n", "\r", "\x0c", "\u2028", " "]) for _ in range(rng.randint(0, 12)))
+        for keepends in (False, True):
+            assert split_lines(text, keepends) == reference(text, keepends), (text, keepends)
+        assert line_count(text) == len(reference(text, False)), text

@@ -8,6 +8,7 @@ Files named explicitly are always checked, as in ruff, unless ``force_exclude``
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 
+@functools.lru_cache(maxsize=1024)  # asked once per file found, for a few folders
 def _git_root(start: Path) -> Path | None:
     for folder in (start, *start.parents):
         if (folder / ".git").exists():

@@ -60,7 +60,15 @@ _NEWLINE = re.compile(r"\r\n|\r|\n")
 def split_lines(text: str, keepends: bool = False) -> list[str]:
     """Python's physical lines: split at ``\n``, ``\r\n`` and ``\r`` only (unlike
     ``str.splitlines``, which also splits at form feeds, ``\x1c``, ``\u2028``...)."""
-    lines: list[str] = []
+    if "\r" not in text:  # the common case, done by str.split (ten times faster)
+        lines = text.split("\n")
+        last = lines.pop()
+        if keepends:
+            lines = [line + "\n" for line in lines]
+        if last:
+            lines.append(last)
+        return lines
+    lines = []
     start = 0
     for match in _NEWLINE.finditer(text):
         lines.append(text[start : match.end() if keepends else match.start()])
@@ -68,6 +76,13 @@ def split_lines(text: str, keepends: bool = False) -> list[str]:
     if start < len(text):
         lines.append(text[start:])
     return lines
+
+
+def line_count(text: str) -> int:
+    """``len(split_lines(text))``, without making the lines."""
+    if "\r" not in text:
+        return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    return len(split_lines(text))
 
 
 def _char_col(lines: list[str], line: int, byte_col: int) -> int:

@@ -16,7 +16,7 @@ from xlalint.linter import source as sourcefile
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import SYNTAX_ERROR, error_finding, lint_source
 from xlalint.linter.fixing import describe
-from xlalint.linter.model import Finding, split_lines
+from xlalint.linter.model import Finding, line_count
 
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 12
@@ -74,7 +74,7 @@ class Cache:
         writes is a miss (and is rewritten by the next ``put``)."""
         try:
             data = sourcefile.read_regular(self.folder / key[:2] / key, MAX_ENTRY_BYTES)
-            return findings_json.loads(data, key, len(split_lines(text)))
+            return findings_json.loads(data, key, line_count(text))
         except (OSError, sourcefile.SourceError, findings_json.InvalidEntry):
             return None
 
@@ -162,13 +162,34 @@ def _add_noqa(job: Job, original: sourcefile.SourceFile, findings: list[Finding]
     return report
 
 
+def cached_report(job: Job) -> FileReport | None:
+    """The report of a check whose findings are in the cache, else None (also for
+    anything but a plain check, and for a file that cannot be read: ``process`` says why)."""
+    if job.fix or job.add_noqa or not job.cache_dir or job.path.endswith(".ipynb"):
+        return None
+    try:
+        original = sourcefile.read(Path(job.path))
+    except sourcefile.SourceError:
+        return None
+    key = Cache.key(job, original.text)
+    findings = Cache(Path(job.cache_dir)).get(key, original.text)
+    return None if findings is None else FileReport(job.path, findings, source=original.text)
+
+
 def process_all(jobs: Sequence[Job]) -> list[FileReport]:
     writing = {Path(os.path.realpath(job.path)).parent for job in jobs if job.fix and job.write}
     if writing:
         sourcefile.remove_stale_temps(sorted(writing))
-    if len(jobs) < PARALLEL_THRESHOLD or (os.cpu_count() or 1) < 2:
-        return [process(job) for job in jobs]
-    from concurrent.futures import ProcessPoolExecutor  # only when there is work to share
+    # Cached files first, here: a warm rerun then starts no process pool.
+    reports: list[FileReport | None] = [cached_report(job) for job in jobs]
+    pending = [job for job, report in zip(jobs, reports) if report is None]
+    cores = os.cpu_count() or 1
+    if len(pending) < PARALLEL_THRESHOLD or cores < 2:
+        done = [process(job) for job in pending]
+    else:
+        from concurrent.futures import ProcessPoolExecutor  # only when there is work to share
 
-    with ProcessPoolExecutor(max_workers=os.cpu_count()) as pool:
-        return list(pool.map(process, jobs, chunksize=max(1, len(jobs) // (4 * (os.cpu_count() or 1)))))
+        with ProcessPoolExecutor(max_workers=cores) as pool:
+            done = list(pool.map(process, pending, chunksize=max(1, len(pending) // (4 * cores))))
+    computed = iter(done)
+    return [report if report is not None else next(computed) for report in reports]

@@ -242,6 +242,8 @@ def scope_bindings(scope: ast.AST) -> dict[str, str]:
 
 
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+# The fields that hold CPython's shared context and operator instances.
+_SHARED_FIELDS = frozenset({"ctx", "op", "ops"})
 
 
 def attach_parents(tree: ast.AST) -> list[ast.AST]:
@@ -249,8 +251,9 @@ def attach_parents(tree: ast.AST) -> list[ast.AST]:
     in source (pre-)order, so later passes need not walk the tree again.
 
     The walk is ``ast.iter_child_nodes`` inlined (this runs over every node of every
-    file checked: twice as fast), and leaves out ``ctx``: ``Load``/``Store`` are shared
-    singletons, so they can have no parent of their own.
+    file checked: twice as fast), and leaves out the contexts and operators (``Load``,
+    ``Add``, ``Eq``...): CPython shares one instance of each between all trees, so they
+    can have no parent of their own, and one would keep the last tree alive.
     """
     tree.parent = None  # type: ignore[attr-defined]
     order: list[ast.AST] = []
@@ -261,7 +264,7 @@ def attach_parents(tree: ast.AST) -> list[ast.AST]:
         order.append(node)
         fields = _CHILD_FIELDS.get(node.__class__)
         if fields is None:
-            fields = _CHILD_FIELDS[node.__class__] = tuple(f for f in node._fields if f != "ctx")
+            fields = _CHILD_FIELDS[node.__class__] = tuple(f for f in node._fields if f not in _SHARED_FIELDS)
         children = []
         for name in fields:
             value = getattr(node, name, None)
