@@ -144,3 +144,58 @@ def test_split_lines_fast_path_splits_as_python_does():
         for keepends in (False, True):
             assert split_lines(text, keepends) == reference(text, keepends), (text, keepends)
         assert line_count(text) == len(reference(text, False)), text
+
+
+def test_lint_source_pauses_the_collector_and_leaves_no_parent_links():
+    import ast
+    import gc
+
+    from xlalint.linter import engine
+
+    source = "import torch\nx = torch.ones(2).cuda()\nif not x.is_cuda and x == 1:\n    y = -x + 1\n"
+    seen = {}
+    original = engine.attach_parents
+
+    def spy(tree):
+        seen["gc"] = gc.isenabled()
+        seen["nodes"] = original(tree)
+        return seen["nodes"]
+
+    engine.attach_parents = spy
+    try:
+        assert gc.isenabled()
+        assert [f.code for f in lint_source(source, "a.py")] == ["XLA104"]
+        assert gc.isenabled() and seen["gc"] is False
+        gc.disable()
+        try:
+            lint_source(source, "a.py")
+            assert not gc.isenabled()  # as it found it
+        finally:
+            gc.enable()
+    finally:
+        engine.attach_parents = original
+    assert not any(hasattr(node, "parent") for node in seen["nodes"])
+    # CPython's shared Load/Not/Add/Eq instances never get one (it would keep the tree alive).
+    assert not any(hasattr(shared, "parent") for shared in (ast.Load(), ast.Not(), ast.Add(), ast.Eq()))
+    tree = ast.parse(source)
+    assert not any(hasattr(n, "parent") for n in ast.walk(tree) if isinstance(n, (ast.expr_context, ast.cmpop)))
+
+
+def test_a_warm_rerun_reads_the_cache_without_a_process_pool(tmp_path, monkeypatch):
+    import concurrent.futures
+
+    from xlalint.linter.runner import PARALLEL_THRESHOLD, Job, process_all
+
+    for i in range(PARALLEL_THRESHOLD + 3):
+        (tmp_path / f"f{i}.py").write_text(f"import torch\nx{i} = torch.ones(2).cuda()\n")
+    jobs = [Job(str(p), Settings(), cache_dir=str(tmp_path / ".cache")) for p in sorted(tmp_path.glob("*.py"))]
+    cold = process_all(jobs)
+
+    class NoPool:
+        def __init__(self, *args, **kwargs):
+            raise AssertionError("a process pool was started for cached files")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", NoPool)
+    warm = process_all(jobs)
+    assert [r.findings for r in warm] == [r.findings for r in cold]
+    assert all(r.findings and r.findings[0].code == "XLA104" for r in warm)

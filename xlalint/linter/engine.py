@@ -217,12 +217,13 @@ def _visitors(rule: type[Rule]) -> tuple[tuple[type, str], ...]:
 
 def _dispatch(nodes: list[ast.AST], rules: list[Rule]) -> None:
     """The one walk: each node, in source order, to every rule that visits its type."""
+    for rule in rules:
+        rule.begin()
     dispatch: dict[type, list[Callable[[ast.AST], None]]] = defaultdict(list)
     for rule in rules:
         for node_type, attr in _visitors(type(rule)):
-            dispatch[node_type].append(getattr(rule, attr))
-    for rule in rules:
-        rule.begin()
+            if node_type not in rule.skipped_visits:
+                dispatch[node_type].append(getattr(rule, attr))
     if dispatch:
         for node in nodes:
             visitors = dispatch.get(type(node))

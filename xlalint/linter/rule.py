@@ -186,6 +186,9 @@ class Rule:
         self.ctx = ctx
         self.findings: list[Finding] = []
         self.option_values = ctx.settings.rule_options(self.code, self.options)
+        #: Node types whose ``visit_`` the walk need not call in this module (``begin``
+        #: may fill it, e.g. when the module imports nothing the visits look for).
+        self.skipped_visits: set[type] = set()
 
     # -- hooks ------------------------------------------------------------------
     def begin(self) -> None:

@@ -242,8 +242,25 @@ def scope_bindings(scope: ast.AST) -> dict[str, str]:
 
 
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
-# The fields that hold CPython's shared context and operator instances.
+# Fields that never hold a node of the tree: CPython's shared context and operator
+# instances, and (by class: 3.12's TypeAlias.name is a node) names, numbers and flags.
+# Skipping them makes the walk faster.
 _SHARED_FIELDS = frozenset({"ctx", "op", "ops"})
+_SCALAR_FIELDS = frozenset(
+    {("Name", "id"), ("Attribute", "attr"), ("arg", "arg"), ("keyword", "arg"), ("alias", "name")}
+    | {("alias", "asname"), ("ImportFrom", "module"), ("ImportFrom", "level"), ("Constant", "kind")}
+    | {("FunctionDef", "name"), ("AsyncFunctionDef", "name"), ("ClassDef", "name"), ("ExceptHandler", "name")}
+    | {("comprehension", "is_async"), ("FormattedValue", "conversion"), ("AnnAssign", "simple")}
+)
+
+
+def _child_fields(node_type: type) -> tuple[str, ...]:
+    name = node_type.__name__
+    return tuple(
+        f
+        for f in node_type._fields
+        if f not in _SHARED_FIELDS and f != "type_comment" and (name, f) not in _SCALAR_FIELDS
+    )
 
 
 def attach_parents(tree: ast.AST) -> list[ast.AST]:
@@ -264,7 +281,7 @@ def attach_parents(tree: ast.AST) -> list[ast.AST]:
         order.append(node)
         fields = _CHILD_FIELDS.get(node.__class__)
         if fields is None:
-            fields = _CHILD_FIELDS[node.__class__] = tuple(f for f in node._fields if f not in _SHARED_FIELDS)
+            fields = _CHILD_FIELDS[node.__class__] = _child_fields(node.__class__)
         children = []
         for name in fields:
             value = getattr(node, name, None)

@@ -345,12 +345,12 @@ class ApiVersionRule(Rule):
         # Every tracked function and class is torch_xla's, and only `os` sets variables
         # (bar a dict literal): files that import neither skip the per-name work.
         modules = self.ctx.semantic.imports.bindings.values()
-        self._imports_torch_xla = any(m == "torch_xla" or m.startswith(("torch_xla.", "torch_xla_py")) for m in modules)
-        self._imports_os = any(m == "os" or m.startswith("os.") for m in modules)
+        if not any(m == "torch_xla" or m.startswith(("torch_xla.", "torch_xla_py")) for m in modules):
+            self.skipped_visits |= {ast.Name, ast.Attribute}
+        if not any(m == "os" or m.startswith("os.") for m in modules):
+            self.skipped_visits |= {ast.Assign, ast.Call}
 
     def visit_Name(self, node: ast.Name | ast.Attribute) -> None:
-        if not self._imports_torch_xla:
-            return
         use = reference_use(node, self.ctx.semantic)
         if use is not None and self._applies(use.change):
             self._report(use)
@@ -358,8 +358,6 @@ class ApiVersionRule(Rule):
     visit_Attribute = visit_Name
 
     def visit_Assign(self, node: ast.AST) -> None:
-        if not self._imports_os and not isinstance(node, ast.Dict):
-            return
         for use in env_uses(node, self.ctx.semantic):
             if self._applies(use.change):
                 self._report(use)
