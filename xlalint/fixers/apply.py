@@ -483,6 +483,16 @@ def _bound_name(imp: Import) -> str:
     return imp.asname or imp.name or imp.module.split(".")[0]
 
 
+def _imports_one_of(statement: cst.BaseStatement, names: set[str]) -> bool:
+    """``statement`` (or a block in it) binds one of ``names`` by an import."""
+    for node in m.findall(statement, m.Import() | m.ImportFrom()):
+        if not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                if (alias.evaluated_alias or alias.evaluated_name).split(".")[0] in names:
+                    return True
+    return False
+
+
 def _remove_imports(module: cst.Module, unread: set[Import]) -> cst.Module:
     """RemoveImportsVisitor, run on each top-level statement that imports one of
     ``unread`` rather than on the whole module: its scope analysis of a large file
@@ -490,14 +500,7 @@ def _remove_imports(module: cst.Module, unread: set[Import]) -> cst.Module:
     names = {_bound_name(imp) for imp in unread}
     body: list[cst.BaseStatement] = []
     for statement in module.body:
-        imports = m.findall(statement, m.Import() | m.ImportFrom())
-        if not any(
-            isinstance(alias.evaluated_alias or alias.evaluated_name, str)
-            and (alias.evaluated_alias or alias.evaluated_name).split(".")[0] in names
-            for node in imports
-            if not isinstance(node.names, cst.ImportStar)
-            for alias in node.names
-        ):
+        if not _imports_one_of(statement, names):
             body.append(statement)
             continue
         context = CodemodContext()
@@ -515,10 +518,12 @@ def _unread(module: cst.Module, candidates: set[Import]) -> set[Import]:
         tree = ast.parse(module.code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return candidates
-    mentioned = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-    mentioned |= {
-        node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
-    }
+    mentioned = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            mentioned.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            mentioned.add(node.value)  # `__all__ = ["GradScaler"]`
     return {imp for imp in candidates if _bound_name(imp) not in mentioned}
 
 

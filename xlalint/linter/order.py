@@ -38,7 +38,7 @@ from enum import Enum
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from xlalint.linter.semantic import Semantic, ancestors, dotted_name, keyword, method_name, parent
+from xlalint.linter.semantic import Semantic, ancestors, dotted_name, enclosing_statement, keyword, method_name
 
 if TYPE_CHECKING:
     from xlalint.linter.rule import Context
@@ -259,16 +259,12 @@ class EventFinder:
 def _assigned_names(call: ast.Call) -> set[str]:
     """The dotted names ``call``'s value is assigned to, when it is part of the value of
     an assignment (``opt = Wrapper(torch.optim.SGD(...))``)."""
-    child: ast.AST = call
-    statement = parent(call)
-    while statement is not None and not isinstance(statement, ast.stmt):
-        child, statement = statement, parent(statement)
-    if isinstance(statement, ast.Assign) and child is statement.value:
-        targets = statement.targets
-    elif isinstance(statement, ast.AnnAssign) and child is statement.value:
-        targets = [statement.target]
-    else:
+    statement = enclosing_statement(call)
+    if not isinstance(statement, (ast.Assign, ast.AnnAssign)) or statement.value is None:
         return set()
+    if call is not statement.value and all(a is not statement.value for a in ancestors(call)):
+        return set()  # in a target: `d[make()] = x`
+    targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
     return {name for target in targets if (name := dotted_name(target))}
 
 

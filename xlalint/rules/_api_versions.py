@@ -344,10 +344,10 @@ class ApiVersionRule(Rule):
     def begin(self) -> None:
         # Every tracked function and class is torch_xla's, and only `os` sets variables
         # (bar a dict literal): files that import neither skip the per-name work.
-        modules = self.ctx.semantic.imports.bindings.values()
-        if not any(m == "torch_xla" or m.startswith(("torch_xla.", "torch_xla_py")) for m in modules):
+        imports = self.ctx.semantic.imports
+        if not imports.imports_any(frozenset({"torch_xla", "torch_xla_py"})):
             self.skipped_visits |= {ast.Name, ast.Attribute}
-        if not any(m == "os" or m.startswith("os.") for m in modules):
+        if not imports.imports_any(frozenset({"os"})):
             self.skipped_visits |= {ast.Assign, ast.Call}
 
     def visit_Name(self, node: ast.Name | ast.Attribute) -> None:
