@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import Fix, InsertStatement, ReplaceExpr
+from xlalint.linter.model import Fix, InsertStatement, RemoveStatement, ReplaceExpr
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import dotted_name, enclosing_statement, method_name, parent
 from xlalint.linter.steps import HOST_FETCH_METHODS, StepLoop
@@ -69,7 +69,10 @@ The closure binds the values that may change before it runs: the names assigned 
 the step loop (this step's tensors, the loop variables, counters); parameters and
 values set before the loop are read as they are. A short closure is a lambda,
 `xm.add_step_closure(lambda loss=loss: print(loss.item()))`; one that would not fit
-in 88 columns is a small `def` passed with `args=(...)`.
+in 88 columns is a small `def` passed with `args=(...)`. Log statements on consecutive
+lines that need a `def` share one (`log_step`, then `log_step_1`, ... for later ones in
+the same function: a name nothing else binds there); a comment or blank line ends such
+a run, and a statement with a comment (a `noqa` among them) keeps a closure of its own.
 `total += loss.item()` becomes `total += loss.detach()` (unsafe: `total` becomes a
 tensor on the device; read it once after the loop), offered only when `total` is a
 plain variable (an attribute or item, `self.state.num_input_tokens_seen`, may be saved
@@ -253,6 +256,80 @@ for i, (x, y) in enumerate(loader):
             """,
             count=1,
         ),
+        # Log statements on consecutive lines share one `def`, which binds what any of
+        # them reads; a later one in the same function gets a `def` of its own, with a
+        # name nothing else binds. A comment ends a run: it stays where it is.
+        Invalid(
+            """
+            import torch_xla
+            for step, (x, y) in enumerate(loader):
+                out = model(x)
+                loss = loss_fn(out, y)
+                loss.backward()
+                print(f"step {step} loss {loss.item():.4f} lr {optimizer.param_groups[0]['lr']}")
+                print(f"step {step} mean {out.mean().item():.4f} labels {y.float().mean().item()}")
+                torch_xla.sync()
+                writer.add_scalar("train/loss/after-sync", loss, global_step=step)
+                writer.add_scalar("train/mean/after-sync", out.mean(), global_step=step)
+                # the outputs
+                writer.add_histogram("train/out/after-sync", out, global_step=step)
+            """,
+            fixed="""
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+
+            for step, (x, y) in enumerate(loader):
+                out = model(x)
+                loss = loss_fn(out, y)
+                loss.backward()
+                def log_step(loss, out, step, y):
+                    print(f"step {step} loss {loss.item():.4f} lr {optimizer.param_groups[0]['lr']}")
+                    print(f"step {step} mean {out.mean().item():.4f} labels {y.float().mean().item()}")
+                xm.add_step_closure(log_step, args=(loss, out, step, y))
+                torch_xla.sync()
+                def log_step_1(loss, out, step):
+                    writer.add_scalar("train/loss/after-sync", loss, global_step=step)
+                    writer.add_scalar("train/mean/after-sync", out.mean(), global_step=step)
+                xm.add_step_closure(log_step_1, args=(loss, out, step))
+                def log_step_2(out, step):
+                    writer.add_histogram("train/out/after-sync", out, global_step=step)
+                # the outputs
+                xm.add_step_closure(log_step_2, args=(out, step))
+            """,
+            count=6,
+        ),
+        # Short statements keep a lambda each; a neighbour with a `noqa` is not moved.
+        Invalid(
+            """
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+            def log_step(): ...
+            for x in loader:
+                loss = model(x)
+                loss.backward()
+                print(loss.item())
+                print(loss)
+                print("loss now", loss.item())  # noqa: XLA102
+                print("loss in this step, once more, with a long message:", loss, x.sum())
+                torch_xla.sync()
+            """,
+            fixed="""
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+            def log_step(): ...
+            for x in loader:
+                loss = model(x)
+                loss.backward()
+                xm.add_step_closure(lambda loss=loss: print(loss.item()))
+                xm.add_step_closure(lambda loss=loss: print(loss))
+                print("loss now", loss.item())  # noqa: XLA102
+                def log_step_1(loss, x):
+                    print("loss in this step, once more, with a long message:", loss, x.sum())
+                xm.add_step_closure(log_step_1, args=(loss, x))
+                torch_xla.sync()
+            """,
+            count=3,
+        ),
         # The sum is read on every step (`avg`) or is an attribute: no `.detach()` fix.
         Invalid(
             """
@@ -310,22 +387,34 @@ for i, (x, y) in enumerate(loader):
         ),
     ]
 
+    def begin(self) -> None:
+        # The `def` names the closure fixes took: per first statement, and per scope.
+        self._def_names: dict[int, str] = {}
+        self._taken_in_scope: dict[int, set[str]] = {}
+
     # -- visitors -------------------------------------------------------------------
     def visit_Call(self, node: ast.Call) -> None:
         steps = self.ctx.steps
         if not steps.loops or not steps.in_step(node):
             return
         loop = steps.loop_of(node)
-        attr = method_name(node)
-        if attr == "item" or (attr in HOST_FETCH_METHODS and loop.is_tensor(node.func.value)):  # type: ignore[union-attr]
-            self.report(node, f"`.{attr}()` in the training step {_WHY}", fix=self._fix(node, loop))
-        elif self._is_conversion(node) and loop.is_tensor(node.args[0]):
-            label = dotted_name(node.func)
-            self.report(node, f"`{label}()` of a tensor in the training step {_WHY}", fix=self._fix(node, loop))
-        elif self._is_log_call(node) and any(self._renders_tensor(a, loop) for a in _arguments(node)):
-            self.report(node, f"logging a tensor in the training step {_WHY}", fix=self._fix(node, loop))
+        message = self._host_read(node, loop)
+        if message is not None:
+            self.report(node, message, fix=self._fix(node, loop))
         elif self._is_format_call(node) and not self._logged(node) and self._renders_tensor(node, loop):
             self.report(node, f"formatting a tensor as text in the training step {_WHY}")
+
+    def _host_read(self, node: ast.Call, loop: StepLoop) -> str | None:
+        """What ``node`` does that reads a step tensor on the host, if it does (the
+        finding's message): ``.item()``, ``float(loss)``, logging a tensor, ..."""
+        attr = method_name(node)
+        if attr == "item" or (attr in HOST_FETCH_METHODS and loop.is_tensor(node.func.value)):  # type: ignore[union-attr]
+            return f"`.{attr}()` in the training step {_WHY}"
+        if self._is_conversion(node) and loop.is_tensor(node.args[0]):
+            return f"`{dotted_name(node.func)}()` of a tensor in the training step {_WHY}"
+        if self._is_log_call(node) and any(self._renders_tensor(a, loop) for a in _arguments(node)):
+            return f"logging a tensor in the training step {_WHY}"
+        return None
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         steps = self.ctx.steps
@@ -425,7 +514,7 @@ for i, (x, y) in enumerate(loader):
     def _fix(self, node: ast.Call, loop: StepLoop) -> Fix | None:
         stmt = enclosing_statement(node)
         if self._closure_fixable(stmt):
-            return self._closure_fix(stmt.value)  # type: ignore[union-attr]
+            return self._closure_fix(stmt, loop)  # type: ignore[arg-type]
         if method_name(node) == "item" and isinstance(stmt, ast.AugAssign) and self._accumulates(node, stmt, loop):
             receiver = node.func.value  # type: ignore[union-attr]
             operation = ReplaceExpr(self.ctx.span(node), "{recv}.detach()", (("recv", self.ctx.span(receiver)),))
@@ -464,12 +553,8 @@ for i, (x, y) in enumerate(loader):
         """A later statement of the same block leaves the step (``raise``, ``return``,
         ``break``, ``sys.exit()``): a closure would run after a sync that may never
         come, and the message (often the reason for stopping) would be lost."""
-        block = getattr(parent(stmt), "body", None)
-        for field in ("body", "orelse", "finalbody"):
-            candidate = getattr(parent(stmt), field, None)
-            if isinstance(candidate, list) and stmt in candidate:
-                block = candidate
-        if not isinstance(block, list) or stmt not in block:
+        block = _block(stmt)
+        if block is None:
             return False
         for later in block[block.index(stmt) + 1 :]:
             if isinstance(later, (ast.Raise, ast.Return, ast.Break)):
@@ -480,41 +565,117 @@ for i, (x, y) in enumerate(loader):
                     return True
         return False
 
-    def _closure_fix(self, call: ast.Call) -> Fix | None:
+    def _closure_fix(self, stmt: ast.Expr, loop: StepLoop) -> Fix | None:
         """Run a log call in a step closure, binding the values the step changes:
         ``xm.add_step_closure(lambda loss=loss: print(loss.item()))``, or, when that
-        would not fit on a line, a small ``def`` passed with ``args=(...)``."""
-        names = _closure_names(call)
-        if names is None:
-            return None
-        bound = sorted(names & _rebound_in_step(call))
-        xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm", at=call)
-        call_span = self.ctx.span(call)
-        indent = len(self.ctx.lines[call.lineno - 1]) - len(self.ctx.lines[call.lineno - 1].lstrip())
-        head = f"lambda {', '.join(f'{n}={n}' for n in bound)}:" if bound else "lambda:"
-        text = self.ctx.source_of(call)
-        lambda_line = f"{xm}.add_step_closure({head} {text})"
-        if "\n" not in text and indent + len(lambda_line) <= _LINE_LENGTH:
-            template = f"{xm}.add_step_closure({head} {{call}})"
-            operation = ReplaceExpr(call_span, template, (("call", call_span),))
+        would not fit on a line, a small ``def`` passed with ``args=(...)``. Log
+        statements on the lines around it that need a ``def`` too share it (they run
+        in their order, and one name is bound, not one per statement)."""
+        indent = self._indent(stmt)
+        run = self._closure_run(stmt, loop)
+        if len(run) > 1 and not all(self._fits_lambda(s.value, indent) for s in run):  # type: ignore[attr-defined]
+            bodies = [self._def_body(s.value, indent) for s in run]  # type: ignore[attr-defined]
+            if all(body is not None for body in bodies):
+                return self._def_fix(run, bodies)  # type: ignore[arg-type]
+        call = stmt.value
+        if self._fits_lambda(call, indent):  # type: ignore[arg-type]
+            xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm", at=call)
+            bound = _bound_names([call])  # type: ignore[list-item]
+            head = f"lambda {', '.join(f'{n}={n}' for n in bound)}:" if bound else "lambda:"
+            call_span = self.ctx.span(call)
+            operation = ReplaceExpr(call_span, f"{xm}.add_step_closure({head} {{call}})", (("call", call_span),))
             return self.fix("safe", "Run it in a step closure (after the sync)", operation, imports=imports)
-        names_here = self.ctx.semantic.names_at(call)
-        function = "log_step"
-        if not names_here.free(function):
-            function = self.ctx.semantic.imports.fresh_name(function, names_here)
-        body = _indented_continuation(call, text, indent)
-        if body is None:
-            return None
-        define = f"def {function}({', '.join(bound)}):\n    {body}\n"
+        body = self._def_body(call, indent)  # type: ignore[arg-type]
+        return self._def_fix([stmt], [body]) if body is not None else None
+
+    def _def_fix(self, run: list[ast.Expr], bodies: list[str]) -> Fix:
+        """``def log_step(<names>): <the statements>`` before the first statement of
+        ``run``, which becomes ``xm.add_step_closure(log_step, args=(<names>))``; the
+        others are removed."""
+        first = run[0].value
+        xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm", at=first)
+        bound = _bound_names([s.value for s in run])  # type: ignore[misc]
+        function = self._function_name(run[0])
+        define = f"def {function}({', '.join(bound)}):\n" + "".join(f"    {body}\n" for body in bodies)
         args = f", args=({bound[0]},)" if len(bound) == 1 else f", args=({', '.join(bound)})" if bound else ""
         register = f"{xm}.add_step_closure({function}{args})"
+        first_span = self.ctx.span(first)
         return self.fix(
             "safe",
             "Run it in a step closure (after the sync)",
-            InsertStatement(call_span, _escape(define), "before"),
-            ReplaceExpr(call_span, _escape(register)),
+            InsertStatement(first_span, _escape(define), "before"),
+            ReplaceExpr(first_span, _escape(register)),
+            *(RemoveStatement(self.ctx.span(other)) for other in run[1:]),
             imports=imports,
         )
+
+    def _indent(self, stmt: ast.stmt) -> int:
+        line = self.ctx.lines[stmt.lineno - 1]
+        return len(line) - len(line.lstrip())
+
+    def _def_body(self, call: ast.Call, indent: int) -> str | None:
+        return _indented_continuation(call, self.ctx.source_of(call), indent)
+
+    def _fits_lambda(self, call: ast.Call, indent: int) -> bool:
+        """``xm.add_step_closure(lambda <names>: <call>)`` fits on one line."""
+        text = self.ctx.source_of(call)
+        names = _bound_names([call])
+        head = f"lambda {', '.join(f'{n}={n}' for n in names)}:" if names else "lambda:"
+        return "\n" not in text and indent + len(f"xm.add_step_closure({head} {text})") <= _LINE_LENGTH
+
+    def _closure_run(self, stmt: ast.Expr, loop: StepLoop) -> list[ast.stmt]:
+        """The log statements around ``stmt`` that go into one closure with it: the
+        statements of its block on the lines right before and after it that also log a
+        step tensor. A comment or blank line ends the run (a comment stays where it is)."""
+        block = _block(stmt)
+        if block is None or self._commented(stmt):
+            return [stmt]
+        first = last = block.index(stmt)
+        while first > 0 and self._joins(block[first - 1], block[first], loop):
+            first -= 1
+        while last + 1 < len(block) and self._joins(block[last], block[last + 1], loop):
+            last += 1
+        return block[first : last + 1]
+
+    def _joins(self, before: ast.stmt, after: ast.stmt, loop: StepLoop) -> bool:
+        """Two statements on consecutive lines that both need a step closure."""
+        return (
+            before.end_lineno is not None
+            and before.end_lineno + 1 == after.lineno
+            and all(self._needs_closure(s, loop) and not self._commented(s) for s in (before, after))
+        )
+
+    def _needs_closure(self, stmt: ast.stmt, loop: StepLoop) -> bool:
+        """``stmt`` only logs, and is reported for reading a step tensor on the host."""
+        steps = self.ctx.steps
+        return self._closure_fixable(stmt) and any(
+            isinstance(n, ast.Call) and self._host_read(n, loop) is not None and steps.in_step(n)
+            for n in ast.walk(stmt)
+        )
+
+    def _commented(self, stmt: ast.stmt) -> bool:
+        """A ``#`` on the statement's lines (a comment, or a ``noqa`` for one of its
+        findings, which must not be moved with the others)."""
+        return any("#" in line for line in self.ctx.lines[stmt.lineno - 1 : stmt.end_lineno])
+
+    def _function_name(self, first: ast.stmt) -> str:
+        """``log_step``, or ``log_step_1``, ...: a name nothing binds where the ``def``
+        goes and no other closure of this function took."""
+        key = id(first)
+        if key not in self._def_names:
+            names_here = self.ctx.semantic.names_at(first)
+            scope = next(
+                (a for a in _ancestors(first) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module))),
+                None,
+            )
+            taken = self._taken_in_scope.setdefault(id(scope), set())
+            function, n = "log_step", 0
+            while not names_here.free(function) or function in taken:
+                n += 1
+                function = f"log_step_{n}"
+            taken.add(function)
+            self._def_names[key] = function
+        return self._def_names[key]
 
 
 # A closure longer than this goes in a `def` (the line length of ruff and black).
@@ -609,6 +770,23 @@ def _closure_names(call: ast.Call) -> set[str] | None:
         return None
     names = _free_names(call)
     return None if names & _UNBINDABLE else names
+
+
+def _bound_names(calls: list[ast.Call]) -> list[str]:
+    """The names a closure running ``calls`` must bind: those they read that the step
+    changes."""
+    read = set().union(*(_closure_names(c) or set() for c in calls))
+    return sorted(read & set().union(*(_rebound_in_step(c) for c in calls)))
+
+
+def _block(stmt: ast.stmt) -> list[ast.stmt] | None:
+    """The statement list ``stmt`` is in (a body, an ``else``, a ``finally``)."""
+    container = parent(stmt)
+    for field in ("body", "orelse", "finalbody"):
+        candidate = getattr(container, field, None)
+        if isinstance(candidate, list) and stmt in candidate:
+            return candidate
+    return None
 
 
 def _rebound_in_step(node: ast.AST) -> set[str]:
