@@ -68,6 +68,28 @@ def test_cache_entries_are_json_data(project):
     assert second.stdout == first.stdout and second.exit_code == first.exit_code == 1
 
 
+def test_entries_written_by_other_rule_code_are_not_used(project, monkeypatch):
+    """A rule edited without a version bump (a checkout, a development install) must
+    not be answered from the entries its old code wrote."""
+    from xlalint.linter import runner
+
+    (project / "a.py").write_text(CUDA)
+    [entry] = (run("check", "a.py"), cache_entries(project))[1]
+    entry.write_bytes(findings_json.dumps(entry.name, []))  # what "old code" would have found
+    assert run("check", "a.py").exit_code == 0  # the same code: the entry answers
+    monkeypatch.setattr(runner, "code_fingerprint", lambda: "rules/xla104_cuda_device.py:1:2")
+    result = run("check", "a.py")
+    assert result.exit_code == 1 and "XLA104" in result.stdout
+
+
+def test_the_code_fingerprint_follows_the_rule_modules():
+    from xlalint.linter import runner
+    from xlalint.rules import xla104_cuda_device
+
+    stat = os.stat(xla104_cuda_device.__file__)
+    assert f"rules/xla104_cuda_device.py:{stat.st_size}:{stat.st_mtime_ns}" in runner.code_fingerprint().split("\n")
+
+
 class _Payload:
     """Unpickling this runs ``os.mkdir(marker)``."""
 
