@@ -314,6 +314,56 @@ def test_micro_batch_loop_uses_the_enclosing_loop():
     assert {tuple(e.kind for e in p) for p in paths} == {(Kind.BACKWARD, Kind.OPTIMIZER_STEP)}
 
 
+def _loop_paths(body: str) -> list[tuple[ast.AST, list]]:
+    source = HEADER + textwrap.dedent(body)
+    tree = ast.parse(source)
+    attach_parents(tree)
+    return loop_paths(Context(source, "t.py", tree, Settings()))
+
+
+def test_a_closure_the_step_is_given_runs_before_the_step():
+    # LBFGS: the only backward is in the closure; the loop is a training loop, and the
+    # closure's events come before the step that runs it.
+    ((loop, paths),) = _loop_paths(
+        """
+        for x in loader:
+            def closure():
+                opt.zero_grad()
+                loss = model(x)
+                loss.backward()
+                return loss
+            opt.step(closure)
+            xm.mark_step()
+        """
+    )
+    assert loop.lineno == 5
+    assert {tuple(e.kind for e in p) for p in paths} == {(Kind.BACKWARD, Kind.OPTIMIZER_STEP, Kind.SYNC)}
+
+
+def test_xm_optimizer_step_reduces_before_its_closure_runs():
+    ((_loop, with_closure),) = _loop_paths(
+        """
+        for x in loader:
+            def closure():
+                model(x).backward()
+            xm.optimizer_step(opt, optimizer_args={"closure": closure})
+        """
+    )
+    ((_loop, without),) = _loop_paths(
+        """
+        for x in loader:
+            model(x).backward()
+            xm.optimizer_step(opt, optimizer_args={"closure": None})
+        """
+    )
+    assert [[(e.kind, e.reduces) for e in p] for p in with_closure] == [
+        [(Kind.BACKWARD, False), (Kind.OPTIMIZER_STEP, False)]
+    ]
+    assert [[(e.kind, e.reduces) for e in p] for p in without] == [
+        [(Kind.BACKWARD, False), (Kind.OPTIMIZER_STEP, True)]
+    ]
+
+
 def test_events_keep_their_innermost_statement():
     # An `if` around a clip is first scanned as a whole (is it inert?); the clip's
     # event must still name the clip's own statement, where fixes insert code.

@@ -1,7 +1,7 @@
 """Issue 10: fixed ports of real training scripts must run, and run better.
 
 Whole small scripts (tests/harness/scripts/port_*.py) go through `xlalint run` on
-torch_xla CPU. Five torch_xla runs in all (a minute or two on two shared cores).
+torch_xla CPU. Six torch_xla runs in all (a minute or two on two shared cores).
 """
 
 from __future__ import annotations
@@ -98,3 +98,24 @@ def test_cuda_at_the_end_of_a_multiline_chain_is_fixed_when_marked_fixable(scrip
     assert run.ok, run.stderr_tail
     assert "model on xla:0" in run.stdout_tail
     assert run.metrics.executions >= 1
+
+
+def test_lbfgs_closure_reduces_in_the_closure_and_the_port_trains(scripts_dir, harness_report):
+    """A step given a closure: the all-reduce goes after the closure's backward (the
+    optimizer runs the closure, so `xm.optimizer_step` would reduce stale gradients),
+    and the compilations inside LBFGS's step are joined to its XLA102 finding."""
+    script = scripts_dir / "port_lbfgs_closure.py"
+    fixed = fixed_text(script, unsafe=True)
+    assert "            loss.backward()\n            xm.reduce_gradients(optimizer)\n            return loss\n" in fixed
+    assert "        optimizer.step(closure)\n        torch_xla.sync()\n" in fixed
+
+    report = harness_report(script, unsafe_fixes=True, device="cpu")
+    run = report.runs["fixed"]
+    assert run.ok, run.stderr_tail
+    assert "world 1 weight device xla:0" in run.stdout_tail
+    assert run.metrics.syncs >= 2 and run.metrics.executions >= 2
+    step_line = next(
+        i for i, line in enumerate(script.read_text().splitlines(), 1) if "optimizer.step(closure)" in line
+    )
+    at_step = [c for c in run.causes if c.line == step_line and c.kind == "compilation"]
+    assert at_step and all(c.code == "XLA102" for c in at_step)

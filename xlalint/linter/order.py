@@ -39,6 +39,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from xlalint.linter.semantic import Semantic, ancestors, dotted_name, enclosing_statement, keyword, method_name
+from xlalint.linter.steps import optimizer_closure
 
 if TYPE_CHECKING:
     from xlalint.linter.rule import Context
@@ -95,7 +96,7 @@ class Event:
     ``scaler``/``optimizer`` are the receiver and the optimizer argument where the
     call has them (``scaler.step(opt)``: both). ``scaled`` marks a
     ``scaler.scale(loss).backward()``; ``reduces`` an ``xm.optimizer_step``, which
-    all-reduces the gradients before it steps.
+    all-reduces the gradients before it steps (not those a closure it is given makes).
     """
 
     kind: Kind
@@ -174,11 +175,11 @@ class EventFinder:
         for call in semantic.calls:
             qualified = semantic.call_name(call) or ""
             if qualified in GRAD_SCALERS:
-                self.scalers |= _assigned_names(call)
+                self.scalers |= assigned_names(call)
             elif qualified in FETCH_GRADIENTS:
-                self.gradient_lists |= _assigned_names(call)
+                self.gradient_lists |= assigned_names(call)
             elif _is_optimizer_class(qualified):
-                self.optimizers |= _assigned_names(call)
+                self.optimizers |= assigned_names(call)
             # `x.scale(loss).backward()` is GradScaler's API: `x` is a scaler wherever it came from.
             if method_name(call) == "backward":
                 inner = call.func.value  # type: ignore[attr-defined]
@@ -224,7 +225,11 @@ class EventFinder:
         if qualified in ALL_REDUCE:
             return Event(Kind.ALL_REDUCE, call, stmt) if self._reduces_gradients(call) else None
         if qualified in OPTIMIZER_STEP:
-            return Event(Kind.OPTIMIZER_STEP, call, stmt, optimizer=first or _kw(call, "optimizer"), reduces=True)
+            # It all-reduces before it steps: given a closure, before the closure's
+            # backward makes the gradients the step uses.
+            reduces = optimizer_closure(call, self.semantic) is None
+            optimizer = first or _kw(call, "optimizer")
+            return Event(Kind.OPTIMIZER_STEP, call, stmt, optimizer=optimizer, reduces=reduces)
         if qualified in SYNCS:
             return Event(Kind.SYNC, call, stmt)
         if qualified is not None or receiver is None:
@@ -256,7 +261,7 @@ class EventFinder:
         return False
 
 
-def _assigned_names(call: ast.Call) -> set[str]:
+def assigned_names(call: ast.Call) -> set[str]:
     """The dotted names ``call``'s value is assigned to, when it is part of the value of
     an assignment (``opt = Wrapper(torch.optim.SGD(...))``)."""
     statement = enclosing_statement(call)
@@ -453,6 +458,11 @@ class OrderAnalysis:
             owner = stmt or _statement_of(call)
             event = self.finder.event(call, owner)
             if event is not None:
+                # `opt.step(closure)` runs the closure (its backward) before it steps.
+                summary = self._summary(call, stack)
+                if summary is not None:
+                    going = [q for q in partials if q.exit is None]
+                    partials = self._cap([q for q in partials if q.exit is not None] + self._compose(going, summary))
                 partials = [q if q.exit else q.add(event) for q in partials]
                 continue
             summary = self._summary(call, stack)

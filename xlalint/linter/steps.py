@@ -144,6 +144,28 @@ _NOT_MODULES = ("Tokenizer", "Processor", "Config", "FeatureExtractor", "Dataset
 # --- module functions ------------------------------------------------------------------
 
 
+def optimizer_closure(call: ast.Call, semantic: Semantic) -> ast.expr | None:
+    """The closure an optimizer step is given: ``opt.step(closure)``,
+    ``opt.step(closure=closure)``, ``xm.optimizer_step(opt, optimizer_args={"closure": closure})``.
+    The step calls it (LBFGS several times) to re-evaluate the loss, so its backward
+    makes the gradients the step uses."""
+    passed: ast.expr | None = None
+    if semantic.call_name(call) in OPTIMIZER_STEP:
+        named = keyword(call, "optimizer_args")
+        if named is not None and isinstance(named.value, ast.Dict):
+            options = named.value
+            passed = next((v for k, v in zip(options.keys, options.values) if string_value(k) == "closure"), None)
+    elif method_name(call) == "step":
+        receiver = call.func.value  # type: ignore[attr-defined]
+        if isinstance(receiver, ast.Name) and receiver.id in ("self", "cls"):
+            return None
+        if len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred):
+            passed = call.args[0]
+        elif not call.args and (named := keyword(call, "closure")) is not None:
+            passed = named.value
+    return None if isinstance(passed, ast.Constant) and passed.value is None else passed
+
+
 def every_n_steps_guard(test: ast.expr) -> bool:
     """A test that holds once every N steps: ``step % N == 0``, ``(i + 1) % k == 0``,
     ``not step % N``, also combined with ``and`` (``... and xm.is_master_ordinal()``)
@@ -595,13 +617,10 @@ class StepAnalysis:
     def _resolve(self, call: ast.Call) -> Function | None:
         func = call.func
         if isinstance(func, ast.Name):
-            for scope in _scopes(call):
-                if isinstance(scope, ast.Module):
-                    return self.semantic.module_functions.get(func.id)
-                found = self._local_functions(scope).get(func.id)
-                if found is not None:
-                    return found
-            return None
+            return self._function_named(func.id, call)
+        closure = self.closure_passed(call)
+        if closure is not None:
+            return closure
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
             cls = _enclosing(call, ast.ClassDef)
             seen: set[int] = set()
@@ -612,6 +631,24 @@ class StepAnalysis:
                         return stmt
                 cls = next((self._module_class(b) for b in cls.bases if self._module_class(b)), None)
         return None
+
+    def _function_named(self, name: str, at: ast.AST) -> Function | None:
+        """The same-module function ``name`` means at ``at``: one defined in an
+        enclosing function, else a module-level one."""
+        for scope in _scopes(at):
+            if isinstance(scope, ast.Module):
+                # A def under a module-level `for`/`if`/`with` binds a module name too.
+                return self.semantic.module_functions.get(name) or self._local_functions(scope).get(name)
+            found = self._local_functions(scope).get(name)
+            if found is not None:
+                return found
+        return None
+
+    def closure_passed(self, call: ast.Call) -> Function | None:
+        """The same-module ``def`` an optimizer step runs as its closure (see
+        ``optimizer_closure``), when the closure is passed by name."""
+        passed = optimizer_closure(call, self.semantic)
+        return self._function_named(passed.id, call) if isinstance(passed, ast.Name) else None
 
     def _local_functions(self, scope: ast.AST) -> dict[str, Function]:
         """The functions defined in ``scope``'s own body (not in nested functions)."""

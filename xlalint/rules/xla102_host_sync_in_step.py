@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from xlalint.linter.model import Fix, InsertStatement, RemoveStatement, ReplaceExpr
+from xlalint.linter.order import assigned_names
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import dotted_name, enclosing_statement, method_name, parent
 from xlalint.linter.steps import HOST_FETCH_METHODS, StepLoop
@@ -36,6 +37,9 @@ WRITER_METHODS = frozenset(
     {"add_scalar", "add_scalars", "add_histogram", "add_text", "add_image", "add_figure", "log_metrics"}
 )
 PROGRESS_METHODS = frozenset({"set_postfix", "set_postfix_str", "set_description", "set_description_str"})
+# Optimizers whose `step` reads the loss and gradients on the host: LBFGS's line search
+# and stopping tests (`float(loss)`, `if` on tensors), several times a step.
+HOST_READING_OPTIMIZERS = frozenset({"torch.optim.LBFGS", "torch.optim.lbfgs.LBFGS"})
 # Python-level names that cannot be bound by a lambda default.
 _UNBINDABLE = frozenset({"super", "__class__"})
 
@@ -57,7 +61,9 @@ compile.
 `.item()`; `.tolist()`/`.numpy()`/`.cpu()` of a tensor produced in the step;
 `float()`/`int()`/`bool()`/`str()` of one; `print`, `logging`/`logger.*`, `wandb.log`,
 `writer.add_scalar`, `tqdm.set_postfix` and f-strings/`%`/`.format` that render one;
-`if`/`while`/`assert` on one.
+`if`/`while`/`assert` on one; the `step` of an `LBFGS` optimizer, which reads the loss
+and the gradients on the host several times in each step (no fix: on XLA a first-order
+optimizer such as SGD or Adam avoids it).
 
 **Not flagged**: code in a function or lambda passed to `xm.add_step_closure` (it runs
 after the sync, when values are ready), code under a guard that runs it every N steps
@@ -92,6 +98,18 @@ for i, (x, y) in enumerate(loader):
 """
 
     VALID = [
+        # An optimizer other than LBFGS, given a closure.
+        Valid("""
+            import torch
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x, y in loader:
+                def closure():
+                    opt.zero_grad()
+                    loss = model(x, y)
+                    loss.backward()
+                    return loss
+                opt.step(closure)
+        """),
         # Gated logging.
         Valid("""
             import torch
@@ -385,12 +403,28 @@ for i, (x, y) in enumerate(loader):
             """,
             count=2,
         ),
+        # LBFGS reads the loss on the host inside its step; SGD given a closure does not.
+        Invalid(
+            """
+            import torch
+            opt = torch.optim.LBFGS(model.parameters())
+            for x, y in loader:
+                def closure():
+                    opt.zero_grad()
+                    loss = model(x, y)
+                    loss.backward()
+                    return loss
+                opt.step(closure)
+            """,
+            count=1,
+        ),
     ]
 
     def begin(self) -> None:
         # The `def` names the closure fixes took: per first statement, and per scope.
         self._def_names: dict[int, str] = {}
         self._taken_in_scope: dict[int, set[str]] = {}
+        self._host_reading_optimizers: set[str] | None = None
 
     # -- visitors -------------------------------------------------------------------
     def visit_Call(self, node: ast.Call) -> None:
@@ -414,7 +448,25 @@ for i, (x, y) in enumerate(loader):
             return f"`{dotted_name(node.func)}()` of a tensor in the training step {_WHY}"
         if self._is_log_call(node) and any(self._renders_tensor(a, loop) for a in _arguments(node)):
             return f"logging a tensor in the training step {_WHY}"
+        if attr == "step" and dotted_name(node.func.value) in self._lbfgs_optimizers():  # type: ignore[union-attr]
+            return (
+                "LBFGS's `step` reads the loss and gradients on the host several times a step (line search, "
+                "stopping tests): each read forces a graph execution and the graphs differ, so XLA keeps "
+                "compiling; SGD or Adam avoids it"
+            )
         return None
+
+    def _lbfgs_optimizers(self) -> set[str]:
+        """The names (``opt``, ``self.opt``) assigned an LBFGS optimizer in this module."""
+        if self._host_reading_optimizers is None:
+            semantic = self.ctx.semantic
+            self._host_reading_optimizers = {
+                name
+                for call in semantic.calls
+                if semantic.call_name(call) in HOST_READING_OPTIMIZERS
+                for name in assigned_names(call)
+            }
+        return self._host_reading_optimizers
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         steps = self.ctx.steps

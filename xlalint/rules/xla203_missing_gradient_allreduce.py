@@ -12,9 +12,10 @@ import ast
 
 from xlalint.linter.distributed import OptimizerStep, world_api
 from xlalint.linter.model import InsertStatement, ReplaceExpr
-from xlalint.linter.order import Kind
+from xlalint.linter.order import OPTIMIZER_STEP, Kind
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import enclosing_function
+from xlalint.linter.steps import optimizer_closure
 
 
 class MissingGradientAllreduce(Rule):
@@ -36,7 +37,10 @@ In a multi-process XLA script (one that spawns or launches itself, defines `_mp_
 calls `dist.init_process_group("xla")` or `xr.world_size()`/`xr.global_ordinal()`;
 not SPMD, not an HF Trainer/accelerate loop): a path through the step that reaches
 `opt.step()` or `scaler.step(opt)` with no `xm.optimizer_step`, `xm.reduce_gradients(opt)` or
-`xm.all_reduce` of the gradients since the backward. Paths are taken one at a time:
+`xm.all_reduce` of the gradients since the backward. A closure the step is given
+(`opt.step(closure)`, as LBFGS needs) runs inside the step, so its backward counts as
+coming right before the step, and `xm.optimizer_step(opt, optimizer_args={"closure": closure})`
+is flagged too: it all-reduces, then the closure makes new gradients. Paths are taken one at a time:
 `if use_xla: xm.optimizer_step(opt) else: opt.step()` flags the `else`. Not flagged:
 a model wrapped in DDP or FSDP (they reduce in backward), `MpModelWrapper`, and scripts
 that call something named like a gradient all-reduce the analysis does not model
@@ -44,8 +48,12 @@ that call something named like a gradient all-reduce the analysis does not model
 
 ## Fix
 
-- safe: `opt.step()` -> `xm.optimizer_step(opt)` (a closure argument becomes
-  `optimizer_args={"closure": ...}`), when no other path reduces before the same call;
+- safe: `opt.step()` -> `xm.optimizer_step(opt)`, when no other path reduces before
+  the same call;
+- unsafe, for a step given a closure `def`: insert `xm.reduce_gradients(opt)` right
+  after the closure's backward. Unsafe because the optimizer decides how many times to
+  call the closure: LBFGS stops early on a change in this process's loss, so processes
+  can disagree on how many all-reduces they run;
 - unsafe, with a scaler: insert
   `xm.all_reduce("sum", xm._fetch_gradients(opt), scale=1.0 / xr.world_size())` right
   after the backward (before `unscale_` and clipping).
@@ -91,6 +99,21 @@ xm.optimizer_step(opt)
                         model(x, y).backward()
                         xm.reduce_gradients(opt)
                         opt.step()
+            """
+        ),
+        # The closure the step runs all-reduces what its backward made.
+        Valid(
+            """
+            import torch_xla.core.xla_model as xm
+            def _mp_fn(index):
+                for x, y in loader:
+                    def closure():
+                        opt.zero_grad()
+                        loss = model(x, y)
+                        loss.backward()
+                        xm.reduce_gradients(opt)
+                        return loss
+                    opt.step(closure)
             """
         ),
         # One process: opt.step() is right.
@@ -144,33 +167,50 @@ xm.optimizer_step(opt)
             """,
             count=1,
         ),
-        # A closure, in a helper the loop calls; xm is imported for the fix.
+        # LBFGS: the step runs the closure, whose backward makes the gradients it uses.
+        # The closure's def is in a helper the loop calls; xm is imported for the fix.
         Invalid(
             """
             import torch_xla
             import torch_xla.runtime as xr
             def step(batch):
                 def closure():
-                    return model(batch).backward()
-                self.optimizer.step(closure)
+                    opt.zero_grad()
+                    loss = model(batch)
+                    loss.backward()
+                    return loss
+                opt.step(closure)
             print(xr.world_size())
             for batch in loader:
-                model(batch).backward()
                 step(batch)
             """,
-            fixed="""
+            unsafe_fixed="""
             import torch_xla
             import torch_xla.runtime as xr
             import torch_xla.core.xla_model as xm
 
             def step(batch):
                 def closure():
-                    return model(batch).backward()
-                xm.optimizer_step(self.optimizer, optimizer_args={"closure": closure})
+                    opt.zero_grad()
+                    loss = model(batch)
+                    loss.backward()
+                    xm.reduce_gradients(opt)
+                    return loss
+                opt.step(closure)
             print(xr.world_size())
             for batch in loader:
-                model(batch).backward()
                 step(batch)
+            """,
+            count=1,
+        ),
+        # xm.optimizer_step all-reduces before it calls the closure. A lambda closure
+        # has no statement to insert after: reported, no fix.
+        Invalid(
+            """
+            import torch_xla.core.xla_model as xm
+            def _mp_fn(index):
+                for x, y in loader:
+                    xm.optimizer_step(opt, optimizer_args={"closure": lambda: model(x, y).backward()})
             """,
             count=1,
         ),
@@ -231,37 +271,62 @@ xm.optimizer_step(opt)
             call = step.event.call
             what = self.ctx.source_of(call.func) + "(...)"
             where = " on some paths through the step" if step.reduced_somewhere else ""
+            uses = "uses this process's gradients only"
             remedy = "all-reduce them first (`xm.optimizer_step(opt)`)"
-            if step.event.kind is Kind.SCALER_STEP:
+            closure = optimizer_closure(call, self.ctx.semantic)
+            if closure is not None:
+                if self.ctx.semantic.call_name(call) in OPTIMIZER_STEP:
+                    uses = "all-reduces the gradients before it runs the closure, whose backward makes new ones"
+                remedy = "all-reduce them in the closure, after its backward (`xm.reduce_gradients(opt)`)"
+            elif step.event.kind is Kind.SCALER_STEP:
                 remedy = "all-reduce them right after the backward (`xm.all_reduce` of `xm._fetch_gradients(opt)`)"
-            message = f"`{what}` uses this process's gradients only{where}: each process trains its own model; {remedy}"
+            message = f"`{what}` {uses}{where}: each process trains its own model; {remedy}"
             if step.event.kind is Kind.SCALER_STEP:
                 fix = self._scaler_fix(step)
+            elif closure is not None:
+                fix = self._closure_fix(step, self.ctx.steps.closure_passed(call))
             else:
                 fix = self._optimizer_step_fix(step)
             self.report(call, message, fix=fix)
 
     def _optimizer_step_fix(self, step: OptimizerStep):
         call, optimizer = step.event.call, step.event.optimizer
-        if step.reduced_somewhere or optimizer is None:
-            return None
-        parts = [("opt", self.ctx.span(optimizer))]
-        closure: ast.expr | None = None
-        if len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred):
-            closure = call.args[0]
-        elif not call.args and len(call.keywords) == 1 and call.keywords[0].arg == "closure":
-            closure = call.keywords[0].value
-        elif call.args or call.keywords:
+        if step.reduced_somewhere or optimizer is None or call.args or call.keywords:
             return None
         xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm")
-        template = f"{xm}.optimizer_step({{opt}})"
-        if closure is not None:
-            template = f'{xm}.optimizer_step({{opt}}, optimizer_args={{{{"closure": {{closure}}}}}})'
-            parts.append(("closure", self.ctx.span(closure)))
         return self.fix(
             "safe",
             "step with `xm.optimizer_step`, which all-reduces the gradients first",
-            ReplaceExpr(self.ctx.span(call), template, tuple(parts)),
+            ReplaceExpr(self.ctx.span(call), f"{xm}.optimizer_step({{opt}})", (("opt", self.ctx.span(optimizer)),)),
+            imports=imports,
+        )
+
+    def _closure_fix(self, step: OptimizerStep, closure: ast.FunctionDef | ast.AsyncFunctionDef | None):
+        """``xm.reduce_gradients(opt)`` right after the backward in the closure the
+        step runs, when the closure is a ``def`` beside the step call (it sees the same
+        optimizer) and the backward is a statement of its own."""
+        call, optimizer = step.event.call, step.event.optimizer
+        backward = step.last_backward()
+        if (
+            closure is None
+            or step.reduced_somewhere
+            or optimizer is None
+            or backward is None
+            or enclosing_function(backward.call) is not closure
+            or enclosing_function(closure) is not enclosing_function(call)
+            or not isinstance(backward.stmt, ast.Expr)
+        ):
+            return None
+        xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm")
+        return self.fix(
+            "unsafe",
+            "all-reduce the gradients in the closure, right after its backward",
+            InsertStatement(
+                self.ctx.span(backward.stmt),
+                f"{xm}.reduce_gradients({{opt}})",
+                "after",
+                (("opt", self.ctx.span(optimizer)),),
+            ),
             imports=imports,
         )
 
