@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import re
 
-from xlalint.linter.model import Fix, Import, RemoveStatement, ReplaceExpr, Span
+from xlalint.linter.model import Fix, Import, Operation, RemoveStatement, ReplaceExpr, Span
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import (
     ancestors,
@@ -1454,30 +1454,45 @@ opt.step()
         self.report(node, message, fix)
 
 
-class ScalerRemoval:
-    """The unsafe fix that removes a ``GradScaler`` and rewrites every use of it.
+class ObjectRemoval:
+    """A fix that removes an object the XLA port has no use for (a CUDA ``GradScaler``,
+    stream or event) and rewrites every use of it.
 
-    The scaler must be assigned to a variable (uses: that name, anywhere in the
-    module) or to ``self.<attr>`` (uses: ``<self>.<attr>`` in that class); every use
-    must be one of the method calls below, or there is no fix. The variable may be
-    assigned more than once when each assignment builds a CUDA scaler (the PyTorch
-    AMP recipe builds one per section): they all go, with every use. When there is
-    no fix, ``blocker`` says which line stands in the way.
+    The object must be assigned, alone on its lines, to a variable (uses: that name in
+    its scope) or to ``self.<attr>`` (uses: ``<self>.<attr>`` in that class); the variable
+    may be assigned again when each assignment builds such an object (the PyTorch AMP
+    recipe builds one scaler per section): they all go. Every use must be one that
+    ``rewrite`` records an operation for, or there is no fix, and ``blocker`` says
+    which line stands in the way.
     """
 
     def __init__(self, rule: CudaDevice, call: ast.Call):
         self.rule = rule
         self.ctx = rule.ctx
         self.call = call
-        self.operations: list = []
+        self.operations: list[Operation] = []
+        self.imports: list[Import] = []
         self.blocker = "it is used in a way the fix cannot rewrite"
-        # The statements that build the scaler: this one and any re-assignment.
+        # Why the use ``rewrite`` turned down cannot be rewritten (it may say more).
+        self.refusal = "uses it in a way the fix cannot rewrite"
+        # The statements that build the object: this one and any re-assignment.
         self.constructions: list[ast.stmt] = []
+
+    def is_construction(self, value: ast.AST) -> bool:
+        """``value`` builds another such object (a re-assignment that goes too)."""
+        raise NotImplementedError
+
+    def rewrite(self, use: ast.AST) -> bool:
+        """Record the operations that remove ``use``; False if it cannot be removed
+        (``refusal`` may then say why)."""
+        raise NotImplementedError
 
     def _blocked(self, node: ast.AST, why: str) -> None:
         self.blocker = f"line {node.lineno} {why} (`{self.rule._short_source(node)}`)"  # type: ignore[attr-defined]
 
-    def fix(self) -> Fix | None:
+    def rewritten_uses(self) -> list[ast.AST] | None:
+        """Find the object's uses and record their rewrites; None (``blocker`` set) when
+        it is not assigned as it must be or a use cannot be rewritten."""
         stmt = parent(self.call)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             target = stmt.targets[0]
@@ -1494,38 +1509,18 @@ class ScalerRemoval:
         if uses is None:
             return None
         for use in uses:
-            if not self._rewrite(use):
-                use_stmt = enclosing_statement(use) or use
-                self._blocked(use_stmt, "uses it in a way the fix cannot rewrite")
+            if not self.rewrite(use):
+                self._blocked(enclosing_statement(use) or use, self.refusal)
                 return None
-        if not uses or not self._may_gain_an_unscale(uses):
-            for construction in sorted(self.constructions, key=lambda n: n.lineno):
-                self.operations.append(RemoveStatement(self.ctx.span(construction)))
-        return self.rule.fix(
-            "unsafe",
-            "Remove the GradScaler (bfloat16 needs no loss scaling)",
-            *self.operations,
-            unused_imports=self.rule._imported_name(self.call.func),
-        )
+        return uses
 
-    def _may_gain_an_unscale(self, uses: list[ast.AST]) -> bool:
-        """A clip with no ``scaler.unscale_`` is what XLA106 fixes by inserting
-        ``scaler.unscale_(opt)``, in the same pass as this fix (an insertion claims
-        no span, so the fix loop cannot see the clash). Then the construction is kept
-        for one more pass: the inserted call is a use the next pass removes, with
-        the construction, instead of a dangling name."""
-        methods = {parent(use).attr for use in uses}  # type: ignore[union-attr]
-        if "unscale_" in methods:
-            return False
-        return any(
-            isinstance(call.func, (ast.Name, ast.Attribute))
-            and (call.func.id if isinstance(call.func, ast.Name) else call.func.attr) in CLIP_FUNCTIONS
-            for call in self.ctx.semantic.calls
-        )
+    def remove_constructions(self) -> None:
+        for construction in sorted(self.constructions, key=lambda n: n.lineno):
+            self.operations.append(RemoveStatement(self.ctx.span(construction)))
 
     def _uses(self, target: ast.AST) -> list[ast.AST] | None:
-        """Every other read of the scaler, or None (with ``blocker`` set) when it is
-        assigned anything but another CUDA scaler."""
+        """Every other read of the object, or None (with ``blocker`` set) when it is
+        assigned anything but another such object."""
         if isinstance(target, ast.Name):
             # The same variable: the same name in the same scope (a function's local
             # `scaler` is not another function's).
@@ -1564,7 +1559,7 @@ class ScalerRemoval:
             if (
                 isinstance(stmt, ast.Assign)
                 and stmt.targets == [node]
-                and self.rule.is_cuda_grad_scaler(stmt.value)
+                and self.is_construction(stmt.value)
                 and is_alone_on_its_lines(stmt)
             ):
                 self.constructions.append(stmt)
@@ -1582,7 +1577,43 @@ class ScalerRemoval:
         params = [*func.args.posonlyargs, *func.args.args]
         return bool(params) and params[0].arg == node.value.id
 
-    def _rewrite(self, use: ast.AST) -> bool:
+
+class ScalerRemoval(ObjectRemoval):
+    """The unsafe fix that removes a ``GradScaler`` and rewrites every use of it: each
+    use must be one of the method calls of ``rewrite``."""
+
+    def is_construction(self, value: ast.AST) -> bool:
+        return self.rule.is_cuda_grad_scaler(value)
+
+    def fix(self) -> Fix | None:
+        uses = self.rewritten_uses()
+        if uses is None:
+            return None
+        if not uses or not self._may_gain_an_unscale(uses):
+            self.remove_constructions()
+        return self.rule.fix(
+            "unsafe",
+            "Remove the GradScaler (bfloat16 needs no loss scaling)",
+            *self.operations,
+            unused_imports=self.rule._imported_name(self.call.func),
+        )
+
+    def _may_gain_an_unscale(self, uses: list[ast.AST]) -> bool:
+        """A clip with no ``scaler.unscale_`` is what XLA106 fixes by inserting
+        ``scaler.unscale_(opt)``, in the same pass as this fix (an insertion claims
+        no span, so the fix loop cannot see the clash). Then the construction is kept
+        for one more pass: the inserted call is a use the next pass removes, with
+        the construction, instead of a dangling name."""
+        methods = {parent(use).attr for use in uses}  # type: ignore[union-attr]
+        if "unscale_" in methods:
+            return False
+        return any(
+            isinstance(call.func, (ast.Name, ast.Attribute))
+            and (call.func.id if isinstance(call.func, ast.Name) else call.func.attr) in CLIP_FUNCTIONS
+            for call in self.ctx.semantic.calls
+        )
+
+    def rewrite(self, use: ast.AST) -> bool:
         """Record the operation that removes one use: ``scaler.<method>(...)``."""
         attribute = parent(use)
         call = parent(attribute)
