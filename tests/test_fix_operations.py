@@ -226,6 +226,26 @@ def test_unwrap_keeps_nested_blocks_and_their_own_indentation():
     assert unwrapped(source, "torch.cuda.device(0)") == "with torch.no_grad():\n  for i in r:\n      y = f(i)\n"
 
 
+def test_nested_withs_unwrapped_in_one_pass_keep_both_closing_comments():
+    source = textwrap.dedent(
+        """\
+        def f():
+            with torch.cuda.device(0):  # outer
+                with torch.cuda.stream(s):  # inner
+                    y = g(x)
+                    # inner done
+                # outer done
+            return y
+        """
+    )
+    fixes = [Fix("safe", c, (unwrap(c)(source),)) for c in ("torch.cuda.device(0)", "torch.cuda.stream(s)")]
+    fixed, applied = apply_fixes(source, fixes)
+    assert applied == fixes
+    assert (
+        fixed == "def f():\n    # outer\n    # inner\n    y = g(x)\n    # inner done\n    # outer done\n    return y\n"
+    )
+
+
 @pytest.mark.parametrize(
     "source, expected",
     [
