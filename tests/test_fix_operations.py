@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from xlalint.fixers.apply import apply_fixes, text_edits
+from xlalint.fixers.apply import apply_fixes, fix_edits, text_edits
 from xlalint.linter.model import (
     AddParameter,
     AppendToBody,
@@ -20,6 +20,7 @@ from xlalint.linter.model import (
     ReplaceExpr,
     SetKeyword,
     Span,
+    UnwrapWith,
 )
 
 
@@ -153,6 +154,145 @@ def test_overlapping_fixes_wait_for_the_next_pass():
     inner = Fix("safe", "inner", (ReplaceExpr(node_span(source, call_to("g")), "k(2)"),))
     fixed, applied = apply_fixes(source, [outer, inner])
     assert fixed == "h(1)\n" and applied == [outer]
+
+
+def unwrap(context: str):
+    """The operation that takes the ``with`` item ``context`` (its source) out."""
+
+    def operation(source: str) -> UnwrapWith:
+        items = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.withitem)]
+        [item] = [n for n in items if ast.unparse(n.context_expr) == context]
+        return UnwrapWith(Span.of(item.context_expr, source.splitlines()))
+
+    return operation
+
+
+def unwrapped(source: str, *contexts: str) -> str:
+    """``source`` with the ``with`` items ``contexts`` taken out, checked to parse, to
+    give the same text through the fix's edits, and to be left alone by a second pass."""
+    fixed = apply(source, *(unwrap(c) for c in contexts))
+    source = textwrap.dedent(source)
+    fix = Fix("safe", "test", tuple(unwrap(c)(source) for c in contexts))
+    assert apply_edits(source, fix_edits(source, fix)) == fixed
+    assert apply_fixes(fixed, [])[0] == fixed
+    return fixed
+
+
+def test_unwrap_with_puts_the_body_in_its_place_with_every_comment():
+    source = """\
+        def step(model, x, side):
+            # on the side stream
+            with torch.cuda.stream(side):  # overlap with the copy
+                # forward
+                y = model(x)  # the activations
+
+                z = y * 2
+                # z is ready
+
+            # back on the main stream
+            return z
+        """
+    assert unwrapped(source, "torch.cuda.stream(side)") == textwrap.dedent(
+        """\
+        def step(model, x, side):
+            # on the side stream
+            # overlap with the copy
+            # forward
+            y = model(x)  # the activations
+
+            z = y * 2
+            # z is ready
+
+            # back on the main stream
+            return z
+        """
+    )
+
+
+def test_unwrap_with_keeps_the_closing_comments_at_the_end_of_a_block_and_a_module():
+    source = "if ready:\n    with torch.cuda.stream(s):\n        y = f(x)\n        # done\n# end\n"
+    assert unwrapped(source, "torch.cuda.stream(s)") == "if ready:\n    y = f(x)\n    # done\n# end\n"
+    source = "with torch.cuda.stream(s):\n    y = f(x)\n    # done\n"
+    assert unwrapped(source, "torch.cuda.stream(s)") == "y = f(x)\n# done\n"
+
+
+def test_unwrap_the_only_statement_of_a_block_and_a_one_line_with():
+    source = "for x in xs:\n    with torch.cuda.stream(s): y = f(x); z = g(y)  # one line\n"
+    assert unwrapped(source, "torch.cuda.stream(s)") == "for x in xs:\n    y = f(x); z = g(y)  # one line\n"
+
+
+def test_unwrap_keeps_nested_blocks_and_their_own_indentation():
+    source = "with torch.cuda.device(0):\n  with torch.no_grad():\n    for i in r:\n        y = f(i)\n"
+    assert unwrapped(source, "torch.cuda.device(0)") == "with torch.no_grad():\n  for i in r:\n      y = f(i)\n"
+
+
+def test_nested_withs_unwrapped_in_one_pass_keep_both_closing_comments():
+    source = textwrap.dedent(
+        """\
+        def f():
+            with torch.cuda.device(0):  # outer
+                with torch.cuda.stream(s):  # inner
+                    y = g(x)
+                    # inner done
+                # outer done
+            return y
+        """
+    )
+    fixes = [Fix("safe", c, (unwrap(c)(source),)) for c in ("torch.cuda.device(0)", "torch.cuda.stream(s)")]
+    fixed, applied = apply_fixes(source, fixes)
+    assert applied == fixes
+    assert (
+        fixed == "def f():\n    # outer\n    # inner\n    y = g(x)\n    # inner done\n    # outer done\n    return y\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("with torch.cuda.stream(s), torch.no_grad():\n    y = f(x)\n", "with torch.no_grad():\n    y = f(x)\n"),
+        ("with torch.no_grad(), torch.cuda.stream(s):\n    y = f(x)\n", "with torch.no_grad():\n    y = f(x)\n"),
+        (
+            "with (\n    torch.no_grad(),\n    torch.cuda.stream(s),\n):\n    y = f(x)\n",
+            "with (\n    torch.no_grad(),\n):\n    y = f(x)\n",
+        ),
+        (
+            "with (\n    torch.cuda.stream(s),\n    open(p) as fh,  # the log\n):\n    y = f(x)\n",
+            "with (\n    open(p) as fh,  # the log\n):\n    y = f(x)\n",
+        ),
+    ],
+    ids=["first", "last", "parenthesized last", "parenthesized first"],
+)
+def test_unwrap_one_of_several_items_keeps_the_others(source, expected):
+    assert unwrapped(source, "torch.cuda.stream(s)") == expected
+
+
+def test_unwrap_every_item_of_a_parenthesized_with_keeps_the_header_comments():
+    source = "with (\n    torch.cuda.stream(s),  # side\n    torch.cuda.device(0),\n):\n    y = f(x)\n"
+    assert unwrapped(source, "torch.cuda.stream(s)", "torch.cuda.device(0)") == "# side\ny = f(x)\n"
+
+
+def test_unwrap_with_other_fixes_in_its_body_and_around_it():
+    source = "with torch.cuda.stream(s):\n    y = x.cuda()\n    torch.cuda.empty_cache()\n"
+    fixed = apply(
+        source,
+        unwrap("torch.cuda.stream(s)"),
+        lambda s: ReplaceExpr(node_span(s, call_to("cuda")), "x.to(d)"),
+        lambda s: RemoveStatement(node_span(s, call_to("empty_cache"))),
+        lambda s: InsertStatement(node_span(s, lambda n: isinstance(n, ast.With)), "d = device()", "before"),
+    )
+    assert fixed == "d = device()\ny = x.to(d)\n"
+
+
+def test_two_unwraps_of_one_with_wait_for_the_next_pass():
+    source = "with torch.cuda.device(0), torch.cuda.stream(s):\n    y = f(x)\n"
+    device, stream = (Fix("safe", c, (unwrap(c)(source),)) for c in ("torch.cuda.device(0)", "torch.cuda.stream(s)"))
+    fixed, applied = apply_fixes(source, [device, stream])
+    assert fixed == "with torch.cuda.stream(s):\n    y = f(x)\n" and applied == [device]
+
+
+def test_an_async_with_is_not_unwrapped():
+    source = "async def f():\n    async with torch.cuda.stream(s):\n        y = await g()\n"
+    assert apply_fixes(source, [Fix("safe", "t", (unwrap("torch.cuda.stream(s)")(source),))]) == (source, [])
 
 
 def apply_edits(text: str, edits) -> str:

@@ -34,6 +34,7 @@ from xlalint.linter.model import (
     ReplaceExpr,
     SetKeyword,
     Span,
+    UnwrapWith,
 )
 
 CUDA = "import torch\nx = torch.ones(2).cuda()\n"
@@ -126,6 +127,7 @@ def _fix_of_every_kind() -> Fix:
             MoveStatement(s, Span(2, 0, 2, 3), "after"),
             AppendToBody(s, "pass"),
             AddParameter(s, "index"),
+            UnwrapWith(s),
         ),
         imports=(Import("torch_xla"), Import("torch_xla.core.xla_model", None, "xm")),
         unused_imports=(Import("torch", "cuda"),),

@@ -2,8 +2,8 @@
 --unsafe-fixes` on torch_xla (CPU). Each fixed script exits 0 and runs its model on the
 XLA device (the script prints where its parameters live; the harness counts executions).
 
-Regressions of issue 10 items 4, 6 and 8, and the two mnist styles of issue 9. About a
-minute per script on two cores.
+Regressions of issue 10 items 4, 6 and 8, the two mnist styles of issue 9, and a script
+that uses CUDA streams. About a minute per script on two cores.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from xlalint.linter.fixing import fix_source
 
 # The fixture scripts of XLA104's rule tests are whole training scripts: run them too.
 XLA104_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "XLA104"
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 pytestmark = pytest.mark.usefixtures("torch_xla_required")
 
@@ -77,3 +78,20 @@ def test_todays_mnist_with_torch_accelerator_runs_on_xla(tmp_path, harness_repor
     shutil.copy(XLA104_FIXTURES / "mnist_accelerator.py", script)
     run = ported_run(harness_report(script, unsafe_fixes=True, device="cpu"))
     assert "model on xla:0" in run.stdout_tail
+
+
+def test_cuda_streams_script_trains_on_xla(tmp_path, harness_report):
+    """A side stream for the batch copy, an event that orders it against the step, and a
+    device context: `torch.cuda.Stream()` raises without CUDA, so the port runs only if
+    every stream, event and context goes, with the statements that order them."""
+    script = tmp_path / "streams.py"
+    shutil.copy(SCRIPTS / "port_cuda_streams.py", script)
+    report = harness_report(script, unsafe_fixes=True, device="cpu")
+    cuda = [f for f in report.findings if f.code == "XLA104"]
+    assert cuda and all(f.fix is not None for f in cuda), [f.message for f in cuda if f.fix is None]
+    fixed = fix_source(script.read_text(), "streams.py", Settings(), unsafe=True).source
+    assert "torch.cuda" not in fixed and "record_stream" not in fixed
+    assert "    # the copy overlaps the previous step\n    # on the side stream\n    x = batch.to(" in fixed
+    run = ported_run(report)
+    assert "model on xla:0" in run.stdout_tail
+    assert "final loss" in run.stdout_tail

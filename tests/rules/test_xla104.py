@@ -82,10 +82,10 @@ EXPECTED = {
     "cuda_api": [
         (9, 5, "safe"),  # reset_peak_memory_stats
         (10, 5, "safe"),  # reset_max_memory_allocated
-        (11, 12, None),  # Stream()
-        (12, 13, None),  # Event(...)
-        (13, 10, None),  # torch.cuda.device(rank)
-        (14, 14, None),  # torch.cuda.stream(side)
+        (11, 12, "safe"),  # Stream(): its only use is the `with`, which goes
+        (12, 13, None),  # Event(...): returned, so it stays
+        (13, 10, "safe"),  # with torch.cuda.device(rank): the body stays
+        (14, 14, "safe"),  # with torch.cuda.stream(side): the body stays
         (15, 34, "safe"),  # f"cuda:{rank}"
         (16, 5, "safe"),  # synchronize
         (17, 12, None),  # a memory query used in a computation
@@ -95,6 +95,22 @@ EXPECTED = {
         (21, 13, "unsafe"),  # current_device -> xr.local_ordinal()
         (22, 31, "safe"),  # is_bf16_supported
         (24, 5, None),  # nvtx.range_push
+    ],
+    "streams": [
+        (15, 23, "safe"),  # self.stream = torch.cuda.Stream(): every use goes
+        (24, 14, "safe"),  # with torch.cuda.stream(self.stream)
+        (29, 9, "safe"),  # torch.cuda.current_stream().wait_stream(self.stream)
+        (32, 29, "safe"),  # x.record_stream(torch.cuda.current_stream())
+        (33, 29, "safe"),  # y.record_stream(...)
+        (39, 12, "safe"),  # side = torch.cuda.Stream(priority=-1)
+        (40, 13, "safe"),  # ready = torch.cuda.Event(): it only orders the streams
+        (41, 13, None),  # start: it times (elapsed_time)
+        (42, 11, None),  # end: the same
+        (47, 26, "safe"),  # side.wait_stream(torch.cuda.current_stream())
+        (49, 14, "safe"),  # with torch.cuda.stream(side), torch.autocast(...): the item goes
+        (49, 39, "unsafe"),  # torch.autocast("cuda", ...)
+        (53, 9, "safe"),  # torch.cuda.current_stream().wait_event(ready)
+        (65, 10, "safe"),  # with torch.cuda.device(device)
     ],
 }
 
@@ -200,7 +216,7 @@ def test_every_table_row_is_complete():
             if row.action == "replace":
                 assert row.template, name
                 assert row.arguments == row.template.count("{arg0}"), name
-            if row.action in ("replace", "remove", "report", "query", "device"):
+            if row.action in ("replace", "remove", "report", "query", "device", "context", "stream"):
                 assert row.message, name
             for text in (row.message, row.template or ""):
                 leftover = text
@@ -276,3 +292,49 @@ def test_no_path_keeps_the_model_on_the_cpu(case):
     called = {ast.unparse(n.func) for n in ast.walk(ast.parse(result.source)) if isinstance(n, ast.Call)}
     assert not {name for name in called if "is_available" in name or "current_accelerator" in name}
     assert "torch_xla.device()" in result.source
+
+
+def test_streams_go_with_every_use_and_timing_events_say_why_they_stay():
+    """After the fixes no stream is left, nor a statement that orders streams; the timing
+    events stay, reported with the line that keeps them."""
+    result = fix_source(read("streams.py"), "streams.py", settings(), unsafe=True, select=[CODE])
+    assert result.error is None, result.error
+    tree = ast.parse(result.source)
+    called = {ast.unparse(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    assert {name for name in called if name.startswith("torch.cuda.")} == {"torch.cuda.Event"}
+    methods = {name.rpartition(".")[2] for name in called}
+    assert not methods & {"wait_stream", "wait_event", "record_stream", "synchronize", "stream", "device"}
+    assert "xm.wait_device_ops" in called
+    remaining = [f for f in result.remaining if f.code == CODE]
+    assert [f.span.line for f in remaining] == [37, 38]
+    assert all(
+        "line 54 uses it in a way the fix cannot rewrite (`return start.elapsed_time(end)`)" in f.message
+        for f in remaining
+    )
+
+
+@pytest.mark.parametrize(
+    "source, why",
+    [
+        (
+            "import torch\ns = torch.cuda.Stream()\nq = s.query()\n",
+            "line 3 uses it in a way the fix cannot rewrite (`q = s.query()`)",
+        ),
+        (
+            "import torch\ns = torch.cuda.Stream()\nnext(batches).record_stream(s)\n",
+            "line 3 does more than order streams (`next(batches).record_stream(s)`)",
+        ),
+        (
+            "import torch\ns = torch.cuda.Stream()\nwith torch.cuda.stream(s) as ctx:\n    print(ctx)\n",
+            "line 3 uses it in a context the fix cannot drop: line 4 reads `ctx`, which the `with` sets to None",
+        ),
+        (
+            "import torch\ns = torch.cuda.Stream()\nrun(model, s)\n",
+            "line 3 uses it in a way the fix cannot rewrite (`run(model, s)`)",
+        ),
+    ],
+    ids=["query", "side effect", "as name read", "passed on"],
+)
+def test_a_stream_that_cannot_go_names_the_line(source, why):
+    [stream, *_] = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE]
+    assert stream.fix is None and why in stream.message, stream.message

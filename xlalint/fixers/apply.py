@@ -15,7 +15,7 @@ import ast
 import difflib
 from bisect import bisect_left, bisect_right, insort
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -38,6 +38,7 @@ from xlalint.linter.model import (
     ReplaceExpr,
     SetKeyword,
     Span,
+    UnwrapWith,
     split_lines,
 )
 
@@ -272,6 +273,68 @@ def append_to_body(compound: cst.BaseCompoundStatement, code: str) -> cst.BaseCo
     return compound.with_changes(body=cst.IndentedBlock(body=[line, *statements]))
 
 
+def drop_with_items(statement: cst.With, dropped: Collection[int]) -> cst.With:
+    """``statement`` without its items at the positions ``dropped`` (one item stays)."""
+    items = [item for position, item in enumerate(statement.items) if position not in dropped]
+    if len(statement.items) - 1 in dropped:
+        # The new last item takes the old one's comma: none, or a trailing one in `(...)`.
+        items[-1] = items[-1].with_changes(comma=statement.items[-1].comma)
+    return statement.with_changes(items=items)
+
+
+def unwrap_with(statement: cst.With) -> tuple[list[Statement], list[cst.EmptyLine]]:
+    """The statements of ``statement``'s body, to stand in its place, and the comment
+    lines that closed the body (they must follow the statements).
+
+    Statements carry no indentation of their own in libcst: placed in the block that
+    held the ``with``, they are printed at its indentation. The lines above the
+    ``with``, then the comments of its header (``with ...:  # why``), go above the
+    first statement."""
+    header: list[cst.EmptyLine] = [
+        cst.EmptyLine(comment=comment)
+        for part in (statement.lpar, *statement.items, statement.rpar, statement.whitespace_before_colon)
+        if isinstance(part, cst.CSTNode)
+        for comment in m.findall(part, m.Comment())
+    ]
+    body = statement.body
+    if isinstance(body, cst.SimpleStatementSuite):  # `with ...: a; b  # why`
+        statements: list[Statement] = [
+            cst.SimpleStatementLine(body=body.body, trailing_whitespace=body.trailing_whitespace)
+        ]
+        footer: list[cst.EmptyLine] = []
+    else:
+        statements = list(body.body)
+        footer = list(body.footer)
+        if body.header.comment is not None:
+            header.append(cst.EmptyLine(comment=body.header.comment))
+    first = statements[0]
+    statements[0] = first.with_changes(leading_lines=[*statement.leading_lines, *header, *first.leading_lines])
+    return statements, footer
+
+
+def _place_trailing_lines(
+    block: cst.IndentedBlock | cst.Module, trailing: dict[cst.CSTNode, list[cst.EmptyLine]]
+) -> cst.IndentedBlock | cst.Module:
+    """Put the lines that must follow a statement of ``block`` (the closing comments of
+    an unwrapped ``with``) above the next statement, or at the end of the block."""
+    if not any(statement in trailing for statement in block.body):
+        return block
+    body = list(block.body)
+    footer = list(block.footer)
+    # From the last statement up, so that a statement still has its identity when
+    # its own lines are placed.
+    for position in range(len(body) - 1, -1, -1):
+        lines = trailing.pop(body[position], None)
+        if not lines:
+            continue
+        if position + 1 < len(body):
+            after = body[position + 1]
+            body[position + 1] = after.with_changes(leading_lines=[*lines, *after.leading_lines])
+        else:
+            footer = [*lines, *footer]
+    return block.with_changes(body=body, footer=footer)
+
+
 # --- one pass ----------------------------------------------------------------------------
 
 
@@ -286,6 +349,12 @@ class _Plan:
     remove: set[cst.CSTNode] = field(default_factory=set)
     # Statements placed elsewhere as they are, comments and blank lines included.
     moved: set[cst.CSTNode] = field(default_factory=set)
+    # `with` statements and the positions of the items they lose (all: the body
+    # replaces the statement).
+    unwrap: dict[cst.With, set[int]] = field(default_factory=lambda: defaultdict(set))
+    # Lines that must follow a statement in its block (the closing comments of an
+    # unwrapped `with` body), placed when the rewrite leaves the block.
+    trailing: dict[cst.CSTNode, list[cst.EmptyLine]] = field(default_factory=dict)
     # The spans the fixes of this pass rewrite: disjoint, sorted by start.
     claimed: list[Span] = field(default_factory=list)
     # The nodes on the way from the module to every node rewritten: the rewrite
@@ -314,6 +383,15 @@ class _Rewriter(cst.CSTTransformer):
         node: cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel = updated_node
         for rewrite in plan.replace.get(original_node, ()):
             node = rewrite(node)
+        replacement: list[Statement] | None = None
+        if original_node in plan.unwrap and isinstance(node, cst.With):
+            dropped = plan.unwrap[original_node]
+            if len(dropped) < len(node.items):
+                node = drop_with_items(node, dropped)
+            else:
+                replacement, footer = unwrap_with(node)
+                if footer:
+                    plan.trailing[replacement[-1]] = footer
         if isinstance(original_node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             before = plan.before.get(original_node, [])
             if before and before[0] not in plan.moved:
@@ -322,11 +400,16 @@ class _Rewriter(cst.CSTTransformer):
                 blank = [line for line in original_node.leading_lines if line.comment is None]
                 before = [before[0].with_changes(leading_lines=blank), *before[1:]]
             after = plan.after.get(original_node, [])
-            keep = [] if original_node in plan.remove else [node]
-            if before or after or not keep:
+            if original_node in plan.remove:
+                keep = []
+            else:
+                keep = replacement if replacement is not None else [node]
+            if before or after or not keep or replacement is not None:
                 if not (before or after or keep):
                     return cst.RemoveFromParent()
                 return cst.FlattenSentinel([*before, *keep, *after])
+        if isinstance(node, (cst.IndentedBlock, cst.Module)) and plan.trailing:
+            node = _place_trailing_lines(node, plan.trailing)
         if isinstance(node, cst.IndentedBlock) and not node.body:
             return node.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
         return node
@@ -388,12 +471,30 @@ def _plan_operation(
             where[anchor].append(stmt)
 
         return record
+    if isinstance(op, UnwrapWith):
+        item = index.at(op.span, cst.WithItem)
+        statement = index.at(index.spans[item], cst.With)
+        if statement.asynchronous is not None:
+            raise FixError("an `async with` is not unwrapped")
+        position = [candidate is item for candidate in statement.items].index(True)
+        claims.append(_header_span(index, statement))
+        # Its block is what changes: the body's closing comments go to the next statement.
+        touched.append(_Touch(statement, removed=True))
+        return lambda: plan.unwrap[statement].add(position)
     if isinstance(op, AppendToBody):
         compound = index.at(op.span, cst.BaseCompoundStatement)
         _parse_statements(op.code)  # fail now, not mid-transform, on bad code
         touched.append(_Touch(compound))
         return lambda: plan.replace[compound].append(lambda node: append_to_body(node, op.code))
     raise FixError(f"unknown operation {op!r}")
+
+
+def _header_span(index: NodeIndex, statement: cst.With) -> Span:
+    """From ``with`` to the end of its last item (or its ``)``): what an unwrap
+    rewrites. Fixes inside the body do not clash with it; they are applied first."""
+    last: cst.CSTNode = statement.rpar if isinstance(statement.rpar, cst.RightParen) else statement.items[-1]
+    start, end = index.spans[statement], index.spans[last]
+    return Span(start.line, start.col, end.end_line, end.end_col)
 
 
 _PLAN_ERRORS = (FixError, cst.ParserSyntaxError, KeyError, IndexError, ValueError)

@@ -175,6 +175,16 @@ class AddParameter:
     name: str
 
 
+@dataclass(frozen=True)
+class UnwrapWith:
+    """Take the item whose context expression is at ``span`` out of its ``with``
+    statement. A ``with`` left with no item is replaced by its body, dedented; the
+    comments of its header and its own leading lines go above the body's first
+    statement, the comments that close the body follow its last."""
+
+    span: Span
+
+
 Operation = (
     ReplaceExpr
     | SetKeyword
@@ -184,6 +194,7 @@ Operation = (
     | MoveStatement
     | AppendToBody
     | AddParameter
+    | UnwrapWith
 )
 
 

@@ -8,7 +8,10 @@ row, not new code. The rule reads a row as:
   statistic, reported; when the statement only prints or logs it, the unsafe fix
   removes that statement (there is nothing to replace it with that runs on every XLA
   device); ``"device"`` (the call
-  *is* the device: replaced like any CUDA device); ``"autocast"`` / ``"grad_scaler"``
+  *is* the device: replaced like any CUDA device); ``"context"``: a context manager
+  with no meaning on XLA (a stream, a device): ``with <it>:`` is replaced by its body;
+  ``"stream"``: a stream or event object, removed with every use when each use orders
+  streams or waits for them (see the rule); ``"autocast"`` / ``"grad_scaler"``
   (the rule's own fixes); ``"availability"`` (not flagged on its own: only when it
   chooses the device, see the rule).
 - ``template``: the replacement code. ``{xm}``, ``{xr}``, ``{torch_xla}`` are the
@@ -31,7 +34,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Action = Literal["replace", "remove", "report", "query", "device", "autocast", "grad_scaler", "availability"]
+Action = Literal[
+    "replace", "remove", "report", "query", "device", "context", "stream", "autocast", "grad_scaler", "availability"
+]
 
 
 @dataclass(frozen=True)
@@ -57,8 +62,11 @@ _MEMORY_QUERY = CudaApi(
     '(`["bytes_used"]`, `["bytes_limit"]`; TPU/GPU only, the CPU device has none)',
 )
 _MEMORY_RESET = _remove("`torch.cuda.{name}()` resets CUDA allocator statistics: XLA has none, remove it")
-_NO_STREAMS = _report(
-    "`torch.cuda.{name}`: XLA has no user streams (the compiler schedules the graph); remove the stream"
+# On XLA a process has one device and no user streams: the compiler orders the work.
+_STREAM = CudaApi("stream", "`torch.cuda.{name}`: XLA has no user streams (the compiler orders the work)")
+_STREAM_CONTEXT = CudaApi("context", "`torch.cuda.{name}(...)`: XLA has no user streams (the compiler orders the work)")
+_DEVICE_CONTEXT = CudaApi(
+    "context", "`torch.cuda.{name}(...)` selects a CUDA device: an XLA process has one device, `{device}`"
 )
 _TENSOR_TYPE = _report("`torch.cuda.{name}` is a CUDA tensor type: use `torch.tensor(..., dtype=..., device={device})`")
 _NO_COUNTERPART = _report("`torch.cuda.{name}` has no XLA counterpart: remove it or keep it off the XLA path")
@@ -79,8 +87,8 @@ CUDA_API: dict[str, CudaApi] = {
         applicability="unsafe",
     ),
     "set_device": _remove("`torch.cuda.set_device()` has no meaning on XLA: each process has its device, remove it"),
-    "device": _report("`torch.cuda.device(...)` selects a CUDA device: on XLA use `{device}` (no context needed)"),
-    "device_of": _report("`torch.cuda.device_of(...)` selects a CUDA device: on XLA use `{device}`"),
+    "device": _DEVICE_CONTEXT,
+    "device_of": _DEVICE_CONTEXT,
     "get_device_name": _report(
         "`torch.cuda.get_device_name()`: on XLA `{xm}.xla_device_hw({device})` names the device kind"
     ),
@@ -146,19 +154,24 @@ CUDA_API: dict[str, CudaApi] = {
     "MemPool": _NO_COUNTERPART,
     "use_mem_pool": _NO_COUNTERPART,
     # -- streams, events, graphs -----------------------------------------------------
-    "Stream": _NO_STREAMS,
-    "ExternalStream": _NO_STREAMS,
-    "stream": _NO_STREAMS,
-    "current_stream": _NO_STREAMS,
-    "default_stream": _NO_STREAMS,
-    "set_stream": _NO_STREAMS,
-    "StreamContext": _NO_STREAMS,
-    "Event": _report(
-        "`torch.cuda.Event` times CUDA streams: on XLA time with `time.perf_counter()` after "
-        "`{xm}.wait_device_ops()`, or use `torch_xla.debug.metrics`"
+    "Stream": _STREAM,
+    "ExternalStream": _STREAM,
+    "current_stream": _STREAM,
+    "default_stream": _STREAM,
+    "stream": _STREAM_CONTEXT,
+    "StreamContext": _STREAM_CONTEXT,
+    "set_stream": _remove("`torch.cuda.set_stream()`: XLA has no user streams (the compiler orders the work)"),
+    "Event": CudaApi(
+        "stream",
+        "`torch.cuda.Event` orders or times CUDA streams: XLA has none; time with `time.perf_counter()` "
+        "after `{xm}.wait_device_ops()`, or use `torch_xla.debug.metrics`",
     ),
     "CUDAGraph": _report("`torch.cuda.CUDAGraph`: XLA compiles and caches the graph itself; remove it"),
-    "graph": _report("`torch.cuda.graph`: XLA compiles and caches the graph itself; remove it"),
+    # Not unwrapped: the body is captured to run at each `g.replay()`, not run in place.
+    "graph": _report(
+        "`torch.cuda.graph` captures its body for `.replay()`: XLA compiles and caches the graph itself; "
+        "run the body where the graph is replayed"
+    ),
     "make_graphed_callables": _report(
         "`torch.cuda.make_graphed_callables`: XLA compiles and caches the graph itself; call the module directly"
     ),
@@ -221,6 +234,13 @@ ACCELERATOR_API: dict[str, CudaApi] = {
         template="{xr}.local_ordinal()",
         applicability="unsafe",
     ),
+    "device_index": CudaApi(
+        "context", "`torch.accelerator.device_index(...)` selects a device: an XLA process has one device, `{device}`"
+    ),
+    "current_stream": CudaApi(
+        "stream", "`torch.accelerator.current_stream()`: XLA has no user streams (the compiler orders the work)"
+    ),
+    "set_stream": _remove("`torch.accelerator.set_stream()`: XLA has no user streams (the compiler orders the work)"),
     "set_device_index": _remove("`torch.accelerator.set_device_index()` has no meaning on XLA: remove it"),
     "set_device_idx": _remove("`torch.accelerator.set_device_idx()` has no meaning on XLA: remove it"),
     "empty_cache": _remove("`torch.accelerator.empty_cache()` has no meaning on XLA: remove it"),

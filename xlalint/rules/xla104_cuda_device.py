@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import re
 
-from xlalint.linter.model import Fix, Import, RemoveStatement, ReplaceExpr, Span
+from xlalint.linter.model import Fix, Import, Operation, RemoveStatement, ReplaceExpr, Span, UnwrapWith
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import (
     ancestors,
@@ -74,6 +74,11 @@ KEPT_AUTOCAST_ARGS = ("enabled", "cache_enabled")
 CUDA_GRAD_SCALER = frozenset({"torch.cuda.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler"})
 # `torch.amp.GradScaler(device="cuda", ...)`: "cuda" is also the default.
 GENERIC_GRAD_SCALER = frozenset({"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"})
+
+# The uses of a CUDA stream or event (see `StreamRemoval`): statements that order
+# streams or tie a tensor to one go; waiting for one is waiting for the XLA device.
+STREAM_ORDERING_METHODS = frozenset({"wait_stream", "wait_event", "record_event", "record_stream", "record", "wait"})
+STREAM_WAITING_METHODS = frozenset({"synchronize"})
 
 # Gradient clipping (XLA106 wants `scaler.unscale_` before it).
 CLIP_FUNCTIONS = frozenset({"clip_grad_norm_", "clip_grad_value_"})
@@ -224,8 +229,9 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
 - every other `torch.cuda.*` call, from one table (`xlalint/rules/_cuda_api.py`): the
   memory API (`memory_allocated`, `max_memory_allocated`, `reset_peak_memory_stats`,
   ...), streams and device contexts (`torch.cuda.Stream()`, `torch.cuda.stream(s)`,
-  `torch.cuda.device(i)`), events, graphs, NVTX, RNG state, tensor types. Each is
-  fixed, or reported with its XLA replacement, or with "no XLA counterpart".
+  `torch.cuda.current_stream()`, `torch.cuda.device(i)`, `torch.accelerator.device_index(i)`),
+  events, graphs, NVTX, RNG state, tensor types. Each is fixed, or reported with its XLA
+  replacement, or with "no XLA counterpart".
 
 ## What is not flagged
 
@@ -254,7 +260,30 @@ Safe:
   `torch.cuda.is_bf16_supported()` -> `True`; `reset_peak_memory_stats()` and the other
   statistics resets are removed;
 - a device string that is also autocast's `device_type` (`device = "cuda"` ...
-  `torch.autocast(device_type=device)`) becomes `"xla"`, which is both.
+  `torch.autocast(device_type=device)`) becomes `"xla"`, which is both;
+- a stream or device context, `with torch.cuda.stream(s):` or `with torch.cuda.device(i):`
+  (also `torch.cuda.StreamContext`, `torch.cuda.device_of`,
+  `torch.accelerator.device_index`), is replaced by its body, dedented; in a `with` of
+  several items (`with torch.cuda.stream(s), torch.no_grad():`) only that item goes.
+  Comments stay: those above the `with` and on its line go above the body, those that
+  close the body after it. An `as` name goes with the context when nothing reads it
+  (the context binds None); when something does, and in an `async with`, there is no fix;
+- a stream or event (`torch.cuda.Stream()`, `torch.cuda.current_stream()`,
+  `torch.cuda.Event()`), assigned to a variable or `self.<attr>`, is removed with every
+  use when each use only orders streams: `with torch.cuda.stream(s):` keeps its body,
+  `s.wait_stream(...)`, `torch.cuda.current_stream().wait_stream(s)`, `x.record_stream(s)`,
+  `e.record(s)`, `s.wait_event(e)`, `torch.cuda.set_stream(s)` are removed, and
+  `s.synchronize()` -> `xm.wait_device_ops()`; such a statement on
+  `torch.cuda.current_stream()` itself goes too. Any other use (an event's
+  `elapsed_time`, `s.query()`, the stream passed to a function) leaves it reported, with
+  the line that stands in the way: `torch.cuda.Stream()` raises without CUDA, so the
+  stream cannot stay while its uses go, nor go while a use stays.
+
+These are safe because an XLA process has one device and no user streams: the compiler
+orders the work. A CUDA stream or device decides where and in which order kernels run,
+never what they compute, so without it the body computes the same. `with
+torch.cuda.graph(g):` is not unwrapped: its body is captured to run at each
+`g.replay()`, not where it stands.
 
 Where the device would be evaluated at import time, the fix writes
 `torch.device("xla")` instead of `torch_xla.device()`: in a default argument
@@ -709,18 +738,69 @@ opt.step()
             """,
             count=3,
         ),
-        # Streams, device contexts and names with no XLA counterpart: reported, no fix.
+        # A side stream: the `with` keeps its body (and its comments), the stream goes
+        # with every statement that orders streams; waiting for it is waiting for the device.
         Invalid(
             """
             import torch
-            s = torch.cuda.Stream()
-            with torch.cuda.stream(s):
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # overlap with the copy
+                # on the side stream
                 y = model(x)
-            with torch.cuda.device(1):
-                pass
-            torch.cuda.set_sync_debug_mode(1)
+            torch.cuda.current_stream().wait_stream(side)
+            y.record_stream(torch.cuda.current_stream())
+            side.synchronize()
             """,
-            count=4,
+            fixed="""
+            import torch
+            import torch_xla.core.xla_model as xm
+
+            # overlap with the copy
+            # on the side stream
+            y = model(x)
+            xm.wait_device_ops()
+            """,
+            count=5,
+        ),
+        # Device contexts: only the CUDA item of a `with` goes; a one-line `with` and an
+        # `as` name that nothing reads (the context binds None) are unwrapped too.
+        Invalid(
+            """
+            import torch
+            with torch.cuda.device(rank), torch.no_grad():
+                out = model(x)
+            for x in batches:
+                with torch.cuda.device(rank): out = model(x)
+            with torch.cuda.stream(s) as unused:
+                out = model(x)
+            """,
+            fixed="""
+            import torch
+            with torch.no_grad():
+                out = model(x)
+            for x in batches:
+                out = model(x)
+            out = model(x)
+            """,
+            count=3,
+        ),
+        # No fix: an event that times (it has no XLA value), an `as` name that is read,
+        # a captured CUDA graph (its body runs at each replay), a name with no counterpart.
+        Invalid(
+            """
+            import torch
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
+            with torch.cuda.stream(s) as ctx:
+                print(ctx)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                y = model(x)
+            torch.cuda.set_sync_debug_mode(1)
+            print(start.elapsed_time(end))
+            """,
+            count=5,
         ),
         Invalid(
             """
@@ -1324,6 +1404,10 @@ opt.step()
             self._report(call, message, fix)
         elif row.action == "replace":
             self._report(call, self._spell(row.message, call, short)[0], self._replace_fix(call, short, row))
+        elif row.action == "context":
+            self._check_context(call, short, row)
+        elif row.action == "stream":
+            self._check_stream(call, short, row)
         else:
             self._report(call, self._spell(row.message, call, short)[0], None)
 
@@ -1377,6 +1461,53 @@ opt.step()
                 text = text.replace("{" + key + "}", spelled)
                 imports.extend(needed)
         return text.replace("{name}", short), tuple(imports)
+
+    # -- streams, events and device contexts ------------------------------------------------------
+    def _check_context(self, call: ast.Call, short: str, row: CudaApi) -> None:
+        """``with torch.cuda.stream(s):``, ``with torch.cuda.device(i):``: on XLA the body
+        means the same without the context, so the ``with`` goes (or only this item)."""
+        message = self._spell(row.message, call, short)[0]
+        unwrap, refusal = self.unwrap(call)
+        if unwrap is None:
+            self._report(call, f"{message} (no fix: {refusal})", None)
+            return
+        fix = self.fix("safe", f"Drop `{short}(...)`, keep the body of the `with`", unwrap)
+        self._report(call, f"{message}; the fix keeps the body of the `with` without it", fix)
+
+    def unwrap(self, call: ast.Call) -> tuple[UnwrapWith | None, str]:
+        """The operation that takes ``call`` out of its ``with``, or None and why not."""
+        item = parent(call)
+        if not (isinstance(item, ast.withitem) and item.context_expr is call):
+            return None, "it is not the context of a `with`"
+        if isinstance(parent(item), ast.AsyncWith):
+            return None, "an `async with`"
+        target = item.optional_vars
+        if target is not None:
+            # These contexts enter as None: `as name` can go only if nothing reads the name.
+            if not isinstance(target, ast.Name):
+                return None, f"the `with` binds `{self._short_source(target)}`"
+            read = self._read_of(target)
+            if read is not None:
+                return None, f"line {read.lineno} reads `{target.id}`, which the `with` sets to None"
+        return UnwrapWith(self.ctx.span(call)), ""
+
+    def _read_of(self, name: ast.Name) -> ast.Name | None:
+        """A read of the variable ``name`` binds, in its scope."""
+        scope = self.scope_of(name)
+        for node in self.ctx.semantic.nodes_of(ast.Name):
+            if node.id == name.id and isinstance(node.ctx, ast.Load) and self.scope_of(node) is scope:
+                return node
+        return None
+
+    def _check_stream(self, call: ast.Call, short: str, row: CudaApi) -> None:
+        message = self._spell(row.message, call, short)[0]
+        removal = StreamRemoval(self, call)
+        fix = removal.fix()
+        if fix is None:
+            message += f" (remove it by hand: {removal.blocker})"
+        else:
+            message += "; the fix removes it with what uses it"
+        self._report(call, message, fix)
 
     # -- autocast -------------------------------------------------------------------------------
     def _check_autocast(self, call: ast.Call, name: str) -> None:
@@ -1454,30 +1585,45 @@ opt.step()
         self.report(node, message, fix)
 
 
-class ScalerRemoval:
-    """The unsafe fix that removes a ``GradScaler`` and rewrites every use of it.
+class ObjectRemoval:
+    """A fix that removes an object the XLA port has no use for (a CUDA ``GradScaler``,
+    stream or event) and rewrites every use of it.
 
-    The scaler must be assigned to a variable (uses: that name, anywhere in the
-    module) or to ``self.<attr>`` (uses: ``<self>.<attr>`` in that class); every use
-    must be one of the method calls below, or there is no fix. The variable may be
-    assigned more than once when each assignment builds a CUDA scaler (the PyTorch
-    AMP recipe builds one per section): they all go, with every use. When there is
-    no fix, ``blocker`` says which line stands in the way.
+    The object must be assigned, alone on its lines, to a variable (uses: that name in
+    its scope) or to ``self.<attr>`` (uses: ``<self>.<attr>`` in that class); the variable
+    may be assigned again when each assignment builds such an object (the PyTorch AMP
+    recipe builds one scaler per section): they all go. Every use must be one that
+    ``rewrite`` records an operation for, or there is no fix, and ``blocker`` says
+    which line stands in the way.
     """
 
     def __init__(self, rule: CudaDevice, call: ast.Call):
         self.rule = rule
         self.ctx = rule.ctx
         self.call = call
-        self.operations: list = []
+        self.operations: list[Operation] = []
+        self.imports: list[Import] = []
         self.blocker = "it is used in a way the fix cannot rewrite"
-        # The statements that build the scaler: this one and any re-assignment.
+        # Why the use ``rewrite`` turned down cannot be rewritten (it may say more).
+        self.refusal = "uses it in a way the fix cannot rewrite"
+        # The statements that build the object: this one and any re-assignment.
         self.constructions: list[ast.stmt] = []
+
+    def is_construction(self, value: ast.AST) -> bool:
+        """``value`` builds another such object (a re-assignment that goes too)."""
+        raise NotImplementedError
+
+    def rewrite(self, use: ast.AST) -> bool:
+        """Record the operations that remove ``use``; False if it cannot be removed
+        (``refusal`` may then say why)."""
+        raise NotImplementedError
 
     def _blocked(self, node: ast.AST, why: str) -> None:
         self.blocker = f"line {node.lineno} {why} (`{self.rule._short_source(node)}`)"  # type: ignore[attr-defined]
 
-    def fix(self) -> Fix | None:
+    def rewritten_uses(self) -> list[ast.AST] | None:
+        """Find the object's uses and record their rewrites; None (``blocker`` set) when
+        it is not assigned as it must be or a use cannot be rewritten."""
         stmt = parent(self.call)
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             target = stmt.targets[0]
@@ -1494,13 +1640,92 @@ class ScalerRemoval:
         if uses is None:
             return None
         for use in uses:
-            if not self._rewrite(use):
-                use_stmt = enclosing_statement(use) or use
-                self._blocked(use_stmt, "uses it in a way the fix cannot rewrite")
+            if not self.rewrite(use):
+                self._blocked(enclosing_statement(use) or use, self.refusal)
                 return None
+        return uses
+
+    def remove_constructions(self) -> None:
+        for construction in sorted(self.constructions, key=lambda n: n.lineno):
+            self.operations.append(RemoveStatement(self.ctx.span(construction)))
+
+    def _uses(self, target: ast.AST) -> list[ast.AST] | None:
+        """Every other read of the object, or None (with ``blocker`` set) when it is
+        assigned anything but another such object."""
+        if isinstance(target, ast.Name):
+            # The same variable: the same name in the same scope (a function's local
+            # `scaler` is not another function's).
+            scope = self.rule.scope_of(target)
+            found = [
+                n
+                for n in self.ctx.semantic.nodes_of(ast.Name)
+                if n.id == target.id and n is not target and self.rule.scope_of(n) is scope
+            ]
+            return self._reads(found)
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            cls = next((a for a in ancestors(target) if isinstance(a, ast.ClassDef)), None)
+            if cls is None:
+                self._blocked(target, "sets an attribute outside a class")
+                return None
+            # `self.stream` and `torch.cuda.stream` share a name, not a value: an attribute
+            # of an imported module is not a use.
+            everywhere = [
+                n
+                for n in self.ctx.semantic.nodes_of(ast.Attribute)
+                if n.attr == target.attr and n is not target and self.ctx.semantic.qualified_name(n) is None
+            ]
+            inside = {id(n) for n in ast.walk(cls)}
+            for n in everywhere:
+                if id(n) not in inside or not self._is_self_attribute(n):
+                    self._blocked(enclosing_statement(n) or n, f"reads `.{target.attr}` outside its class")
+                    return None
+            return self._reads(everywhere)
+        self._blocked(target, "does not assign it to a name")
+        return None
+
+    def _reads(self, occurrences: list) -> list[ast.AST] | None:
+        """The reads among ``occurrences``; a store is fine only as another construction."""
+        reads = []
+        for node in occurrences:
+            if isinstance(node.ctx, ast.Load):
+                reads.append(node)
+                continue
+            stmt = parent(node)
+            if (
+                isinstance(stmt, ast.Assign)
+                and stmt.targets == [node]
+                and self.is_construction(stmt.value)
+                and is_alone_on_its_lines(stmt)
+            ):
+                self.constructions.append(stmt)
+                continue
+            self._blocked(enclosing_statement(node) or node, "assigns it something else")
+            return None
+        return reads
+
+    @staticmethod
+    def _is_self_attribute(node: ast.Attribute) -> bool:
+        """``<first parameter of the enclosing method>.<attr>``."""
+        func = next((a for a in ancestors(node) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        if func is None or not isinstance(node.value, ast.Name):
+            return False
+        params = [*func.args.posonlyargs, *func.args.args]
+        return bool(params) and params[0].arg == node.value.id
+
+
+class ScalerRemoval(ObjectRemoval):
+    """The unsafe fix that removes a ``GradScaler`` and rewrites every use of it: each
+    use must be one of the method calls of ``rewrite``."""
+
+    def is_construction(self, value: ast.AST) -> bool:
+        return self.rule.is_cuda_grad_scaler(value)
+
+    def fix(self) -> Fix | None:
+        uses = self.rewritten_uses()
+        if uses is None:
+            return None
         if not uses or not self._may_gain_an_unscale(uses):
-            for construction in sorted(self.constructions, key=lambda n: n.lineno):
-                self.operations.append(RemoveStatement(self.ctx.span(construction)))
+            self.remove_constructions()
         return self.rule.fix(
             "unsafe",
             "Remove the GradScaler (bfloat16 needs no loss scaling)",
@@ -1523,66 +1748,7 @@ class ScalerRemoval:
             for call in self.ctx.semantic.calls
         )
 
-    def _uses(self, target: ast.AST) -> list[ast.AST] | None:
-        """Every other read of the scaler, or None (with ``blocker`` set) when it is
-        assigned anything but another CUDA scaler."""
-        if isinstance(target, ast.Name):
-            # The same variable: the same name in the same scope (a function's local
-            # `scaler` is not another function's).
-            scope = self.rule.scope_of(target)
-            found = [
-                n
-                for n in self.ctx.semantic.nodes_of(ast.Name)
-                if n.id == target.id and n is not target and self.rule.scope_of(n) is scope
-            ]
-            return self._reads(found)
-        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
-            cls = next((a for a in ancestors(target) if isinstance(a, ast.ClassDef)), None)
-            if cls is None:
-                self._blocked(target, "sets an attribute outside a class")
-                return None
-            everywhere = [
-                n for n in self.ctx.semantic.nodes_of(ast.Attribute) if n.attr == target.attr and n is not target
-            ]
-            inside = {id(n) for n in ast.walk(cls)}
-            for n in everywhere:
-                if id(n) not in inside or not self._is_self_attribute(n):
-                    self._blocked(enclosing_statement(n) or n, f"reads `.{target.attr}` outside its class")
-                    return None
-            return self._reads(everywhere)
-        self._blocked(target, "does not assign it to a name")
-        return None
-
-    def _reads(self, occurrences: list) -> list[ast.AST] | None:
-        """The reads among ``occurrences``; a store is fine only as another construction."""
-        reads = []
-        for node in occurrences:
-            if isinstance(node.ctx, ast.Load):
-                reads.append(node)
-                continue
-            stmt = parent(node)
-            if (
-                isinstance(stmt, ast.Assign)
-                and stmt.targets == [node]
-                and self.rule.is_cuda_grad_scaler(stmt.value)
-                and is_alone_on_its_lines(stmt)
-            ):
-                self.constructions.append(stmt)
-                continue
-            self._blocked(enclosing_statement(node) or node, "assigns it something else")
-            return None
-        return reads
-
-    @staticmethod
-    def _is_self_attribute(node: ast.Attribute) -> bool:
-        """``<first parameter of the enclosing method>.<attr>``."""
-        func = next((a for a in ancestors(node) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-        if func is None or not isinstance(node.value, ast.Name):
-            return False
-        params = [*func.args.posonlyargs, *func.args.args]
-        return bool(params) and params[0].arg == node.value.id
-
-    def _rewrite(self, use: ast.AST) -> bool:
+    def rewrite(self, use: ast.AST) -> bool:
         """Record the operation that removes one use: ``scaler.<method>(...)``."""
         attribute = parent(use)
         call = parent(attribute)
@@ -1616,6 +1782,84 @@ class ScalerRemoval:
             self.operations.append(ReplaceExpr(span, replacements[method]))
             return True
         return False
+
+
+class StreamRemoval(ObjectRemoval):
+    """The safe fix that removes a CUDA stream or event (``torch.cuda.Stream()``,
+    ``torch.cuda.current_stream()``, ``torch.cuda.Event()``) with every use of it.
+
+    An XLA process has one device and no user streams: the compiler orders the work.
+    So a use goes when it only orders streams: the context of a ``with`` (``with
+    torch.cuda.stream(s):`` keeps its body), a statement such as ``s.wait_stream(t)``,
+    ``torch.cuda.current_stream().wait_stream(s)``, ``x.record_stream(s)``,
+    ``e.record(s)`` or ``torch.cuda.set_stream(s)``; and waiting for a stream or an event
+    (``s.synchronize()``) is waiting for the device, ``xm.wait_device_ops()``. A stream
+    that is not assigned (``torch.cuda.current_stream().wait_stream(s)``) is its own only
+    use. Any other use (``e.elapsed_time(f)``, ``s.query()``, passing it on) blocks the fix.
+    """
+
+    def is_construction(self, value: ast.AST) -> bool:
+        api = self._api(value)
+        return api is not None and api[1].action == "stream"
+
+    def _api(self, node: ast.AST) -> tuple[str, CudaApi] | None:
+        """The table's row for a ``torch.cuda``/``torch.accelerator`` call."""
+        name = self.ctx.semantic.call_name(node) if isinstance(node, ast.Call) else None
+        return lookup(name) if name else None
+
+    def fix(self) -> Fix | None:
+        if isinstance(parent(self.call), (ast.Assign, ast.AnnAssign)):
+            if self.rewritten_uses() is None:
+                return None
+            self.remove_constructions()
+        elif not self.rewrite(self.call):
+            self._blocked(enclosing_statement(self.call) or self.call, self.refusal)
+            return None
+        return self.rule.fix(
+            "safe", "Remove the CUDA stream or event and what uses it", *self.operations, imports=tuple(self.imports)
+        )
+
+    def rewrite(self, use: ast.AST) -> bool:
+        holder = parent(use)
+        if isinstance(holder, ast.Attribute) and holder.value is use:  # `s.wait_stream(t)`
+            call = parent(holder)
+            if not (isinstance(call, ast.Call) and call.func is holder):
+                return False
+            return self._rewrite_statement(call, holder.attr)
+        if isinstance(holder, ast.keyword):
+            holder = parent(holder)
+        if not isinstance(holder, ast.Call) or holder.func is use:
+            return False
+        api = self._api(holder)
+        if api is not None and api[1].action == "context":  # `with torch.cuda.stream(s):`
+            unwrap, refusal = self.rule.unwrap(holder)
+            if unwrap is None:
+                self.refusal = f"uses it in a context the fix cannot drop: {refusal}"
+                return False
+            self.operations.append(unwrap)
+            return True
+        if api is not None and api[0] == "set_stream":
+            return self._rewrite_statement(holder, "set_stream")
+        method = method_name(holder)
+        if method in STREAM_ORDERING_METHODS:  # `t.wait_stream(s)`, `x.record_stream(s)`
+            return self._rewrite_statement(holder, method)
+        return False
+
+    def _rewrite_statement(self, call: ast.Call, method: str) -> bool:
+        """Remove the statement that is nothing but ``call``, or make it wait for the device."""
+        stmt = whole_statement(call)
+        if stmt is None or method not in (*STREAM_ORDERING_METHODS, *STREAM_WAITING_METHODS, "set_stream"):
+            return False
+        if any(node is not call and self._api(node) is None for node in ast.walk(stmt) if isinstance(node, ast.Call)):
+            self.refusal = "does more than order streams"  # `next(batches).record_stream(s)`
+            return False
+        if method in STREAM_WAITING_METHODS:
+            code, imports = self.rule._spell("{xm}.wait_device_ops()", call)
+            self.operations.append(ReplaceExpr(self.ctx.span(call), code))
+            self.imports.extend(imports)
+        else:
+            self.operations.append(RemoveStatement(self.ctx.span(stmt)))
+        return True
 
 
 def _inspects_device_string(test: ast.expr) -> bool:
