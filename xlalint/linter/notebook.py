@@ -213,10 +213,9 @@ class Notebook:
                 source = "".join(source)
             elif not isinstance(source, str):
                 raise NotebookError(f"cell {index + 1}: `source` is not text")
-            python, magics = _to_python(source)
-            if python is None:
-                continue
-            yield CellSource(index + 1, source, python, magics)
+            code = code_cell(index + 1, source)
+            if code is not None:
+                yield code
 
     @property
     def is_python(self) -> bool:
@@ -238,6 +237,13 @@ class Notebook:
                 entry["source"] = cell.text
         text = self.layout.dump(data)
         return text, CellText(tuple(fixed_cells), text)
+
+
+def code_cell(number: int, source: str) -> CellSource | None:
+    """Code cell ``number`` as it stands in the module; None when it is not Python (a
+    cell under ``%%bash``). The language server builds notebooks from these too."""
+    python, magics = _to_python(source)
+    return None if python is None else CellSource(number, source, python, magics)
 
 
 def _offset(text: str, line: int, col: int) -> int:
