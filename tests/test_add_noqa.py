@@ -70,13 +70,50 @@ def test_a_line_where_a_multi_line_string_ends_can_hold_the_comment():
     assert new.splitlines()[2] == '"""; m = torch.nn.Linear(2, 2).cuda(  # noqa: XLA104'
 
 
+def test_a_statement_that_ends_where_a_multi_line_string_starts_gets_the_comment_after_the_string():
+    # As ruff: the statement's only lines are inside the string, so the comment goes
+    # after the closing quotes, where it is a comment and check honours it.
+    source = textwrap.dedent(
+        '''\
+        import torch
+        m = torch.nn.Linear(2, 2).cuda(); doc = """
+        # noqa: XLA104 is text here
+        """
+        y = torch.ones(2).cuda(); z = 1 + \\
+            2
+        '''
+    )
+    new = adds(source)
+    assert new.splitlines()[1:] == [
+        'm = torch.nn.Linear(2, 2).cuda(); doc = """',
+        "# noqa: XLA104 is text here",
+        '"""  # noqa: XLA104',
+        "y = torch.ones(2).cuda(); z = 1 + \\",
+        "    2  # noqa: XLA104",
+    ]
+    assert new.replace('"""  # noqa: XLA104', '"""').replace("2  # noqa: XLA104", "2") == source
+
+
+def test_a_noqa_after_a_multi_line_string_suppresses_only_the_lines_that_run_into_it():
+    source = textwrap.dedent(
+        '''\
+        import torch
+        a = torch.ones(2).cuda()
+        b = torch.ones(2).cuda(); s = """
+        """  # noqa: XLA104
+        c = torch.ones(2).cuda()
+        '''
+    )
+    assert [f.span.line for f in lint_source(source, "t.py")] == [2, 5]
+
+
 def test_cli_add_noqa_then_check_passes_and_a_second_run_changes_nothing(tmp_path):
-    (tmp_path / "train.py").write_text(CUDA_SCRIPT)
+    (tmp_path / "train.py").write_text(CUDA_SCRIPT + 'm = torch.nn.Linear(2, 2).cuda(); doc = """\nText.\n"""\n')
     first = run_cli("check", "--add-noqa", ".", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert first.stderr.decode().strip() == "Added 2 noqa directives."
+    assert first.stderr.decode().strip() == "Added 3 noqa directives."
     text = (tmp_path / "train.py").read_text()
-    assert text.count("# noqa: XLA104") == 2
+    assert text.count("# noqa: XLA104") == 3 and text.endswith('doc = """\nText.\n"""  # noqa: XLA104\n')
     assert run_cli("check", "--no-cache", ".", cwd=tmp_path).returncode == 0
     second = run_cli("check", "--add-noqa", ".", cwd=tmp_path)
     assert second.stderr.decode().strip() == "Added 0 noqa directives."

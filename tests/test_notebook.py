@@ -277,3 +277,30 @@ def test_the_fixed_notebook_runs_on_torch_xla(tmp_path):
     run = json.loads((tmp_path / "run.json").read_text())["runs"]["original"]
     assert run["exit_code"] == 0
     assert run["syncs"] == 6 and run["compiles"] <= 2, run
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [Layout(), Layout(indent="\t", crlf=True), Layout(indent=None, separators=(",", ":")), Layout(ensure_ascii=True)],
+)
+def test_file_region_is_the_code_in_the_json_text_whatever_the_layout(layout):
+    """The SARIF region of a finding: where its code is in the file's JSON text, whether
+    the source is lines, one string, or pieces that do not end at line ends."""
+    sources = [
+        ["import torch\n", "s = '\\t\u00e9'; m = torch.nn.Linear(2, 2).cuda()\n"],
+        "x = 1\ny = torch.ones(2).cuda()",
+        ["z = torch.o", "nes(2).cu", "da()"],
+    ]
+    data = {"cells": [{"cell_type": "code", "metadata": {}, "source": source} for source in sources]}
+    text = layout.dump(data)
+    nb = Notebook(text)
+    from xlalint.linter.engine import lint_source
+
+    findings = [nb.module.to_cell(f) for f in lint_source(nb.module, "nb.ipynb")]
+    regions = [nb.module.file_region(f) for f in findings]
+    lines = text.replace("\r\n", "\n").split("\n")
+    snippets = [lines[line - 1][col - 1 : end_col - 1] for line, col, end_line, end_col in regions if line == end_line]
+    assert snippets[:2] == ["torch.nn.Linear(2, 2).cuda()", "torch.ones(2).cuda()"]
+    # The third spans three JSON strings: from the first to the end of the last.
+    (line, col, end_line, end_col) = regions[2]
+    assert lines[line - 1][col - 1 :].startswith("torch.o") and lines[end_line - 1][: end_col - 1].endswith("da()")

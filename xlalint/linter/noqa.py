@@ -5,6 +5,10 @@ Comments are found with ``tokenize``, so a ``# noqa`` inside a string never coun
 and only when the text mentions "noqa" at all. Codes of other tools in the same
 comment (``# noqa: E501, XLA104``) are read past and left alone; a comment that
 names only other tools' codes suppresses nothing of ours.
+
+A line that cannot end with a comment (it ends inside a multi-line string, or with a
+backslash) is suppressed by a comment at the end of the line where that string or
+continuation ends, after the closing quotes, as ruff does.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import io
 import re
 import tokenize
 
-from xlalint.linter.model import Finding, split_lines
+from xlalint.linter.model import Finding, line_count, split_lines
 
 NOQA = re.compile(
     r"#\s*noqa(?P<sep>\s*:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?",
@@ -31,6 +35,21 @@ def file_disabled(source: str) -> bool:
     return any(DISABLE_FILE.search(line) for line in head)
 
 
+def _continued_lines(source: str, tokens: list[tokenize.TokenInfo]) -> set[int]:
+    """The lines that go on to the next line, so cannot end with a comment: inside a
+    string that goes on to the next line, or continued with a backslash."""
+    continued: set[int] = set()
+    for token in tokens:
+        if token.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+            continue
+        if token.end[0] > token.start[0]:  # a multi-line string (or f-string part)
+            continued.update(range(token.start[0], token.end[0]))
+    for number, line in enumerate(split_lines(source), 1):
+        if line.endswith("\\"):
+            continued.add(number)
+    return continued
+
+
 def noqa_map(source: str) -> dict[int, frozenset[str]]:
     """Line -> suppressed codes (``{"*"}`` for a bare ``# noqa``)."""
     if "noqa" not in source.lower():
@@ -40,6 +59,7 @@ def noqa_map(source: str) -> dict[int, frozenset[str]]:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return {}
+    continued: set[int] | None = None
     for token in tokens:
         if token.type != tokenize.COMMENT:
             continue
@@ -50,8 +70,15 @@ def noqa_map(source: str) -> dict[int, frozenset[str]]:
             codes = frozenset(c.upper() for c in re.split(r"[\s,]+", match.group("codes")) if c)
         else:
             codes = ALL
+        if continued is None:
+            continued = _continued_lines(source, tokens)
+        # The comment also stands for the lines before it that continue onto its line.
         line = token.start[0]
-        result[line] = result.get(line, frozenset()) | codes
+        while True:
+            result[line] = result.get(line, frozenset()) | codes
+            line -= 1
+            if line not in continued:
+                break
     return result
 
 
@@ -67,22 +94,13 @@ def is_suppressed(code: str, lines: tuple[int, ...], suppressions: dict[int, fro
 
 
 def commentable_lines(source: str) -> set[int] | None:
-    """The lines that can end with a comment: not inside a string that goes on to the
-    next line, not continued with a backslash. None if the source does not tokenize."""
-    lines = split_lines(source, keepends=True)
-    blocked: set[int] = set()
+    """The lines that can end with a comment. None if the source does not tokenize."""
     try:
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
-            if token.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
-                continue
-            if token.end[0] > token.start[0]:  # a multi-line string (or f-string part)
-                blocked.update(range(token.start[0], token.end[0]))
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return None
-    for number, line in enumerate(lines, 1):
-        if line.rstrip("\r\n").endswith("\\"):
-            blocked.add(number)
-    return {n for n in range(1, len(lines) + 1) if n not in blocked}
+    continued = _continued_lines(source, tokens)
+    return {n for n in range(1, len(split_lines(source)) + 1) if n not in continued}
 
 
 def add_noqa(source: str, findings: list[Finding]) -> tuple[str, int]:
@@ -90,18 +108,26 @@ def add_noqa(source: str, findings: list[Finding]) -> tuple[str, int]:
     honoured (merged into a ``# noqa:`` list that is there), and how many lines changed.
 
     A finding is suppressed on its first line or the last line of its statement
-    (``Finding.noqa_lines``); the first of those that can hold a comment is used.
-    Syntax errors (XLA000) cannot be suppressed and are left as they are."""
+    (``Finding.noqa_lines``); the first of those that can hold a comment is used. When
+    none can (a statement that ends on a line where a multi-line string starts), the
+    comment goes where that string ends, after its closing quotes, and
+    :func:`noqa_map` honours it there. Syntax errors (XLA000) cannot be suppressed and
+    are left as they are."""
     candidates = commentable_lines(source)
     if candidates is None:
         return source, 0
+    last_line = line_count(source)
     wanted: dict[int, set[str]] = {}
     for finding in findings:
         if finding.code == "XLA000" or not finding.noqa_lines:
             continue
         order = sorted(finding.noqa_lines, key=lambda n: (n != finding.noqa_row, n))
         line = next((n for n in order if n in candidates), None)
-        if line is not None:
+        if line is None:
+            line = order[0]
+            while line not in candidates and line < last_line:
+                line += 1
+        if line in candidates:
             wanted.setdefault(line, set()).add(finding.code)
     if not wanted:
         return source, 0

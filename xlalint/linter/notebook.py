@@ -13,16 +13,23 @@ The file is plain JSON (nbformat's schema is not needed to read or write it): a 
 rewrites only the ``source`` of code cells and writes the JSON back with the layout it
 was read with (indent, key order, ASCII escaping, trailing newline), so outputs,
 metadata and cell ids are kept as they were.
+
+Findings are located in their cell (``cell N``, line and column within it). Formats
+that must point into the file itself (SARIF) also get the position in the file's JSON
+text: the line of the ``source`` string that holds the code and the column in it,
+escapes counted (:meth:`CellText.file_region`).
 """
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import io
 import json
 import re
 import tokenize
 from dataclasses import dataclass, replace
+from json.decoder import scanstring
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +95,17 @@ class CellSource:
     magics: tuple[str, ...]  # the IPython lines the placeholders stand for, in order
 
 
+@dataclass(frozen=True)
+class SourceString:
+    """One JSON string of a cell's ``source`` as it stands in the notebook file."""
+
+    start: int  # offset of its first character in the cell's source
+    length: int  # its length, decoded
+    line: int  # 1-based line of the file
+    column: int  # 0-based column of the character after the opening quote
+    raw: str  # the JSON text between the quotes, escapes and all
+
+
 class CellText(str):
     """The module made of a notebook's code cells, knowing which line is in which cell."""
 
@@ -95,7 +113,12 @@ class CellText(str):
     # (first module line of the cell's code, cell number, number of lines), in order
     ranges: tuple[tuple[int, int, int], ...]
 
-    def __new__(cls, cells: tuple[CellSource, ...]) -> CellText:
+    def __new__(
+        cls,
+        cells: tuple[CellSource, ...],
+        notebook_text: str | None = None,
+        strings: dict[int, tuple[SourceString, ...]] | None = None,
+    ) -> CellText:
         parts, ranges, line = [], [], 1
         for cell in cells:
             body = cell.python if cell.python.endswith("\n") or not cell.python else cell.python + "\n"
@@ -105,11 +128,36 @@ class CellText(str):
             line += 1 + count
         self = super().__new__(cls, "".join(parts))
         self.cells, self.ranges = cells, tuple(ranges)
+        # The notebook's JSON text, read for file positions only when a format asks.
+        self.notebook_text, self._strings = notebook_text, strings
         return self
 
     def __reduce__(self):
-        # Reports cross process boundaries (the process pool): rebuild from the cells.
-        return (CellText, (self.cells,))
+        # Reports cross process boundaries (the process pool): rebuild from the cells and
+        # the positions of their sources in the file, not from the whole JSON (outputs).
+        return (
+            CellText,
+            (self.cells, None, self.source_strings() if self.notebook_text is not None else self._strings),
+        )
+
+    def source_strings(self) -> dict[int, tuple[SourceString, ...]]:
+        """Cell number -> where its ``source`` strings are in the notebook's JSON text."""
+        if self._strings is None:
+            self._strings = source_strings(self.notebook_text) if self.notebook_text is not None else {}
+        return self._strings
+
+    def file_region(self, finding: Finding) -> tuple[int, int, int, int] | None:
+        """Where a finding located in its cell (:meth:`to_cell`) is in the notebook's
+        JSON text: (line, column, end line, end column), 1-based, the end exclusive.
+        None when the text is not known."""
+        strings = self.source_strings().get(finding.cell) if finding.cell is not None else None
+        cell = next((c for c in self.cells if c.number == finding.cell), None)
+        if not strings or cell is None:
+            return None
+        s = finding.span
+        start = _offset(cell.text, s.line, s.col)
+        end = max(_offset(cell.text, s.end_line, s.end_col), start)
+        return (*_file_position(strings, start, after=False), *_file_position(strings, end, after=end > start))
 
     def locate(self, line: int) -> tuple[int, int]:
         """Module line -> (cell number, line within the cell); the marker line counts as the
@@ -152,7 +200,7 @@ class Notebook:
         metadata = data.get("metadata")
         info = metadata.get("language_info") if isinstance(metadata, dict) else None
         self.language = str(info.get("name", "python") if isinstance(info, dict) else "python").lower()
-        self.module = CellText(tuple(self._code_cells()))
+        self.module = CellText(tuple(self._code_cells()), text)
 
     def _code_cells(self):
         for index, cell in enumerate(self.data["cells"]):
@@ -165,10 +213,9 @@ class Notebook:
                 source = "".join(source)
             elif not isinstance(source, str):
                 raise NotebookError(f"cell {index + 1}: `source` is not text")
-            python, magics = _to_python(source)
-            if python is None:
-                continue
-            yield CellSource(index + 1, source, python, magics)
+            code = code_cell(index + 1, source)
+            if code is not None:
+                yield code
 
     @property
     def is_python(self) -> bool:
@@ -188,7 +235,145 @@ class Notebook:
                 entry["source"] = split_lines(cell.text, keepends=True)
             else:
                 entry["source"] = cell.text
-        return self.layout.dump(data), CellText(tuple(fixed_cells))
+        text = self.layout.dump(data)
+        return text, CellText(tuple(fixed_cells), text)
+
+
+def code_cell(number: int, source: str) -> CellSource | None:
+    """Code cell ``number`` as it stands in the module; None when it is not Python (a
+    cell under ``%%bash``). The language server builds notebooks from these too."""
+    python, magics = _to_python(source)
+    return None if python is None else CellSource(number, source, python, magics)
+
+
+def _offset(text: str, line: int, col: int) -> int:
+    """The offset in ``text`` of a 1-based line and 0-based column (clamped to the line)."""
+    lines = split_lines(text, keepends=True)
+    if line > len(lines):
+        return len(text)
+    body = lines[line - 1].rstrip("\r\n")
+    return sum(len(part) for part in lines[: line - 1]) + min(col, len(body))
+
+
+def _file_position(strings: tuple[SourceString, ...], offset: int, *, after: bool) -> tuple[int, int]:
+    """The file line and 1-based column of the character at ``offset`` of the cell's
+    source, or (``after``) of the position just after the character before it, which
+    stays on that character's line when the source is a list of lines."""
+    if after:
+        piece = next((p for p in strings if p.start < offset <= p.start + p.length), strings[-1])
+    else:
+        piece = next((p for p in strings if p.start <= offset < p.start + p.length), strings[-1])
+    index = max(0, min(offset - piece.start, piece.length))
+    return piece.line, piece.column + _raw_index(piece.raw, index) + 1
+
+
+def _raw_index(raw: str, index: int) -> int:
+    """Where the ``index``-th character of a JSON string's value starts in its JSON text."""
+    if "\\" not in raw:
+        return index
+    position = 0
+    for _ in range(index):
+        if raw[position] != "\\":
+            position += 1
+        elif raw[position + 1] != "u":
+            position += 2
+        elif 0xD800 <= int(raw[position + 2 : position + 6], 16) < 0xDC00 and _LOW_SURROGATE.match(raw, position + 6):
+            position += 12  # a surrogate pair is one character
+        else:
+            position += 6
+    return position
+
+
+_LOW_SURROGATE = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def source_strings(text: str) -> dict[int, tuple[SourceString, ...]]:
+    """Where the strings of each cell's ``source`` are in a notebook's JSON text, by
+    1-based cell number. ``json`` gives no positions, so the text is scanned: the
+    ``cells`` list and each cell's ``source`` are walked, everything else (outputs) is
+    skipped with the C decoder. {} if the text is not laid out as a notebook."""
+    try:
+        return _SourceScanner(text).notebook()
+    except (ValueError, IndexError):
+        return {}
+
+
+class _SourceScanner:
+    def __init__(self, text: str):
+        self.text = text
+        self.decoder = json.JSONDecoder()
+        # JSON strings escape their line breaks: every break in the text is layout.
+        self.line_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(text)]
+        self.cells: dict[int, tuple[SourceString, ...]] = {}
+
+    def notebook(self) -> dict[int, tuple[SourceString, ...]]:
+        self.object(0, lambda key, i: self.array(i, self.cell) if key == "cells" else self.skip(i))
+        return self.cells
+
+    def cell(self, index: int, i: int) -> int:
+        if self.text[i] != "{":
+            return self.skip(i)
+        return self.object(i, lambda key, j: self.source(index + 1, j) if key == "source" else self.skip(j))
+
+    def source(self, number: int, i: int) -> int:
+        strings: list[SourceString] = []
+        start = 0
+
+        def string(_: int, j: int) -> int:
+            nonlocal start
+            if self.text[j] != '"':
+                raise ValueError("a source line is not a string")
+            value, end = scanstring(self.text, j + 1)
+            line = bisect.bisect_right(self.line_starts, j)
+            column = j + 1 - self.line_starts[line - 1]
+            strings.append(SourceString(start, len(value), line, column, self.text[j + 1 : end - 1]))
+            start += len(value)
+            return end
+
+        end = string(0, i) if self.text[i] == '"' else self.array(i, string) if self.text[i] == "[" else self.skip(i)
+        self.cells[number] = tuple(strings)
+        return end
+
+    def space(self, i: int) -> int:
+        match = _JSON_SPACE.match(self.text, i)
+        assert match is not None  # the pattern matches the empty string
+        return match.end()
+
+    def expect(self, i: int, char: str) -> int:
+        i = self.space(i)
+        if self.text[i] != char:
+            raise ValueError(f"expected {char!r} at {i}")
+        return i + 1
+
+    def skip(self, i: int) -> int:
+        return self.decoder.raw_decode(self.text, self.space(i))[1]
+
+    def object(self, i: int, member) -> int:
+        """Read the object at ``i``; ``member(key, start)`` reads each value and returns
+        where it ends. Returns where the object ends."""
+        i = self.space(self.expect(i, "{"))
+        if self.text[i] == "}":
+            return i + 1
+        while True:
+            key, i = scanstring(self.text, self.expect(i, '"'))
+            i = self.space(member(key, self.space(self.expect(i, ":"))))
+            if self.text[i] == "}":
+                return i + 1
+            i = self.expect(i, ",")
+
+    def array(self, i: int, item) -> int:
+        """Read the array at ``i``; ``item(index, start)`` reads each element."""
+        i = self.space(self.expect(i, "["))
+        if self.text[i] == "]":
+            return i + 1
+        index = 0
+        while True:
+            i = self.space(item(index, self.space(i)))
+            if self.text[i] == "]":
+                return i + 1
+            i, index = self.expect(i, ","), index + 1
 
 
 def _to_python(source: str) -> tuple[str | None, tuple[str, ...]]:

@@ -222,16 +222,20 @@ def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
     ]
     results = []
     for f in findings:
-        s = f.span
-        region = {"startLine": s.line, "startColumn": s.col + 1, "endLine": s.end_line, "endColumn": s.end_col + 1}
-        result: dict = {
-            "ruleId": f.code,
-            "ruleIndex": index.get(f.code, 0),
-            "level": "error",
-            "message": {"text": f"{f.message} ({f.code} {f.name})"},
-            "locations": [{"physicalLocation": {"artifactLocation": {"uri": _sarif_uri(f.path)}, "region": region}}],
-        }
-        edits = fix_edits.of(f)
+        if f.cell is not None:
+            result = _sarif_notebook_result(f, (sources or {}).get(f.path))
+        else:
+            s = f.span
+            region = {"startLine": s.line, "startColumn": s.col + 1, "endLine": s.end_line, "endColumn": s.end_col + 1}
+            result = {
+                "message": {"text": f"{f.message} ({f.code} {f.name})"},
+                "locations": [
+                    {"physicalLocation": {"artifactLocation": {"uri": _sarif_uri(f.path)}, "region": region}}
+                ],
+            }
+        result = {"ruleId": f.code, "ruleIndex": index.get(f.code, 0), "level": "error", **result}
+        # A notebook's fix edits its cells' code, not the file's JSON text: no SARIF fix.
+        edits = fix_edits.of(f) if f.cell is None else []
         if f.fix is not None and edits:
             result["fixes"] = [
                 {
@@ -275,6 +279,38 @@ def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
         ],
     }
     return json.dumps(log, indent=2)
+
+
+def _sarif_notebook_result(finding: Finding, source: str | None) -> dict:
+    """A notebook finding's message and location. Viewers (GitHub code scanning) show
+    the region on the file as it is on disk, so the region is in the .ipynb's JSON
+    text: the line of the cell's ``source`` string that holds the code, the column
+    within it. The cell and the location in it (as the text and JSON formats give them)
+    are in the message, a logical location and the location's properties."""
+    s = finding.span
+    cell_region = {"startLine": s.line, "startColumn": s.col + 1, "endLine": s.end_line, "endColumn": s.end_col + 1}
+    physical: dict = {"artifactLocation": {"uri": _sarif_uri(finding.path)}}
+    file_region = getattr(source, "file_region", None)
+    region = file_region(finding) if file_region is not None else None
+    if region is not None:
+        line, column, end_line, end_column = region
+        physical["region"] = {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
+    location = {
+        "physicalLocation": physical,
+        "logicalLocations": [
+            {
+                "name": f"cell {finding.cell}",
+                "fullyQualifiedName": f"/cells/{finding.cell - 1}/source",
+                "kind": "property",
+            }
+        ],
+        "properties": {"cell": finding.cell, "cellRegion": cell_region},
+    }
+    where = f"cell {finding.cell}, line {s.line}, column {s.col + 1}"
+    return {
+        "message": {"text": f"{finding.message} ({finding.code} {finding.name}; {where})"},
+        "locations": [location],
+    }
 
 
 def render_junit(findings: Sequence[Finding]) -> str:
