@@ -232,3 +232,18 @@ def test_cache_is_used_and_no_cache_skips_it(tmp_path, cli):
     write(tmp_path, "train.py", CUDA_SCRIPT.replace("x.cuda()", "x"))
     assert out(cli("check", "train.py", cwd=tmp_path)).count("XLA104") == 1
     assert cli("check", "--no-cache", "train.py", cwd=tmp_path).returncode == 1
+
+
+def test_python_dash_m_runs_the_same_command_line(tmp_path):
+    import subprocess
+    import sys
+
+    write(tmp_path, "train.py", CUDA_SCRIPT)
+    result = subprocess.run(
+        [sys.executable, "-m", "xlalint", "check", "--no-cache", "--output-format", "concise", "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "train.py:3:" in result.stdout and "XLA104" in result.stdout

@@ -71,6 +71,9 @@ after the sync, when values are ready), code under a guard that runs it every N 
 loops (no `.backward()`), `len(x)`, `x.shape`, `print("epoch done")`.
 
 **Fix**: a statement that only logs is run in a step closure (safe), after the sync.
+It must log values it reads, not compute them: `print(criterion(model(x), y).item())`
+has no fix, since in a closure the model would run after the optimizer step, outside
+any `no_grad` block around it, as a graph of its own.
 The closure binds the values that may change before it runs: the names assigned in
 the step loop (this step's tensors, the loop variables, counters); parameters and
 values set before the loop are read as they are. A short closure is a lambda,
@@ -418,6 +421,19 @@ for i, (x, y) in enumerate(loader):
             """,
             count=1,
         ),
+        # The logged value runs the model: in a closure it would see the parameters
+        # after opt.step(). Reported, no fix.
+        Invalid(
+            """
+            import torch
+            for x, y in loader:
+                loss = model(x, y)
+                loss.backward()
+                print(criterion(model(x), y).item())
+                opt.step()
+            """,
+            count=1,
+        ),
     ]
 
     def begin(self) -> None:
@@ -581,7 +597,27 @@ for i, (x, y) in enumerate(loader):
             and self._is_log_call(stmt.value)
             and not self._leaves_before_sync(stmt)
             and _closure_names(stmt.value) is not None
+            and self._only_reads(stmt.value)
         )
+
+    def _only_reads(self, log: ast.Call) -> bool:
+        """The values ``log`` logs are read, not computed: no call in its arguments runs
+        the model or other code of the user's (``print(criterion(model(x), y).item())``).
+        Run later in a closure, that code would see the parameters after the optimizer
+        step, outside the ``no_grad``/autocast block around it, and as a graph of its own."""
+        semantic = self.ctx.semantic
+        for node in ast.walk(log):
+            if node is log or not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in _READING_METHODS:
+                continue
+            if isinstance(func, ast.Name) and func.id in _READING_BUILTINS and not self._shadowed(func.id):
+                continue
+            if (semantic.call_name(node) or "").startswith(_READING_MODULES):
+                continue
+            return False
+        return True
 
     def _accumulates(self, item: ast.Call, stmt: ast.AugAssign, loop: StepLoop) -> bool:
         """``total += loss.item()`` may become ``total += loss.detach()``: the target is a
@@ -735,6 +771,20 @@ _LINE_LENGTH = 88
 _WHY = "copies it to the host and forces an early graph execution"
 # Calls that end the process.
 _EXITS = frozenset({"sys.exit", "exit", "quit", "os._exit", "os.abort"})
+# Calls a logged value may make and still be read in a step closure, after the sync:
+# they read, convert or format values, and run no model, no user code, no clock.
+_READING_METHODS = frozenset(
+    {
+        *HOST_FETCH_METHODS,
+        *("item", "detach", "float", "double", "half", "to", "clone", "view", "reshape", "squeeze", "flatten"),
+        *("mean", "sum", "max", "min", "std", "var", "norm", "abs", "exp", "sqrt", "argmax", "argmin"),
+        *("size", "dim", "numel", "format", "join", "get", "keys", "values", "items", "get_last_lr", "get_lr"),
+    }
+)
+_READING_BUILTINS = frozenset(
+    {"len", "round", "str", "repr", "float", "int", "bool", "abs", "min", "max", "sum", "format", "list", "tuple"}
+)
+_READING_MODULES = ("torch.", "math.", "numpy.")
 
 
 def _arguments(call: ast.Call) -> list[ast.expr]:
