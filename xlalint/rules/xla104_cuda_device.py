@@ -175,6 +175,11 @@ def is_alone_on_its_lines(stmt: ast.stmt) -> bool:
     return True
 
 
+def _is_self_attribute(node: ast.AST) -> bool:
+    """``self.<attr>``."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
 def whole_statement(call: ast.Call) -> ast.Expr | None:
     """The expression statement that is nothing but ``call``, if it can be removed."""
     stmt = parent(call)
@@ -249,7 +254,9 @@ Safe:
   (no fix when the call is part of a larger expression);
 - `map_location=<cuda>` -> `map_location="cpu"`: load on the host, then move the
   model to the XLA device;
-- `torch.accelerator.current_accelerator()` -> `torch_xla.device()`,
+- `torch.accelerator.current_accelerator()` -> `torch_xla.device()` (not where its value
+  is formatted into a string, `torch.device(f"{acc}:{rank}")`: it is a device type
+  there, and `xla:0:0` is no device),
   `torch.accelerator.synchronize()` -> `xm.wait_device_ops()`,
   `torch.cuda.is_bf16_supported()` -> `True`; `reset_peak_memory_stats()` and the other
   statistics resets are removed;
@@ -1219,6 +1226,42 @@ opt.step()
             fix = self.fix(applicability, f"Use `{device}`", ReplaceExpr(self.ctx.span(node), device), imports=imports)
         self._report(node, message, fix)
 
+    def _formatted_into_string(self, call: ast.Call) -> int | None:
+        """The line where the name or ``self.<attr>`` that ``call`` is assigned to is
+        formatted into a string (``f"{acc}:{rank}"``, ``str(acc)``), if there is one."""
+        stmt = parent(call)
+        if not (isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is call):
+            return None
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if len(targets) != 1:
+            return None
+        target = targets[0]
+        if isinstance(target, ast.Name):
+            scope = self.scope_of(target)
+
+            def same(node: ast.AST) -> bool:
+                return isinstance(node, ast.Name) and node.id == target.id and self.scope_of(node) is scope
+
+        elif _is_self_attribute(target):
+            owner = next((a for a in ancestors(stmt) if isinstance(a, ast.ClassDef)), None)
+
+            def same(node: ast.AST) -> bool:
+                return (
+                    _is_self_attribute(node)
+                    and node.attr == target.attr  # type: ignore[attr-defined]
+                    and next((a for a in ancestors(node) if isinstance(a, ast.ClassDef)), None) is owner
+                )
+
+        else:
+            return None
+        for node in self.ctx.semantic.nodes_of(ast.FormattedValue):
+            if same(node.value):
+                return node.lineno
+        for node in self.ctx.semantic.nodes_of(ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id == "str" and len(node.args) == 1 and same(node.args[0]):
+                return node.lineno
+        return None
+
     def _xla_device(self, node: ast.AST | None = None) -> tuple[str, tuple[Import, ...]]:
         """The XLA device as a fix writes it at ``node``: ``torch_xla.device()`` (``xm.xla_device()``
         before 2.4), or, where it would be evaluated at import time, ``torch.device("xla")``:
@@ -1304,7 +1347,13 @@ opt.step()
         if row.action == "availability":
             self._availability_calls.append(call)
         elif row.action == "device":
-            self._report_device(call, row.message)
+            if name in CURRENT_ACCELERATOR and (line := self._formatted_into_string(call)):
+                # `torch.device(f"{acc}:{rank}")`: the accelerator is a device *type* there;
+                # `torch_xla.device()` is `xla:0` and would make it "xla:0:0".
+                message = f"{row.message}; line {line} formats it into a device string: port it by hand"
+                self._report(call, message, None)
+            else:
+                self._report_device(call, row.message)
         elif row.action == "autocast":
             self._check_autocast(call, name)
         elif row.action == "grad_scaler":
