@@ -37,6 +37,7 @@ from xlalint.linter.semantic import (
     parent,
     string_value,
 )
+from xlalint.linter.steps import _assigned_values, _is_self_attr
 from xlalint.rules._cuda_api import CudaApi, lookup
 
 # "cuda", "cuda:0", "cuda:12" -- the strings torch reads as a CUDA device.
@@ -175,6 +176,19 @@ def is_alone_on_its_lines(stmt: ast.stmt) -> bool:
     return True
 
 
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _int_parameter(func: ast.AST, name: str) -> bool:
+    """``name`` is a parameter of ``func`` annotated ``int``."""
+    args = func.args  # type: ignore[attr-defined]
+    for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+        if arg.arg == name:
+            return _is_name(arg.annotation, "int") if arg.annotation is not None else False
+    return False
+
+
 def _is_self_attribute(node: ast.AST) -> bool:
     """``self.<attr>``."""
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
@@ -207,6 +221,11 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
 - a CUDA device passed as a device: `.to("cuda")`, `.to(0)`, `device="cuda"` or
   `device=0` to any call (`torch.zeros(3, device="cuda")`), a parameter default
   `def f(device="cuda")`;
+- a variable or `self.<attr>` that only ever holds an int, passed as a device:
+  `local_rank = int(os.environ["LOCAL_RANK"])` ... `model.to(local_rank)`, a parameter
+  annotated `int` (`def __init__(self, gpu_id: int)` ... `x.to(self.gpu_id)`), the
+  DDP-tutorial way to name CUDA device N; reported (and fixed) at each such use, since
+  the variable is the process's rank too;
 - `.cuda()` on anything (a tensor, a module, `storage.cuda()`);
 - the selection idiom `"cuda" if torch.cuda.is_available() else "cpu"` (also with
   `torch.device(...)` branches, or any condition when the other branch is a device
@@ -362,6 +381,8 @@ opt.step()
         Valid('import torch\nif device == "cuda":\n    pass\nlabel = ("cuda", 0)\n'),
         # Plain integers that are not devices.
         Valid("import torch\nx = torch.zeros(3).to(torch.float32)\ny = t.view(0)\nz = f(0)\n"),
+        # A variable that is not always an int: it may hold a device.
+        Valid("import torch\ndevice = 0 if args.cpu_ids else torch.device('cpu')\nx = torch.ones(2).to(device)\n"),
         # A "cuda" string in a variable that is never used as a device.
         Valid('import torch\nbackend = "cuda"\nprint(backend)\nx = torch.ones(2).to(device)\n'),
         # A device *type* derived from a device string (the device is reported where it
@@ -436,6 +457,34 @@ opt.step()
             z = x.to(torch_xla.device())
             """,
             count=3,
+        ),
+        # An int variable is CUDA device N: each use is fixed, the rank itself is kept.
+        Invalid(
+            """
+            import os
+            import torch
+            class Worker:
+                def __init__(self, net, gpu: int):
+                    self.gpu = gpu
+                    self.rank = int(os.environ["RANK"])
+                    self.net = net.to(gpu)
+                def step(self, x):
+                    return self.net(x.to(self.gpu)), self.rank
+            """,
+            fixed="""
+            import os
+            import torch
+            import torch_xla
+
+            class Worker:
+                def __init__(self, net, gpu: int):
+                    self.gpu = gpu
+                    self.rank = int(os.environ["RANK"])
+                    self.net = net.to(torch_xla.device())
+                def step(self, x):
+                    return self.net(x.to(torch_xla.device())), self.rank
+            """,
+            count=2,
         ),
         # Before torch_xla 2.4 the device is `xm.xla_device()`.
         Invalid(
@@ -1189,6 +1238,13 @@ opt.step()
             elif kw.arg == MAP_LOCATION:
                 values.append((kw.value, True))
         for value, is_map_location in values:
+            if not is_map_location and self._holds_device_index(value):
+                # `model.to(local_rank)`: reported where it is used, since the variable is
+                # the process's rank too (the fix replaces this use only).
+                self._report_device(
+                    value, f"device `{self._short_source(value)}` is an int, which torch reads as a CUDA device index"
+                )
+                continue
             if isinstance(value, ast.Name):
                 self._variable_uses.append((value, is_map_location))
                 continue
@@ -1203,6 +1259,34 @@ opt.step()
             elif is_cuda_string(value) or is_device_index(value) or self._is_device_selection(value):
                 where = "`map_location`" if is_map_location else "a device argument"
                 self._report_device(value, f"CUDA device as {where}", to_cpu=is_map_location)
+
+    def _holds_device_index(self, node: ast.AST) -> bool:
+        """A variable or ``self.<attr>`` that only ever holds an int: each assignment is
+        an int literal, ``int(...)`` (``local_rank = int(os.environ["LOCAL_RANK"])``) or
+        a parameter annotated ``int``; or a parameter annotated ``int`` itself."""
+        if isinstance(node, ast.Name):
+            scope = self.scope_of(node)
+            if scope is not self.ctx.tree and _int_parameter(scope, node.id):
+                return not list(_assigned_values(scope, lambda t: _is_name(t, node.id), shallow=True))
+            values = list(_assigned_values(scope, lambda t: _is_name(t, node.id), shallow=True))
+        elif _is_self_attribute(node):
+            owner = next((a for a in ancestors(node) if isinstance(a, ast.ClassDef)), None)
+            if owner is None:
+                return False
+            values = list(_assigned_values(owner, lambda t: _is_self_attr(t, node.attr)))  # type: ignore[attr-defined]
+        else:
+            return False
+        return bool(values) and all(self._is_int(value) for value in values)
+
+    def _is_int(self, value: ast.AST) -> bool:
+        if is_device_index(value):
+            return True
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "int":
+            return True
+        if isinstance(value, ast.Name):
+            scope = self.scope_of(value)
+            return scope is not self.ctx.tree and _int_parameter(scope, value.id)
+        return False
 
     def _report_device(self, node: ast.AST, message: str, to_cpu: bool = False) -> None:
         """Report a device expression; its fix replaces it with the XLA device (or
