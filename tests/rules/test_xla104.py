@@ -299,12 +299,13 @@ def test_current_accelerator_formatted_into_a_device_string_has_no_fix(source):
     [finding] = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE]
     assert finding.fix is None
     assert "formats it into a device string: port it by hand" in finding.message
-    # Used as a device, it is still fixed.
+    # Used as a device, and shown in a log line, it is still fixed.
     plain = (
         "import torch\n"
         "class Runner:\n"
         "    def __init__(self):\n"
         "        self.accel = torch.accelerator.current_accelerator()\n"
+        '        print(f"running on {self.accel}: {str(self.accel)}")\n'
         "        self.net = Net().to(self.accel)\n"
     )
     [finding] = [f for f in lint_source(plain, "x.py", settings()) if f.code == CODE]

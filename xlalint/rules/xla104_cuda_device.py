@@ -189,6 +189,17 @@ def _int_parameter(func: ast.AST, name: str) -> bool:
     return False
 
 
+def _index_suffix(parts: list[ast.AST]) -> bool:
+    """The parts of a string that follow a device type are its index: ``:0``, or ``:``
+    then a formatted value (``:{rank}``)."""
+    if not parts:
+        return False
+    text = string_value(parts[0]) or ""
+    if re.match(r":\d", text):
+        return True
+    return text == ":" and len(parts) > 1 and isinstance(parts[1], ast.FormattedValue)
+
+
 def _is_self_attribute(node: ast.AST) -> bool:
     """``self.<attr>``."""
     return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
@@ -1312,7 +1323,7 @@ opt.step()
 
     def _formatted_into_string(self, call: ast.Call) -> int | None:
         """The line where the name or ``self.<attr>`` that ``call`` is assigned to is
-        formatted into a string (``f"{acc}:{rank}"``, ``str(acc)``), if there is one."""
+        formatted into a device string with an index (``f"{acc}:{rank}"``), if there is one."""
         stmt = parent(call)
         if not (isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is call):
             return None
@@ -1338,12 +1349,19 @@ opt.step()
 
         else:
             return None
-        for node in self.ctx.semantic.nodes_of(ast.FormattedValue):
-            if same(node.value):
-                return node.lineno
+        # Followed by ":<index>": `f"{acc}:{rank}"`, `str(acc) + f":{rank}"` (a log line,
+        # `print(f"device: {acc}")`, reads fine as "xla:0").
+        for node in self.ctx.semantic.nodes_of(ast.JoinedStr):
+            for i, value in enumerate(node.values):
+                if isinstance(value, ast.FormattedValue) and same(value.value) and _index_suffix(node.values[i + 1 :]):
+                    return node.lineno
         for node in self.ctx.semantic.nodes_of(ast.Call):
             if isinstance(node.func, ast.Name) and node.func.id == "str" and len(node.args) == 1 and same(node.args[0]):
-                return node.lineno
+                holder = parent(node)
+                if isinstance(holder, ast.BinOp) and holder.left is node:
+                    right = holder.right
+                    if _index_suffix(right.values if isinstance(right, ast.JoinedStr) else [right]):
+                        return node.lineno
         return None
 
     def _xla_device(self, node: ast.AST | None = None) -> tuple[str, tuple[Import, ...]]:
