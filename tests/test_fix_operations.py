@@ -76,6 +76,17 @@ def test_set_keyword_replaces_adds_and_respects_trailing_comma_layout():
     assert fixed == 'tok(\n    a,\n    padding="max_length",\n    max_length=512,\n)\n'
 
 
+def test_set_keyword_after_a_last_argument_without_comma_keeps_the_closing_paren_on_its_line():
+    # The line break before `)` belongs to the last argument: the new one takes it over.
+    source = "loader = DataLoader(\n    ds,\n    sampler=make_sampler(ds)\n)\n"
+    fixed = apply(source, lambda s: SetKeyword(node_span(s, call_to("DataLoader")), "drop_last", "True"))
+    assert fixed == "loader = DataLoader(\n    ds,\n    sampler=make_sampler(ds),\n    drop_last=True\n)\n"
+    # Arguments on the line of `(`, only `)` below them.
+    source = "loader = DataLoader(ds\n)\n"
+    fixed = apply(source, lambda s: SetKeyword(node_span(s, call_to("DataLoader")), "drop_last", "True"))
+    assert fixed == "loader = DataLoader(ds, drop_last=True\n)\n"
+
+
 def test_set_keyword_goes_before_double_star_kwargs():
     fixed = apply("f(a, **kw)\n", lambda s: SetKeyword(node_span(s, call_to("f")), "b", "1"))
     assert fixed == "f(a, b=1, **kw)\n"

@@ -338,3 +338,37 @@ def test_streams_go_with_every_use_and_timing_events_say_why_they_stay():
 def test_a_stream_that_cannot_go_names_the_line(source, why):
     [stream, *_] = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE]
     assert stream.fix is None and why in stream.message, stream.message
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # The accelerator formatted with the local rank (torchrun scripts).
+        "import torch\n"
+        "class Runner:\n"
+        "    def __init__(self, rank):\n"
+        "        self.accel = torch.accelerator.current_accelerator()\n"
+        '        self.device = torch.device(f"{self.accel}:{rank}")\n',
+        "import torch\n"
+        "def setup(rank):\n"
+        "    accel = torch.accelerator.current_accelerator()\n"
+        "    return torch.device(str(accel) + f':{rank}')\n",
+    ],
+)
+def test_current_accelerator_formatted_into_a_device_string_has_no_fix(source):
+    """`current_accelerator()` is a device type without an index; `torch_xla.device()`
+    is `xla:0`, and `f"{accel}:{rank}"` would become "xla:0:0", which torch rejects."""
+    [finding] = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE]
+    assert finding.fix is None
+    assert "formats it into a device string: port it by hand" in finding.message
+    # Used as a device, and shown in a log line, it is still fixed.
+    plain = (
+        "import torch\n"
+        "class Runner:\n"
+        "    def __init__(self):\n"
+        "        self.accel = torch.accelerator.current_accelerator()\n"
+        '        print(f"running on {self.accel}: {str(self.accel)}")\n'
+        "        self.net = Net().to(self.accel)\n"
+    )
+    [finding] = [f for f in lint_source(plain, "x.py", settings()) if f.code == CODE]
+    assert finding.fix is not None

@@ -196,7 +196,26 @@ def set_keyword(call: cst.Call, name: str, value: str, only_if_missing: bool) ->
     )
     if args:
         last = args[-1]
-        if last.comma == cst.MaybeSentinel.DEFAULT or isinstance(last.comma, cst.MaybeSentinel):
+        if (
+            isinstance(last.comma, cst.MaybeSentinel)
+            and isinstance(last.whitespace_after_arg, cst.ParenthesizedWhitespace)
+            and last.star != "**"
+        ):
+            # No trailing comma, `)` on a line of its own: the line break before `)`
+            # belongs to the last argument. The new argument takes it, and goes on a
+            # line of its own like the arguments before it.
+            inner = (
+                args[-2].comma.whitespace_after
+                if len(args) > 1 and isinstance(args[-2].comma, cst.Comma)
+                else call.whitespace_before_args
+            )
+            if not isinstance(inner, cst.ParenthesizedWhitespace):
+                inner = cst.SimpleWhitespace(" ")
+            args[-1] = last.with_changes(
+                comma=cst.Comma(whitespace_after=inner), whitespace_after_arg=cst.SimpleWhitespace("")
+            )
+            args.append(keyword.with_changes(whitespace_after_arg=last.whitespace_after_arg))
+        elif isinstance(last.comma, cst.MaybeSentinel):
             args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
             args.append(keyword)
         else:

@@ -12,7 +12,8 @@ XLA106, XLA202, XLA203, XLA204 and XLA301 share.
 - the optimizer steps along each path through the step (``xlalint.linter.order``) and
   whether the gradients are all-reduced before each, on each path;
 - whether the model is wrapped by something that keeps the processes in step itself
-  (DDP, FSDP, ``xmp.MpModelWrapper``), or the script reduces gradients by hand.
+  (DDP, FSDP, ``xmp.MpModelWrapper``), its optimizer reduces the gradients itself
+  (ZeRO-1), or the script reduces gradients by hand.
 
 Built once per module on first use (``Context.distributed``), like ``Context.steps``.
 """
@@ -67,6 +68,9 @@ DATA_PARALLEL_WRAPPERS = frozenset(
         "torch_xla.distributed.xla_multiprocessing.MpModelWrapper",
     }
 )
+# Optimizers whose `step()` reduce-scatters the gradients itself (ZeRO-1 shards the
+# optimizer state): `opt.step()` on one is the right call.
+REDUCING_OPTIMIZERS = frozenset({"torch_xla.distributed.zero_redundancy_optimizer.ZeroRedundancyOptimizer"})
 # Names under which scripts call their own (or a library's) gradient all-reduce.
 _REDUCING_NAME = re.compile(r"all_?reduce|reduce_grad|sync_grad|average_grad|allreduce", re.IGNORECASE)
 _TRAIN_NAME = re.compile(r"train", re.IGNORECASE)
@@ -164,6 +168,12 @@ class DistributedAnalysis:
     def wraps_model(self) -> bool:
         """DDP, FSDP or ``MpModelWrapper`` keep the processes' models in step."""
         return bool(calls_to(self.semantic, DATA_PARALLEL_WRAPPERS))
+
+    @cached_property
+    def optimizer_reduces(self) -> bool:
+        """The script builds an optimizer that reduces the gradients in its own ``step()``
+        (torch_xla's ``ZeroRedundancyOptimizer``)."""
+        return bool(calls_to(self.semantic, REDUCING_OPTIMIZERS))
 
     @cached_property
     def reduces_by_hand(self) -> bool:

@@ -37,6 +37,7 @@ from xlalint.linter.semantic import (
     parent,
     string_value,
 )
+from xlalint.linter.steps import _assigned_values, _is_self_attr
 from xlalint.rules._cuda_api import CudaApi, lookup
 
 # "cuda", "cuda:0", "cuda:12" -- the strings torch reads as a CUDA device.
@@ -180,6 +181,35 @@ def is_alone_on_its_lines(stmt: ast.stmt) -> bool:
     return True
 
 
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _int_parameter(func: ast.AST, name: str) -> bool:
+    """``name`` is a parameter of ``func`` annotated ``int``."""
+    args = func.args  # type: ignore[attr-defined]
+    for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs):
+        if arg.arg == name:
+            return _is_name(arg.annotation, "int") if arg.annotation is not None else False
+    return False
+
+
+def _index_suffix(parts: list[ast.AST]) -> bool:
+    """The parts of a string that follow a device type are its index: ``:0``, or ``:``
+    then a formatted value (``:{rank}``)."""
+    if not parts:
+        return False
+    text = string_value(parts[0]) or ""
+    if re.match(r":\d", text):
+        return True
+    return text == ":" and len(parts) > 1 and isinstance(parts[1], ast.FormattedValue)
+
+
+def _is_self_attribute(node: ast.AST) -> bool:
+    """``self.<attr>``."""
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self"
+
+
 def whole_statement(call: ast.Call) -> ast.Expr | None:
     """The expression statement that is nothing but ``call``, if it can be removed."""
     stmt = parent(call)
@@ -207,6 +237,11 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
 - a CUDA device passed as a device: `.to("cuda")`, `.to(0)`, `device="cuda"` or
   `device=0` to any call (`torch.zeros(3, device="cuda")`), a parameter default
   `def f(device="cuda")`;
+- a variable or `self.<attr>` that only ever holds an int, passed as a device:
+  `local_rank = int(os.environ["LOCAL_RANK"])` ... `model.to(local_rank)`, a parameter
+  annotated `int` (`def __init__(self, gpu_id: int)` ... `x.to(self.gpu_id)`), the
+  DDP-tutorial way to name CUDA device N; reported (and fixed) at each such use, since
+  the variable is the process's rank too;
 - `.cuda()` on anything (a tensor, a module, `storage.cuda()`);
 - the selection idiom `"cuda" if torch.cuda.is_available() else "cpu"` (also with
   `torch.device(...)` branches, or any condition when the other branch is a device
@@ -255,7 +290,9 @@ Safe:
   (no fix when the call is part of a larger expression);
 - `map_location=<cuda>` -> `map_location="cpu"`: load on the host, then move the
   model to the XLA device;
-- `torch.accelerator.current_accelerator()` -> `torch_xla.device()`,
+- `torch.accelerator.current_accelerator()` -> `torch_xla.device()` (not where its value
+  is formatted into a string, `torch.device(f"{acc}:{rank}")`: it is a device type
+  there, and `xla:0:0` is no device),
   `torch.accelerator.synchronize()` -> `xm.wait_device_ops()`,
   `torch.cuda.is_bf16_supported()` -> `True`; `reset_peak_memory_stats()` and the other
   statistics resets are removed;
@@ -384,6 +421,8 @@ opt.step()
         Valid('import torch\nif device == "cuda":\n    pass\nlabel = ("cuda", 0)\n'),
         # Plain integers that are not devices.
         Valid("import torch\nx = torch.zeros(3).to(torch.float32)\ny = t.view(0)\nz = f(0)\n"),
+        # A variable that is not always an int: it may hold a device.
+        Valid("import torch\ndevice = 0 if args.cpu_ids else torch.device('cpu')\nx = torch.ones(2).to(device)\n"),
         # A "cuda" string in a variable that is never used as a device.
         Valid('import torch\nbackend = "cuda"\nprint(backend)\nx = torch.ones(2).to(device)\n'),
         # A device *type* derived from a device string (the device is reported where it
@@ -458,6 +497,34 @@ opt.step()
             z = x.to(torch_xla.device())
             """,
             count=3,
+        ),
+        # An int variable is CUDA device N: each use is fixed, the rank itself is kept.
+        Invalid(
+            """
+            import os
+            import torch
+            class Worker:
+                def __init__(self, net, gpu: int):
+                    self.gpu = gpu
+                    self.rank = int(os.environ["RANK"])
+                    self.net = net.to(gpu)
+                def step(self, x):
+                    return self.net(x.to(self.gpu)), self.rank
+            """,
+            fixed="""
+            import os
+            import torch
+            import torch_xla
+
+            class Worker:
+                def __init__(self, net, gpu: int):
+                    self.gpu = gpu
+                    self.rank = int(os.environ["RANK"])
+                    self.net = net.to(torch_xla.device())
+                def step(self, x):
+                    return self.net(x.to(torch_xla.device())), self.rank
+            """,
+            count=2,
         ),
         # Before torch_xla 2.4 the device is `xm.xla_device()`.
         Invalid(
@@ -1262,6 +1329,13 @@ opt.step()
             elif kw.arg == MAP_LOCATION:
                 values.append((kw.value, True))
         for value, is_map_location in values:
+            if not is_map_location and self._holds_device_index(value):
+                # `model.to(local_rank)`: reported where it is used, since the variable is
+                # the process's rank too (the fix replaces this use only).
+                self._report_device(
+                    value, f"device `{self._short_source(value)}` is an int, which torch reads as a CUDA device index"
+                )
+                continue
             if isinstance(value, ast.Name):
                 self._variable_uses.append((value, is_map_location))
                 continue
@@ -1276,6 +1350,34 @@ opt.step()
             elif is_cuda_string(value) or is_device_index(value) or self._is_device_selection(value):
                 where = "`map_location`" if is_map_location else "a device argument"
                 self._report_device(value, f"CUDA device as {where}", to_cpu=is_map_location)
+
+    def _holds_device_index(self, node: ast.AST) -> bool:
+        """A variable or ``self.<attr>`` that only ever holds an int: each assignment is
+        an int literal, ``int(...)`` (``local_rank = int(os.environ["LOCAL_RANK"])``) or
+        a parameter annotated ``int``; or a parameter annotated ``int`` itself."""
+        if isinstance(node, ast.Name):
+            scope = self.scope_of(node)
+            if scope is not self.ctx.tree and _int_parameter(scope, node.id):
+                return not list(_assigned_values(scope, lambda t: _is_name(t, node.id), shallow=True))
+            values = list(_assigned_values(scope, lambda t: _is_name(t, node.id), shallow=True))
+        elif _is_self_attribute(node):
+            owner = next((a for a in ancestors(node) if isinstance(a, ast.ClassDef)), None)
+            if owner is None:
+                return False
+            values = list(_assigned_values(owner, lambda t: _is_self_attr(t, node.attr)))  # type: ignore[attr-defined]
+        else:
+            return False
+        return bool(values) and all(self._is_int(value) for value in values)
+
+    def _is_int(self, value: ast.AST) -> bool:
+        if is_device_index(value):
+            return True
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "int":
+            return True
+        if isinstance(value, ast.Name):
+            scope = self.scope_of(value)
+            return scope is not self.ctx.tree and _int_parameter(scope, value.id)
+        return False
 
     def _report_device(self, node: ast.AST, message: str, to_cpu: bool = False) -> None:
         """Report a device expression; its fix replaces it with the XLA device (or
@@ -1298,6 +1400,49 @@ opt.step()
                 message += f"; the fix drops the fallback `{self._short_source(fallback)}`"
             fix = self.fix(applicability, f"Use `{device}`", ReplaceExpr(self.ctx.span(node), device), imports=imports)
         self._report(node, message, fix)
+
+    def _formatted_into_string(self, call: ast.Call) -> int | None:
+        """The line where the name or ``self.<attr>`` that ``call`` is assigned to is
+        formatted into a device string with an index (``f"{acc}:{rank}"``), if there is one."""
+        stmt = parent(call)
+        if not (isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is call):
+            return None
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if len(targets) != 1:
+            return None
+        target = targets[0]
+        if isinstance(target, ast.Name):
+            scope = self.scope_of(target)
+
+            def same(node: ast.AST) -> bool:
+                return isinstance(node, ast.Name) and node.id == target.id and self.scope_of(node) is scope
+
+        elif _is_self_attribute(target):
+            owner = next((a for a in ancestors(stmt) if isinstance(a, ast.ClassDef)), None)
+
+            def same(node: ast.AST) -> bool:
+                return (
+                    _is_self_attribute(node)
+                    and node.attr == target.attr  # type: ignore[attr-defined]
+                    and next((a for a in ancestors(node) if isinstance(a, ast.ClassDef)), None) is owner
+                )
+
+        else:
+            return None
+        # Followed by ":<index>": `f"{acc}:{rank}"`, `str(acc) + f":{rank}"` (a log line,
+        # `print(f"device: {acc}")`, reads fine as "xla:0").
+        for node in self.ctx.semantic.nodes_of(ast.JoinedStr):
+            for i, value in enumerate(node.values):
+                if isinstance(value, ast.FormattedValue) and same(value.value) and _index_suffix(node.values[i + 1 :]):
+                    return node.lineno
+        for node in self.ctx.semantic.nodes_of(ast.Call):
+            if isinstance(node.func, ast.Name) and node.func.id == "str" and len(node.args) == 1 and same(node.args[0]):
+                holder = parent(node)
+                if isinstance(holder, ast.BinOp) and holder.left is node:
+                    right = holder.right
+                    if _index_suffix(right.values if isinstance(right, ast.JoinedStr) else [right]):
+                        return node.lineno
+        return None
 
     def _xla_device(self, node: ast.AST | None = None) -> tuple[str, tuple[Import, ...]]:
         """The XLA device as a fix writes it at ``node``: ``torch_xla.device()`` (``xm.xla_device()``
@@ -1384,7 +1529,13 @@ opt.step()
         if row.action == "availability":
             self._availability_calls.append(call)
         elif row.action == "device":
-            self._report_device(call, row.message)
+            if name in CURRENT_ACCELERATOR and (line := self._formatted_into_string(call)):
+                # `torch.device(f"{acc}:{rank}")`: the accelerator is a device *type* there;
+                # `torch_xla.device()` is `xla:0` and would make it "xla:0:0".
+                message = f"{row.message}; line {line} formats it into a device string: port it by hand"
+                self._report(call, message, None)
+            else:
+                self._report_device(call, row.message)
         elif row.action == "autocast":
             self._check_autocast(call, name)
         elif row.action == "grad_scaler":

@@ -42,7 +42,8 @@ not SPMD, not an HF Trainer/accelerate loop): a path through the step that reach
 coming right before the step, and `xm.optimizer_step(opt, optimizer_args={"closure": closure})`
 is flagged too: it all-reduces, then the closure makes new gradients. Paths are taken one at a time:
 `if use_xla: xm.optimizer_step(opt) else: opt.step()` flags the `else`. Not flagged:
-a model wrapped in DDP or FSDP (they reduce in backward), `MpModelWrapper`, and scripts
+a model wrapped in DDP or FSDP (they reduce in backward), `MpModelWrapper`, torch_xla's
+`ZeroRedundancyOptimizer` (its `step()` reduce-scatters the gradients), and scripts
 that call something named like a gradient all-reduce the analysis does not model
 (`dist.all_reduce(p.grad)`, `average_gradients(model)`).
 
@@ -123,6 +124,18 @@ xm.optimizer_step(opt)
             for x, y in loader:
                 model(x, y).backward()
                 opt.step()
+            """
+        ),
+        # ZeRO-1: the optimizer's own step reduce-scatters the gradients.
+        Valid(
+            """
+            import torch_xla.core.xla_model as xm
+            from torch_xla.distributed.zero_redundancy_optimizer import ZeroRedundancyOptimizer
+            def _mp_fn(index):
+                opt = ZeroRedundancyOptimizer(model.parameters(), torch.optim.SGD, lr=0.1)
+                for x, y in loader:
+                    model(x, y).backward()
+                    opt.step()
             """
         ),
         # DDP reduces in backward.
@@ -263,7 +276,12 @@ xm.optimizer_step(opt)
 
     def finish(self) -> None:
         distributed = self.ctx.distributed
-        if not distributed.data_parallel or distributed.wraps_model or distributed.reduces_by_hand:
+        if (
+            not distributed.data_parallel
+            or distributed.wraps_model
+            or distributed.optimizer_reduces
+            or distributed.reduces_by_hand
+        ):
             return
         for step in distributed.optimizer_steps:
             if not step.unreduced:
