@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from xlalint.linter.model import Import, ReplaceExpr, SetKeyword
 from xlalint.linter.rule import Invalid, Option, Rule, Valid
-from xlalint.linter.semantic import ancestors, dotted_name, enclosing_function, keyword
+from xlalint.linter.semantic import ancestors, dotted_name, enclosing_function, keyword, scope_bindings
 
 # --- what a padding value means -------------------------------------------------------
 # A padding argument is classified into a set of "kinds", one per value it can take
@@ -187,8 +187,10 @@ variable assigned `AutoTokenizer.from_pretrained(...)` and the like.
 - `padding=False` (no padding: the data is expected to be padded already).
 
 ## Fix (unsafe: changes the shapes the model sees)
-`padding="max_length"`, keeping an existing `max_length=` or adding
-`max_length=<max-length>` (option `max-length`, default 512), and for tokenizer calls
+`padding="max_length"`, keeping an existing `max_length=` or adding one: the
+`max_length` the file's tokenizer calls truncate to when they all give the same one and
+it can be read where the fix goes (`max_length=args.max_length`: batches are not padded
+past what the tokenizer keeps), else the option `max-length` (default 512). For tokenizer calls
 (not `.pad`) `truncation=True` unless a truncation strategy is already set. For
 collators the same keywords; a `Trainer` gets
 `data_collator=DataCollatorWithPadding(<tokenizer>, padding="max_length", max_length=N)`.
@@ -349,6 +351,29 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
                 return tokenizer.pad(examples, padding="longest")
             """,
             count=1,
+        ),
+        # The collator pads to the length the tokenizer truncates to, `args` being the
+        # same variable there; in `build`, `args` is another one: the option's 512.
+        Invalid(
+            """
+            from transformers import DataCollatorWithPadding
+            def main(args):
+                def encode(batch):
+                    return tokenizer(batch["text"], truncation=True, max_length=args.max_length)
+                collator = DataCollatorWithPadding(tokenizer)
+            def build(args):
+                return DataCollatorWithPadding(tokenizer)
+            """,
+            unsafe_fixed="""
+            from transformers import DataCollatorWithPadding
+            def main(args):
+                def encode(batch):
+                    return tokenizer(batch["text"], truncation=True, max_length=args.max_length)
+                collator = DataCollatorWithPadding(tokenizer, padding="max_length", max_length=args.max_length)
+            def build(args):
+                return DataCollatorWithPadding(tokenizer, padding="max_length", max_length=512)
+            """,
+            count=2,
         ),
         Invalid(
             """
@@ -555,6 +580,52 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
                     break
         return self._unpadded
 
+    def fixed_length(self, at: ast.AST) -> str:
+        """The ``max_length`` a fix at ``at`` pads to: the one the file's tokenizer calls
+        truncate to, when they all give the same and it means the same at ``at``
+        (``args.max_length`` with ``args`` bound in a scope around both), so batches are
+        not padded past what the tokenizer keeps; else the ``max-length`` option."""
+        lengths = {
+            self.segment(kw.value): kw.value
+            for call in self.calls
+            if self.tokenizer_call_kind(call) == "encode"
+            and (kw := keyword(call, "max_length")) is not None
+            and not _is_none(kw.value)  # None: the model's own maximum
+        }
+        if len(lengths) == 1:
+            (text, value), *_ = lengths.items()
+            if "\n" not in text and self._same_meaning(value, at):
+                return text
+        return str(self.option("max-length"))
+
+    def _same_meaning(self, value: ast.expr, at: ast.AST) -> bool:
+        """The names ``value`` reads are bound in scopes that enclose ``at`` too, and
+        nothing between rebinds them: moved to ``at``, it reads the same variables."""
+        allowed = (ast.Constant, ast.Name, ast.Attribute, ast.Load, ast.BinOp, ast.operator, ast.Subscript)
+        if not all(isinstance(node, allowed) for node in ast.walk(value)):
+            return False
+        around_at = {id(scope) for scope in ancestors(at) if isinstance(scope, _NAME_SCOPES)}
+        for name in {n.id for n in ast.walk(value) if isinstance(n, ast.Name)}:
+            binding = next(
+                (
+                    scope
+                    for scope in ancestors(value)
+                    if isinstance(scope, _NAME_SCOPES) and name in scope_bindings(scope)
+                ),
+                None,
+            )
+            if binding is None or id(binding) not in around_at:
+                return False
+            if any(
+                name in scope_bindings(scope)
+                for scope in ancestors(at)
+                if isinstance(scope, _NAME_SCOPES)
+                and scope is not binding
+                and any(a is binding for a in ancestors(scope))
+            ):
+                return False
+        return True
+
     # -- the checks ------------------------------------------------------------------
     def finish(self) -> None:
         self.collate_fns = self._collate_functions()
@@ -592,7 +663,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
         if kw is None or not _is_dynamic(_padding_kinds(kw.value, self.assigned_in_scope(call))):
             return
         span = self.ctx.span(call)
-        n = self.option("max-length")
+        n = self.fixed_length(call)
         ops = [
             SetKeyword(span, "padding", '"max_length"'),
             SetKeyword(span, "max_length", str(n), only_if_missing=True),
@@ -628,7 +699,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
         if not _is_dynamic(kinds):
             return
         span = self.ctx.span(call)
-        n = self.option("max-length")
+        n = self.fixed_length(call)
         if positional is not None:
             ops: list = [ReplaceExpr(self.ctx.span(positional), '"max_length"')]
         else:
@@ -659,7 +730,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
         tok = self.segment(tokenizer.value)
         if "\n" in tok:
             tok = f"({tok})"
-        new = f'{ref}({tok}, padding="max_length", max_length={self.option("max-length")})'
+        new = f'{ref}({tok}, padding="max_length", max_length={self.fixed_length(call)})'
         if collator is not None and collator_kw is None:
             op: ReplaceExpr | SetKeyword = ReplaceExpr(self.ctx.span(collator), new)
         else:
@@ -700,6 +771,11 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
         if "DataCollatorWithPadding" in table.bindings:
             return "transformers.DataCollatorWithPadding", (Import("transformers"),)
         return "DataCollatorWithPadding", (Import("transformers", name="DataCollatorWithPadding"),)
+
+
+# The scopes whose names the code nested in them sees (a class body's names are not
+# seen by its methods).
+_NAME_SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
 def _is_none(node: ast.AST) -> bool:
