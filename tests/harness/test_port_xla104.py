@@ -2,14 +2,15 @@
 --unsafe-fixes` on torch_xla (CPU). Each fixed script exits 0 and runs its model on the
 XLA device (the script prints where its parameters live; the harness counts executions).
 
-Regressions of issue 10 items 4, 6 and 8, the two mnist styles of issue 9, and a script
-that uses CUDA streams. About a minute per script on two cores.
+Regressions of issue 10 items 4, 6 and 8, the two mnist styles of issue 9, a script
+that uses CUDA streams, and a torchrun DDP script. About a minute per script on two cores.
 """
 
 from __future__ import annotations
 
 import ast
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,30 @@ def test_cuda_streams_script_trains_on_xla(tmp_path, harness_report):
     run = ported_run(report)
     assert "model on xla:0" in run.stdout_tail
     assert "final loss" in run.stdout_tail
+
+
+def test_torchrun_ddp_script_trains_on_xla(tmp_path, harness_report, monkeypatch):
+    """The DDP tutorial's torchrun shape: the "nccl" process group, `device_ids=[gpu_id]`,
+    `.to(gpu_id)` and `torch.cuda.set_device` become torch_xla's ("xla" backend, "xla://"
+    rendezvous, `torch_xla.device()`). Run as torchrun starts a single process (its
+    environment, `TORCHELASTIC_RUN_ID` included, which the "xla://" rendezvous reads), the
+    port trains through DDP on the XLA device on the CPU."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    torchrun = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
+    torchrun |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "TORCHELASTIC_RUN_ID": "xlalint-test"}
+    for name, value in torchrun.items():
+        monkeypatch.setenv(name, value)
+    script = tmp_path / "ddp.py"
+    shutil.copy(XLA104_FIXTURES / "ddp_torchrun.py", script)
+    report = harness_report(script, unsafe_fixes=True, device="cpu")
+    cuda = [f for f in report.findings if f.code == "XLA104"]
+    assert len(cuda) == 6 and all(f.fix is not None for f in cuda), [f.message for f in cuda if f.fix is None]
+    fixed = fix_source(script.read_text(), "ddp.py", Settings(), unsafe=True).source
+    assert 'init_process_group(backend="xla", init_method="xla://")' in fixed
+    assert "device_ids" not in fixed and "torch.cuda" not in fixed
+    run = ported_run(report)
+    assert "[GPU0] final loss" in run.stdout_tail
+    assert "model on xla:0" in run.stdout_tail
+    assert run.steps is not None and run.steps.steps == 8  # 64 samples in batches of 16, 2 epochs

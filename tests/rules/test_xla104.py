@@ -96,6 +96,14 @@ EXPECTED = {
         (22, 31, "safe"),  # is_bf16_supported
         (24, 5, None),  # nvtx.range_push
     ],
+    "ddp_torchrun": [
+        (18, 5, "safe"),  # torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        (19, 32, "safe"),  # init_process_group(backend="nccl")
+        (25, 31, "safe"),  # model.to(self.gpu_id)
+        (28, 49, "safe"),  # DDP(..., device_ids=[self.gpu_id])
+        (40, 32, "safe"),  # source.to(self.gpu_id)
+        (41, 34, "safe"),  # targets.to(self.gpu_id)
+    ],
     "streams": [
         (15, 23, "safe"),  # self.stream = torch.cuda.Stream(): every use goes
         (24, 14, "safe"),  # with torch.cuda.stream(self.stream)
@@ -372,3 +380,58 @@ def test_current_accelerator_formatted_into_a_device_string_has_no_fix(source):
     )
     [finding] = [f for f in lint_source(plain, "x.py", settings()) if f.code == CODE]
     assert finding.fix is not None
+
+
+def test_ddp_script_ends_up_consistent():
+    """After the safe fixes the torchrun DDP script is XLA's throughout: the xla backend
+    with its rendezvous, DDP without CUDA indices, every `.to(...)` on the XLA device, no
+    `torch.cuda`; the local rank is still read (the script prints it), never as a device."""
+    result = fix_source(read("ddp_torchrun.py"), "ddp_torchrun.py", settings(), select=[CODE])
+    assert result.error is None, result.error
+    assert [f for f in result.remaining if f.code == CODE] == []
+    tree = ast.parse(result.source)
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    assert not [c for c in calls if ast.unparse(c.func).startswith("torch.cuda.")]
+    [init] = [c for c in calls if ast.unparse(c.func) == "init_process_group"]
+    assert ast.unparse(init) == "init_process_group(backend='xla', init_method='xla://')"
+    [ddp] = [c for c in calls if ast.unparse(c.func) == "DDP"]
+    assert ddp.keywords == []
+    moves = [c for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr == "to"]
+    assert len(moves) == 3 and {ast.unparse(c.args[0]) for c in moves} == {"torch_xla.device()"}
+    assert "import torch_xla.distributed.xla_backend\n" in result.source
+    assert 'self.gpu_id = int(os.environ["LOCAL_RANK"])' in result.source
+
+
+@pytest.mark.parametrize(
+    "call, why",
+    [
+        ('dist.init_process_group("nccl", store=store, rank=0, world_size=2)', "given its own store"),
+        ('dist.init_process_group("nccl", "env://", timeout, 2, 0)', "rank and world size by position"),
+        ('dist.init_process_group("nccl", **options)', "`*args` or `**kwargs`"),
+    ],
+)
+def test_process_group_the_fix_cannot_port_says_why(call, why):
+    source = f"import torch.distributed as dist\n{call}\n"
+    [finding] = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE]
+    assert finding.fix is None and why in finding.message, finding.message
+
+
+def test_backend_option_and_shared_model_name_the_line():
+    """No fix for a backend option that defaults to "nccl" or a model shared between
+    processes: each message names the line that makes it so."""
+    source = (
+        "import torch\n"
+        "import torch.distributed as dist\n"
+        "parser.add_argument('--backend', type=str, default='nccl')\n"
+        "dist.init_process_group(args.backend)\n"
+        "model = Net()\n"
+        "model.to(device)\n"
+        "model.share_memory()\n"
+    )
+    option, shared = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE]
+    assert option.fix is None and '`args.backend` is "nccl" by default (line 3)' in option.message
+    assert shared.fix is None and "line 6 puts `model` on a device" in shared.message
+    assert "_share_fd_: only available on CPU" in shared.message
+    # A model that stays on the CPU can be shared; a dtype is no device.
+    cpu = "import torch\nmodel = Net().to(torch.float64)\nmodel.share_memory()\n"
+    assert [f for f in lint_source(cpu, "x.py", settings()) if f.code == CODE] == []

@@ -279,3 +279,41 @@ def lookup(qualified: str) -> tuple[str, CudaApi] | None:
             short = rest[len(submodule) :]
             return short, CUDA_API[short]
     return rest, DEFAULT
+
+
+# -- torch.distributed in a CUDA script ------------------------------------------------------
+# Not `torch.cuda` names, but as CUDA-only: the collective backend, DDP's device indices,
+# and memory shared between processes. Checked against torch 2.9.0 and torch_xla 2.9.0.
+
+# The collective backend that runs only on CUDA tensors (torch lowercases backend names).
+CUDA_BACKENDS = frozenset({"nccl"})
+# `torch.distributed.Backend.NCCL`, the same string spelled as a constant.
+CUDA_BACKEND_CONSTANTS = frozenset(
+    {"torch.distributed.Backend.NCCL", "torch.distributed.distributed_c10d.Backend.NCCL"}
+)
+INIT_PROCESS_GROUP = frozenset(
+    {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
+)
+# torch_xla's way (its DDP guide): `import torch_xla.distributed.xla_backend` registers the
+# "xla" backend for the "xla" device and the "xla://" rendezvous, which takes each process's
+# rank and the world size from the XLA runtime (`xr.global_ordinal()`, `xr.world_size()`)
+# and, under torchrun, tells the runtime which local device is this process's.
+XLA_BACKEND = "xla"
+XLA_INIT_METHOD = "xla://"
+XLA_BACKEND_MODULE = "torch_xla.distributed.xla_backend"
+# The init_method "xla://" replaces without losing anything: both read MASTER_ADDR/MASTER_PORT.
+ENV_INIT_METHOD = "env://"
+# Given with "xla://", these are ignored: the XLA runtime's values are used.
+RUNTIME_GIVEN_ARGUMENTS = ("world_size", "rank")
+
+DISTRIBUTED_DATA_PARALLEL = frozenset(
+    {"torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.distributed.DistributedDataParallel"}
+)
+# DDP's CUDA device indices. For a module on the XLA device DDP keeps `device_ids` and moves
+# each input to `xla:<index>` on a CUDA-style side stream: for any index but the process's
+# own device that raises (`'NoneType' object does not support the context manager protocol`).
+DDP_DEVICE_KEYWORDS = ("device_ids", "output_device")
+
+# `Module.share_memory()` and `Tensor.share_memory_()`: shared memory between processes,
+# CPU tensors only (`RuntimeError: _share_fd_: only available on CPU` for an XLA tensor).
+SHARE_MEMORY_METHODS = frozenset({"share_memory", "share_memory_"})

@@ -26,7 +26,17 @@ from __future__ import annotations
 import ast
 import re
 
-from xlalint.linter.model import Fix, Import, Operation, RemoveStatement, ReplaceExpr, Span, UnwrapWith
+from xlalint.linter.model import (
+    Fix,
+    Import,
+    Operation,
+    RemoveKeyword,
+    RemoveStatement,
+    ReplaceExpr,
+    SetKeyword,
+    Span,
+    UnwrapWith,
+)
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import (
     ancestors,
@@ -38,7 +48,21 @@ from xlalint.linter.semantic import (
     string_value,
 )
 from xlalint.linter.steps import _assigned_values, _is_self_attr
-from xlalint.rules._cuda_api import CudaApi, lookup
+from xlalint.rules._cuda_api import (
+    CUDA_BACKEND_CONSTANTS,
+    CUDA_BACKENDS,
+    DDP_DEVICE_KEYWORDS,
+    DISTRIBUTED_DATA_PARALLEL,
+    ENV_INIT_METHOD,
+    INIT_PROCESS_GROUP,
+    RUNTIME_GIVEN_ARGUMENTS,
+    SHARE_MEMORY_METHODS,
+    XLA_BACKEND,
+    XLA_BACKEND_MODULE,
+    XLA_INIT_METHOD,
+    CudaApi,
+    lookup,
+)
 
 # "cuda", "cuda:0", "cuda:12" -- the strings torch reads as a CUDA device.
 CUDA_STRING = re.compile(r"cuda(:\d+)?")
@@ -261,6 +285,14 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
   use a device, or in a flag that such a test reads (`use_cuda = not args.no_cuda and
   torch.cuda.is_available()` ... `if use_cuda:`; `args.cuda = ...` too). On an XLA
   machine it is False, so the ported script would run on the CPU;
+- a data-parallel script's CUDA parts (names in `xlalint/rules/_cuda_api.py`):
+  `dist.init_process_group` with the `"nccl"` backend (`backend="nccl"`, positional
+  `"nccl"`, `dist.Backend.NCCL`, a variable assigned one, a backend per device such as
+  `"cpu:gloo,cuda:nccl"`, `"nccl" if torch.cuda.is_available() else "gloo"`, and
+  `args.dist_backend` whose `add_argument` default is `"nccl"`); `device_ids=` and
+  `output_device=` of `DistributedDataParallel` (unless they name the XLA device); and
+  `model.share_memory()` / `t.share_memory_()` on something the script moves to a device
+  (Hogwild training with `torch.multiprocessing`);
 - every other `torch.cuda.*` call, from one table (`xlalint/rules/_cuda_api.py`): the
   memory API (`memory_allocated`, `max_memory_allocated`, `reset_peak_memory_stats`,
   ...), streams and device contexts (`torch.cuda.Stream()`, `torch.cuda.stream(s)`,
@@ -316,6 +348,25 @@ Safe:
   the line that stands in the way: `torch.cuda.Stream()` raises without CUDA, so the
   stream cannot stay while its uses go, nor go while a use stays.
 
+- `dist.init_process_group(backend="nccl")` ->
+  `dist.init_process_group(backend="xla", init_method="xla://")`, with
+  `import torch_xla.distributed.xla_backend` (it registers the backend and the rendezvous;
+  torch_xla's own DDP guide does the same). `"xla://"` takes each process's rank and the
+  world size from the XLA runtime (`xr.global_ordinal()`, `xr.world_size()`), reads
+  `MASTER_ADDR`/`MASTER_PORT` as `"env://"` does (so an explicit `init_method="env://"`
+  is replaced too), and under torchrun tells the runtime which local device is this
+  process's. A backend per device keeps the others: `"cpu:gloo,cuda:nccl"` ->
+  `"cpu:gloo,xla:xla"`. A `backend = "nccl"` variable is replaced where it is passed;
+- `DDP(model, device_ids=[local_rank], output_device=local_rank)` -> `DDP(model)`. The
+  indices are CUDA devices. torch 2.9's DDP keeps them for a module on the XLA device and
+  moves every input to `xla:<index>` on a CUDA-style side stream, which raises (`'NoneType'
+  object does not support the context manager protocol`) for every index but the process's
+  own device: in every process but the first. Without them DDP leaves the inputs where
+  the script puts them, which the port makes the XLA device (`.to(local_rank)` ->
+  `.to(torch_xla.device())`). A script that leaves its inputs on the CPU for DDP to move
+  then fails at the first forward, "Expected XLA tensor": move them (indices passed by
+  position have no fix).
+
 These are safe because an XLA process has one device and no user streams: the compiler
 orders the work. A CUDA stream or device decides where and in which order kernels run,
 never what they compute, so without it the body computes the same. `with
@@ -337,6 +388,14 @@ user logic is not safe. Messages spell the XLA API as the fix writes it for the
 `target-version` (`xm.xla_device()` before 2.4).
 
 Unsafe:
+- `dist.init_process_group` given `rank=`/`world_size=`, or an `init_method` of its own
+  (`"tcp://..."`, a variable): the fix drops them for `init_method="xla://"`, whose rank
+  and world size are the XLA runtime's (torch passes explicit ones to the rendezvous, and
+  `"xla://"` ignores them). They agree with torchrun's and `torch_xla.launch`'s, not
+  always with a numbering of the script's own. A backend chosen by a condition
+  (`"nccl" if torch.cuda.is_available() else "gloo"`) becomes `"xla"`, dropping the
+  fallback: on an XLA machine the condition picks gloo, which cannot reduce XLA tensors.
+  With a `store=`, or `*args`/`**kwargs`, there is no fix;
 - a flag or test built on `is_available()` that chooses the device: the call goes
   from `... and torch.cuda.is_available()` (or becomes `True`), so every path puts the
   model on the XLA device (`--no-cuda`-style options keep working);
@@ -359,6 +418,15 @@ Unsafe (they change the numerics):
   assigned more than once when every assignment builds a CUDA scaler (the PyTorch AMP
   recipe does); when it is used any other way (passed to a function, tested against
   `None`) the finding has no fix, and its message names the line that blocks it.
+
+No fix:
+- `model.share_memory()` on a model the script moves to a device: once ported that is the
+  XLA device, and XLA tensors cannot be shared between processes (`RuntimeError:
+  _share_fd_: only available on CPU`). Train with one process per XLA device
+  (`torch_xla.launch`), each keeping its own copy in step (DDP, `xm.optimizer_step`), or
+  keep the shared model on the CPU;
+- a backend from a command-line option whose default is `"nccl"` (`--dist-backend`):
+  change the default, or pass `xla`, and initialize as above.
 
 The fixes add `import torch_xla` / `import torch_xla.core.xla_model as xm` as needed.
 
@@ -433,6 +501,25 @@ opt.step()
             kind = "cuda" if "cuda" in args.device else "cpu"
             use = "cuda" if args.device.startswith("cuda") else "cpu"
             ctx = torch.autocast(device_type=kind, dtype=torch.bfloat16)
+            """
+        ),
+        # A DDP script written for XLA, a CPU process group, a backend chosen on the command
+        # line without a CUDA default, and a Hogwild model that stays on the CPU.
+        Valid(
+            """
+            import torch
+            import torch.distributed as dist
+            import torch_xla
+            import torch_xla.distributed.xla_backend
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            dist.init_process_group("xla", init_method="xla://")
+            model = DDP(Net().to(torch_xla.device()), gradient_as_bucket_view=True, device_ids=None)
+            other = DDP(Net().to("xla"), device_ids=[torch_xla.device()])
+            dist.init_process_group("gloo")
+            parser.add_argument("--backend", default="gloo")
+            dist.init_process_group(backend=args.backend)
+            cpu_model = Net()
+            cpu_model.share_memory()
             """
         ),
     ]
@@ -1007,6 +1094,108 @@ opt.step()
             """,
             count=2,
         ),
+        # A torchrun DDP script: the "nccl" backend becomes torch_xla's, with the rendezvous
+        # that takes rank and world size from the XLA runtime; DDP loses its CUDA indices.
+        Invalid(
+            """
+            import os
+            import torch
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            local_rank = int(os.environ["LOCAL_RANK"])
+            torch.cuda.set_device(local_rank)
+            dist.init_process_group(backend="nccl")
+            model = DDP(Net().to(local_rank), device_ids=[local_rank], output_device=local_rank)
+            """,
+            fixed="""
+            import os
+            import torch
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            import torch_xla
+            import torch_xla.distributed.xla_backend
+
+            local_rank = int(os.environ["LOCAL_RANK"])
+            dist.init_process_group(backend="xla", init_method="xla://")
+            model = DDP(Net().to(torch_xla.device()))
+            """,
+            count=4,
+        ),
+        # The rank and world size a script passes, and its own rendezvous address, give way
+        # to the XLA runtime's: only the unsafe fix drops them. "env://" goes safely (both
+        # rendezvous read MASTER_ADDR and MASTER_PORT).
+        Invalid(
+            """
+            import torch.distributed as dist
+            dist.init_process_group("nccl", rank=rank, world_size=world_size)
+            dist.init_process_group(dist.Backend.NCCL, "tcp://10.0.0.1:23456")
+            dist.init_process_group("NCCL", init_method="env://")
+            """,
+            fixed="""
+            import torch.distributed as dist
+            import torch_xla.distributed.xla_backend
+
+            dist.init_process_group("nccl", rank=rank, world_size=world_size)
+            dist.init_process_group(dist.Backend.NCCL, "tcp://10.0.0.1:23456")
+            dist.init_process_group("xla", init_method="xla://")
+            """,
+            unsafe_fixed="""
+            import torch.distributed as dist
+            import torch_xla.distributed.xla_backend
+
+            dist.init_process_group("xla", init_method="xla://")
+            dist.init_process_group("xla", "xla://")
+            dist.init_process_group("xla", init_method="xla://")
+            """,
+            count=3,
+        ),
+        # A CUDA-or-CPU choice of backend: on an XLA machine it picks gloo, which cannot
+        # reduce XLA tensors; only the unsafe fix drops the fallback. A backend per device
+        # keeps the others.
+        Invalid(
+            """
+            import torch
+            import torch.distributed as dist
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+            dist.init_process_group(backend)
+            dist.init_process_group(backend="cpu:gloo,cuda:nccl")
+            """,
+            fixed="""
+            import torch
+            import torch.distributed as dist
+            import torch_xla.distributed.xla_backend
+
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+            dist.init_process_group(backend)
+            dist.init_process_group(backend="cpu:gloo,xla:xla", init_method="xla://")
+            """,
+            unsafe_fixed="""
+            import torch
+            import torch.distributed as dist
+            import torch_xla.distributed.xla_backend
+
+            backend = "nccl" if torch.cuda.is_available() else "gloo"
+            dist.init_process_group("xla", init_method="xla://")
+            dist.init_process_group(backend="cpu:gloo,xla:xla", init_method="xla://")
+            """,
+            count=2,
+        ),
+        # No fix: a backend from a command-line option that defaults to "nccl", device
+        # indices passed to DDP by position, and a Hogwild model shared between processes
+        # (XLA tensors cannot be).
+        Invalid(
+            """
+            import torch
+            import torch.distributed as dist
+            from torch.nn.parallel import DistributedDataParallel
+            parser.add_argument("--dist-backend", default="nccl", type=str)
+            dist.init_process_group(backend=args.dist_backend, init_method=args.dist_url)
+            ddp = DistributedDataParallel(model, [rank])
+            model = Net().to(device)
+            model.share_memory()
+            """,
+            count=3,
+        ),
     ]
 
     # -- the walk ------------------------------------------------------------------------
@@ -1053,8 +1242,14 @@ opt.step()
             self._check_autocast(node, name)
         elif name in GENERIC_GRAD_SCALER:
             self._check_grad_scaler(node, name)
+        elif name in INIT_PROCESS_GROUP:
+            self._check_process_group(node)
+        elif name in DISTRIBUTED_DATA_PARALLEL:
+            self._check_ddp(node)
         elif row is not None:
             self._check_api(node, name, *row)
+        elif method_name(node) in SHARE_MEMORY_METHODS and not (name or "").startswith("torch."):
+            self._check_share_memory(node)
         elif method_name(node) == "cuda" and not (name or "").startswith("torch."):
             self._check_cuda_method(node)
         self._check_device_arguments(node)
@@ -1725,6 +1920,210 @@ opt.step()
             return device is None or is_cuda_string(device)
         return False
 
+    # -- torch.distributed: the backend, DDP's devices, memory shared between processes ------------
+    def _check_process_group(self, call: ast.Call) -> None:
+        """``dist.init_process_group(backend="nccl")``: NCCL moves CUDA tensors only; on XLA
+        the backend is "xla", and ``init_method="xla://"`` takes the rank and the world size
+        from the XLA runtime."""
+        backend = argument(call, 0, "backend")
+        if backend is None:
+            return
+        wanted = (
+            f'`dist.init_process_group("{XLA_BACKEND}", init_method="{XLA_INIT_METHOD}")` '
+            f"(with `import {XLA_BACKEND_MODULE}`)"
+        )
+        # `backend = "nccl" if torch.cuda.is_available() else "gloo"` ... `init_process_group(backend)`:
+        # the value is judged where it is written, the fix replaces the argument.
+        value = self._only_value(backend)
+        fallback = None
+        if self._names_nccl(backend):
+            replacement = f'"{XLA_BACKEND}"'
+        elif (device_map := _device_map_on_xla(value)) is not None:
+            # "cpu:gloo,cuda:nccl": CPU tensors keep gloo, XLA tensors get the xla backend.
+            replacement = device_map
+        elif isinstance(value, ast.IfExp) and (nccl := [b for b in (value.body, value.orelse) if self._names_nccl(b)]):
+            # `"nccl" if torch.cuda.is_available() else "gloo"`: False on an XLA machine, and
+            # gloo cannot reduce XLA tensors. The fix drops the user's fallback: unsafe.
+            replacement = f'"{XLA_BACKEND}"'
+            fallback = next((b for b in (value.body, value.orelse) if b not in nccl), None)
+        else:
+            option = self._option_defaulting_to_nccl(backend)
+            if option is not None:
+                source = self._short_source(backend)
+                message = (
+                    f'`{source}` is "nccl" by default (line {option.lineno}), a backend that runs on CUDA only: '
+                    f"on XLA use {wanted}"
+                )
+                self._report(backend, message, None)
+            return
+        message = f'the "nccl" backend runs on CUDA only: use {wanted}; rank and world size come from the XLA runtime'
+        fix, dropped, refusal = self._process_group_fix(call, backend, replacement, fallback)
+        if fix is None:
+            message += f" (no fix: {refusal})"
+        elif dropped:
+            message += "; the fix drops " + ", ".join(dropped)
+        self._report(backend, message, fix)
+
+    def _process_group_fix(
+        self, call: ast.Call, backend: ast.AST, replacement: str, fallback: ast.AST | None
+    ) -> tuple[Fix | None, list[str], str]:
+        """The fix, what it drops of the user's code (each makes it unsafe), or why there is none."""
+        if has_star_args(call):
+            return None, [], "the call passes `*args` or `**kwargs`"
+        # Positionally: backend, init_method, timeout, world_size, rank, store.
+        if len(call.args) > 3 or keyword(call, "store") is not None:
+            return None, [], "a process group given its own store, or rank and world size by position"
+        operations: list[Operation] = [ReplaceExpr(self.ctx.span(backend), replacement)]
+        dropped = [f"the fallback `{self._short_source(fallback)}`"] if fallback is not None else []
+        init_method = argument(call, 1, "init_method")
+        if init_method is None:
+            operations.append(SetKeyword(self.ctx.span(call), "init_method", f'"{XLA_INIT_METHOD}"'))
+        elif string_value(init_method) != XLA_INIT_METHOD:
+            if string_value(init_method) != ENV_INIT_METHOD:
+                # A tcp:// or file:// address of the user's own: "xla://" finds the master itself.
+                dropped.append(f"the rendezvous `{self._short_source(init_method)}`")
+            operations.append(ReplaceExpr(self.ctx.span(init_method), f'"{XLA_INIT_METHOD}"'))
+        for name in RUNTIME_GIVEN_ARGUMENTS:
+            given = keyword(call, name)
+            if given is not None:
+                # Ignored under "xla://": the runtime's own rank and world size replace them.
+                dropped.append(f"`{name}={self._short_source(given.value)}`")
+                operations.append(RemoveKeyword(self.ctx.span(call), name))
+        imports = () if self.ctx.semantic.imports.imports_module(XLA_BACKEND_MODULE) else (Import(XLA_BACKEND_MODULE),)
+        fix = self.fix(
+            "unsafe" if dropped else "safe",
+            f'Use the "{XLA_BACKEND}" backend and `init_method="{XLA_INIT_METHOD}"`',
+            *operations,
+            imports=imports,
+        )
+        return fix, dropped, ""
+
+    def _only_value(self, node: ast.AST) -> ast.AST:
+        """The one value a variable is ever assigned in its scope, or ``node`` itself."""
+        if not isinstance(node, ast.Name):
+            return node
+        values = list(_assigned_values(self.scope_of(node), lambda t: _is_name(t, node.id), shallow=True))
+        return values[0] if len(values) == 1 else node
+
+    def _names_nccl(self, node: ast.AST) -> bool:
+        """``"nccl"``, ``dist.Backend.NCCL``, or a variable only ever assigned one of them."""
+        if self._is_nccl_constant(node):
+            return True
+        if not isinstance(node, ast.Name):
+            return False
+        values = list(_assigned_values(self.scope_of(node), lambda t: _is_name(t, node.id), shallow=True))
+        return bool(values) and all(self._is_nccl_constant(value) for value in values)
+
+    def _is_nccl_constant(self, node: ast.AST) -> bool:
+        value = string_value(node)
+        if value is not None:
+            return value.lower() in CUDA_BACKENDS
+        return isinstance(node, ast.Attribute) and self.ctx.semantic.qualified_name(node) in CUDA_BACKEND_CONSTANTS
+
+    def _option_defaulting_to_nccl(self, node: ast.AST) -> ast.Call | None:
+        """``args.dist_backend`` whose command-line option defaults to "nccl": the
+        ``parser.add_argument("--dist-backend", default="nccl")`` that says so."""
+        if not isinstance(node, ast.Attribute):
+            return None
+        for call in self.ctx.semantic.calls:
+            if method_name(call) != "add_argument":
+                continue
+            default = keyword(call, "default")
+            if default is not None and self._is_nccl_constant(default.value) and _option_destination(call) == node.attr:
+                return call
+        return None
+
+    def _check_ddp(self, call: ast.Call) -> None:
+        """``DDP(model, device_ids=[local_rank], output_device=local_rank)``: CUDA device
+        indices. DDP of a module on the XLA device needs none; given one, it moves every
+        input to ``xla:<index>`` on a CUDA-style side stream, which raises for any index but
+        the process's own device."""
+        cuda = []
+        for position, name in enumerate(DDP_DEVICE_KEYWORDS, start=1):
+            value = argument(call, position, name)
+            unset = value is None or (isinstance(value, ast.Constant) and value.value is None)
+            if not unset and not self._names_xla_device(value):
+                cuda.append((name, value))
+        if not cuda:
+            return
+        name, value = cuda[0]
+        message = (
+            f"`{name}={self._short_source(value)}` names CUDA devices: DDP of a module on the XLA device "
+            "takes none (torch_xla's guide: `DDP(model, gradient_as_bucket_view=True)`); given one, DDP moves "
+            "each input to `xla:<index>`, which raises for any index but the process's own device"
+        )
+        if has_star_args(call) or any(keyword(call, n) is None for n, _ in cuda):
+            self._report(value, message + " (no fix: passed by position, remove it by hand)", None)
+            return
+        names = " and ".join(f"`{n}`" for n, _ in cuda)
+        fix = self.fix("safe", f"Remove {names}", *(RemoveKeyword(self.ctx.span(call), n) for n, _ in cuda))
+        self._report(
+            value,
+            message + "; without it the inputs stay where the script puts them (on the XLA device once ported)",
+            fix,
+        )
+
+    def _names_xla_device(self, node: ast.AST) -> bool:
+        """``[torch_xla.device()]``, ``[xm.xla_device()]``, ``torch.device("xla")``, or a
+        variable assigned one: a script already written for XLA."""
+
+        def mentions_xla(expr: ast.AST) -> bool:
+            for sub in ast.walk(expr):
+                if isinstance(sub, ast.Call) and (self.ctx.semantic.call_name(sub) or "").startswith("torch_xla."):
+                    return True
+                if (string_value(sub) or "").startswith("xla"):
+                    return True
+            return False
+
+        if mentions_xla(node):
+            return True
+        for name in (n for n in ast.walk(node) if isinstance(n, ast.Name)):
+            values = _assigned_values(self.scope_of(name), lambda t, n=name.id: _is_name(t, n), shallow=True)
+            if any(mentions_xla(value) for value in values):
+                return True
+        return False
+
+    def _check_share_memory(self, call: ast.Call) -> None:
+        """``model.share_memory()`` (Hogwild): shared memory holds CPU tensors only, and the
+        port puts the model on the XLA device. No fix: the training design has to change."""
+        receiver = dotted_name(call.func.value)  # type: ignore[attr-defined]
+        moved = self._moved_to_a_device(receiver) if receiver else None
+        if moved is None:
+            return  # a model that stays on the CPU can be shared
+        message = (
+            f"`{self._short_source(call)}`: line {moved.lineno} puts `{receiver}` on a device, the XLA device "
+            "once ported, and XLA tensors cannot be shared between processes (`RuntimeError: _share_fd_: only "
+            "available on CPU`): train with one process per XLA device (`torch_xla.launch`), each keeping its "
+            "own copy in step through DDP or `xm.optimizer_step`, or keep this model on the CPU"
+        )
+        self._report(call, message, None)
+
+    def _moved_to_a_device(self, target: str) -> ast.Call | None:
+        """A ``<target>.to(<device>)`` / ``<target>.cuda()`` call, or ``<target> = <...>.to(<device>)``."""
+        for call in self.ctx.semantic.calls:
+            method = method_name(call)
+            if method not in ("to", "cuda") or (method == "to" and not self._to_a_device(call)):
+                continue
+            holder = parent(call)
+            assigned = (
+                isinstance(holder, ast.Assign)
+                and holder.value is call
+                and any(dotted_name(t) == target for t in holder.targets)
+            )
+            if assigned or dotted_name(call.func.value) == target:  # type: ignore[attr-defined]
+                return call
+        return None
+
+    def _to_a_device(self, call: ast.Call) -> bool:
+        """``.to(device)``, not ``.to(torch.float16)`` nor ``.to("cpu")``."""
+        value = argument(call, 0, "device")
+        if value is None or (is_other_device_string(value) and not (string_value(value) or "").startswith("xla")):
+            return False
+        if isinstance(value, ast.Attribute):
+            qualified = self.ctx.semantic.qualified_name(value)
+            return qualified is None or not qualified.startswith("torch.")
+        return True
+
     # -- reporting ----------------------------------------------------------------------------------
     def _report(self, node: ast.AST, message: str, fix: Fix | None, keep: ast.AST | None = None) -> None:
         """Report ``node`` unless a finding already covers it, and claim what is inside
@@ -2027,3 +2426,27 @@ def _inspects_device_string(test: ast.expr) -> bool:
         ):
             return True
     return False
+
+
+def _device_map_on_xla(node: ast.AST) -> str | None:
+    """``"cpu:gloo,cuda:nccl"`` (a backend per device) as ``"cpu:gloo,xla:xla"``: the
+    other devices keep their backends; None if it names no NCCL backend."""
+    value = string_value(node)
+    if value is None or ":" not in value:
+        return None
+    pairs = [part.strip().split(":", 1) for part in value.split(",")]
+    if any(len(pair) != 2 for pair in pairs) or not any(b.strip().lower() in CUDA_BACKENDS for _, b in pairs):
+        return None
+    mapped = [f"{XLA_BACKEND}:{XLA_BACKEND}" if b.strip().lower() in CUDA_BACKENDS else f"{d}:{b}" for d, b in pairs]
+    return '"' + ",".join(mapped) + '"'
+
+
+def _option_destination(call: ast.Call) -> str | None:
+    """The attribute ``parser.add_argument(...)`` sets: ``dest=``, else the first long
+    option (``--dist-backend`` -> ``dist_backend``), else the first option or name."""
+    dest = keyword(call, "dest")
+    if dest is not None:
+        return string_value(dest.value)
+    names = [v for v in (string_value(a) for a in call.args) if v]
+    chosen = next((n for n in names if n.startswith("--")), names[0] if names else None)
+    return chosen.lstrip("-").replace("-", "_") if chosen else None
