@@ -101,7 +101,7 @@ def test_cuda_streams_script_trains_on_xla(tmp_path, harness_report):
 def test_torchrun_ddp_script_trains_on_xla(tmp_path, harness_report, monkeypatch):
     """The DDP tutorial's torchrun shape: the "nccl" process group, `device_ids=[gpu_id]`,
     `.to(gpu_id)` and `torch.cuda.set_device` become torch_xla's ("xla" backend, "xla://"
-    rendezvous, `torch_xla.device()`). Run as torchrun starts a single process (its
+    rendezvous, `torch_xla.device()`, DDP given this process's XLA device). Run as torchrun starts a single process (its
     environment, `TORCHELASTIC_RUN_ID` included, which the "xla://" rendezvous reads), the
     port trains through DDP on the XLA device on the CPU."""
     with socket.socket() as probe:
@@ -118,7 +118,7 @@ def test_torchrun_ddp_script_trains_on_xla(tmp_path, harness_report, monkeypatch
     assert len(cuda) == 6 and all(f.fix is not None for f in cuda), [f.message for f in cuda if f.fix is None]
     fixed = fix_source(script.read_text(), "ddp.py", Settings(), unsafe=True).source
     assert 'init_process_group(backend="xla", init_method="xla://")' in fixed
-    assert "device_ids" not in fixed and "torch.cuda" not in fixed
+    assert "DDP(self.model, device_ids=[torch_xla.device()])" in fixed and "torch.cuda" not in fixed
     run = ported_run(report)
     assert "[GPU0] final loss" in run.stdout_tail
     assert "model on xla:0" in run.stdout_tail

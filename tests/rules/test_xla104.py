@@ -384,7 +384,7 @@ def test_current_accelerator_formatted_into_a_device_string_has_no_fix(source):
 
 def test_ddp_script_ends_up_consistent():
     """After the safe fixes the torchrun DDP script is XLA's throughout: the xla backend
-    with its rendezvous, DDP without CUDA indices, every `.to(...)` on the XLA device, no
+    with its rendezvous, DDP given this process's XLA device, every `.to(...)` on it, no
     `torch.cuda`; the local rank is still read (the script prints it), never as a device."""
     result = fix_source(read("ddp_torchrun.py"), "ddp_torchrun.py", settings(), select=[CODE])
     assert result.error is None, result.error
@@ -395,7 +395,7 @@ def test_ddp_script_ends_up_consistent():
     [init] = [c for c in calls if ast.unparse(c.func) == "init_process_group"]
     assert ast.unparse(init) == "init_process_group(backend='xla', init_method='xla://')"
     [ddp] = [c for c in calls if ast.unparse(c.func) == "DDP"]
-    assert ddp.keywords == []
+    assert [(k.arg, ast.unparse(k.value)) for k in ddp.keywords] == [("device_ids", "[torch_xla.device()]")]
     moves = [c for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr == "to"]
     assert len(moves) == 3 and {ast.unparse(c.args[0]) for c in moves} == {"torch_xla.device()"}
     assert "import torch_xla.distributed.xla_backend\n" in result.source
@@ -435,3 +435,20 @@ def test_backend_option_and_shared_model_name_the_line():
     # A model that stays on the CPU can be shared; a dtype is no device.
     cpu = "import torch\nmodel = Net().to(torch.float64)\nmodel.share_memory()\n"
     assert [f for f in lint_source(cpu, "x.py", settings()) if f.code == CODE] == []
+
+
+def test_ddp_device_ids_evaluated_at_import_are_removed_not_replaced():
+    # In a spawning script, module-level code runs in the parent before the launcher: the
+    # fix may not evaluate the XLA device there, and `torch.device("xla")` has no index.
+    source = (
+        "import torch_xla\n"
+        "import torch_xla.distributed.xla_multiprocessing as xmp\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "model = DDP(net, device_ids=[0])\n"
+        "def _mp_fn(index):\n"
+        "    pass\n"
+        "xmp.spawn(_mp_fn)\n"
+    )
+    result = fix_source(source, "x.py", settings(), select=[CODE])
+    assert result.error is None, result.error
+    assert "model = DDP(net)\n" in result.source

@@ -357,15 +357,16 @@ Safe:
   is replaced too), and under torchrun tells the runtime which local device is this
   process's. A backend per device keeps the others: `"cpu:gloo,cuda:nccl"` ->
   `"cpu:gloo,xla:xla"`. A `backend = "nccl"` variable is replaced where it is passed;
-- `DDP(model, device_ids=[local_rank], output_device=local_rank)` -> `DDP(model)`. The
-  indices are CUDA devices. torch 2.9's DDP keeps them for a module on the XLA device and
-  moves every input to `xla:<index>` on a CUDA-style side stream, which raises (`'NoneType'
-  object does not support the context manager protocol`) for every index but the process's
-  own device: in every process but the first. Without them DDP leaves the inputs where
-  the script puts them, which the port makes the XLA device (`.to(local_rank)` ->
-  `.to(torch_xla.device())`). A script that leaves its inputs on the CPU for DDP to move
-  then fails at the first forward, "Expected XLA tensor": move them (indices passed by
-  position have no fix).
+- `DDP(model, device_ids=[local_rank], output_device=local_rank)` ->
+  `DDP(model, device_ids=[torch_xla.device()])`. The indices are CUDA devices. torch 2.9's
+  DDP keeps them for a module on the XLA device and moves every input to `xla:<index>` on
+  a CUDA-style side stream, which raises (`'NoneType' object does not support the context
+  manager protocol`) for every index but the process's own device: in every process but
+  the first. This process's XLA device (index 0) keeps what the script relies on: DDP
+  moves the inputs there, as it moved them to the GPU. Where the call runs at import time
+  in a script that spawns workers, `device_ids` is removed instead (the device cannot be
+  evaluated there, and `torch.device("xla")` has no index): DDP then leaves the inputs
+  where the script puts them. Indices passed by position have no fix.
 
 These are safe because an XLA process has one device and no user streams: the compiler
 orders the work. A CUDA stream or device decides where and in which order kernels run,
@@ -1117,7 +1118,7 @@ opt.step()
 
             local_rank = int(os.environ["LOCAL_RANK"])
             dist.init_process_group(backend="xla", init_method="xla://")
-            model = DDP(Net().to(torch_xla.device()))
+            model = DDP(Net().to(torch_xla.device()), device_ids=[torch_xla.device()])
             """,
             count=4,
         ),
@@ -2055,13 +2056,26 @@ opt.step()
         if has_star_args(call) or any(keyword(call, n) is None for n, _ in cuda):
             self._report(value, message + " (no fix: passed by position, remove it by hand)", None)
             return
-        names = " and ".join(f"`{n}`" for n, _ in cuda)
-        fix = self.fix("safe", f"Remove {names}", *(RemoveKeyword(self.ctx.span(call), n) for n, _ in cuda))
-        self._report(
-            value,
-            message + "; without it the inputs stay where the script puts them (on the XLA device once ported)",
-            fix,
+        # `device_ids=[torch_xla.device()]` keeps what the script relies on: DDP moves each
+        # input to that device (this process's own: index 0). `torch.device("xla")`, all
+        # a fix may write where it runs at import time, has no index, which DDP rejects.
+        keep_ids = any(n == "device_ids" for n, _ in cuda) and not self._evaluated_at_import(call)
+        device, imports = self._xla_device(call) if keep_ids else ("", ())
+        operations = [
+            ReplaceExpr(self.ctx.span(v), f"[{device}]")
+            if n == "device_ids" and keep_ids
+            else RemoveKeyword(self.ctx.span(call), n)
+            for n, v in cuda
+        ]
+        what = " and ".join(
+            f"`device_ids=[{device}]`" if n == "device_ids" and keep_ids else f"no `{n}`" for n, _ in cuda
         )
+        after = (
+            "; with this process's XLA device, DDP moves the inputs there as it moved them to the GPU"
+            if keep_ids
+            else "; without it the inputs stay where the script puts them (on the XLA device once ported)"
+        )
+        self._report(value, message + after, self.fix("safe", f"Use {what}", *operations, imports=imports))
 
     def _names_xla_device(self, node: ast.AST) -> bool:
         """``[torch_xla.device()]``, ``[xm.xla_device()]``, ``torch.device("xla")``, or a
