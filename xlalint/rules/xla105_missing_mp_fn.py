@@ -37,6 +37,8 @@ MULTIPROCESS_APIS = frozenset(
 )
 INIT_PROCESS_GROUP = "torch.distributed.init_process_group"
 USE_SPMD = frozenset({"torch_xla.runtime.use_spmd"})
+# Environment variables torchrun sets for each process it starts (and only it).
+TORCHRUN_VARIABLES = frozenset({"LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID"})
 HF_TRAINERS = frozenset(
     {
         "transformers.Trainer",
@@ -101,7 +103,9 @@ be started by them.
   (a subclass too). Reported at the `if __name__` line.
 
 ## Not flagged
-SPMD scripts (`xr.use_spmd()`: one process per host), modules without a `__main__`
+SPMD scripts (`xr.use_spmd()`: one process per host), scripts started by torchrun (they
+read `LOCAL_RANK`/`LOCAL_WORLD_SIZE` from the environment) that build no HF Trainer,
+modules without a `__main__`
 block, scripts that spawn/launch a function themselves (anywhere in the file: that
 includes launcher scripts that spawn another module's `_mp_fn`), files that define
 `_mp_fn` already.
@@ -138,6 +142,19 @@ calling `main(index)` when `main`'s only required parameter is an index (`index`
             def main():
                 mod = importlib.import_module(args.training_script)
                 xmp.spawn(mod._mp_fn, args=())
+            if __name__ == "__main__":
+                main()
+            """
+        ),
+        # Started by torchrun, which sets LOCAL_RANK: no XLA launcher calls it.
+        Valid(
+            """
+            import os
+            import torch.distributed as dist
+            import torch_xla.distributed.xla_backend
+            def main():
+                local_rank = int(os.environ["LOCAL_RANK"])
+                dist.init_process_group("xla", init_method="xla://")
             if __name__ == "__main__":
                 main()
             """
@@ -415,7 +432,10 @@ calling `main(index)` when `main`'s only required parameter is an index (`index`
             return
         if not self.calls_main(guard) or calls_to(sem, SPAWN | USE_SPMD):
             return
-        if not (self.uses_multiprocess_api() or self.builds_hf_trainer()):
+        if (
+            not (self.uses_multiprocess_api() and not self.reads_torchrun_environment())
+            and not self.builds_hf_trainer()
+        ):
             return
         required = _required(main)
         message = (
@@ -451,6 +471,21 @@ calling `main(index)` when `main`'s only required parameter is an index (`index`
         for call in calls_to(sem, frozenset({INIT_PROCESS_GROUP})):
             backend = call.args[0] if call.args else getattr(keyword(call, "backend"), "value", None)
             if string_value(backend) == "xla":
+                return True
+        return False
+
+    def reads_torchrun_environment(self) -> bool:
+        """The script reads what torchrun sets (``os.environ["LOCAL_RANK"]``,
+        ``os.getenv("LOCAL_WORLD_SIZE")``): torchrun starts it as it is, one process per
+        device, with no ``_mp_fn``."""
+        for node in ast.walk(self.ctx.tree):
+            if isinstance(node, ast.Subscript):
+                key = node.slice
+            elif isinstance(node, ast.Call) and node.args:
+                key = node.args[0]
+            else:
+                continue
+            if string_value(key) in TORCHRUN_VARIABLES:
                 return True
         return False
 
