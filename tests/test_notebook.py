@@ -112,6 +112,24 @@ def test_fix_puts_a_needed_import_after_the_imports_not_before_pip_install(tmp_p
     )
 
 
+def test_an_if_a_fix_empties_is_removed_and_the_cell_stays_in_place(tmp_path):
+    # The cell's marker comment is above the `if` in the module: it stays, as every
+    # comment line above a removed `if` does, so the notebook is written.
+    path = tmp_path / "nb.ipynb"
+    notebook(
+        ("code", "import torch\nimport argparse\nargs = argparse.Namespace(gpu=0)"),
+        ("code", "if args.gpu is not None:\n    torch.cuda.set_device(args.gpu)"),
+        ("code", "if args.gpu is not None:\n    torch.cuda.set_device(args.gpu)\nmodel = torch.nn.Linear(2, 2)"),
+        path=path,
+    )
+    result = run_cli("fix", "--no-cache", "nb.ipynb", cwd=tmp_path)
+    assert result.returncode == 0, out(result) + result.stderr.decode()
+    cells = nbformat.reads(path.read_text(), as_version=4).cells
+    assert [cell.source for cell in cells[1:]] == ["", "model = torch.nn.Linear(2, 2)"]
+    text = path.read_text()
+    assert run_cli("fix", "--no-cache", "nb.ipynb", cwd=tmp_path).returncode == 0 and path.read_text() == text
+
+
 def test_diff_shows_changed_cells_and_writes_nothing(tmp_path):
     path = tmp_path / "nb.ipynb"
     before = notebook(*TRAIN, path=path)

@@ -142,8 +142,12 @@ class InsertStatement:
 
 @dataclass(frozen=True)
 class RemoveStatement:
-    """Remove the statement that contains ``span`` (``pass`` stands in for the last
-    statement of a block)."""
+    """Remove the statement that contains ``span``, with the comment lines above it.
+
+    A block left empty gets ``pass``; but an ``if`` left with nothing to do (an empty
+    body, no ``else``, a test that only reads names, attributes, subscripts and
+    constants) is removed too, its block then judged the same way, and an ``else``
+    left empty is dropped. The comment lines above a removed ``if`` stay where it was."""
 
     span: Span
 
