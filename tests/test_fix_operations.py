@@ -87,9 +87,82 @@ def test_set_keyword_after_a_last_argument_without_comma_keeps_the_closing_paren
     assert fixed == "loader = DataLoader(ds, drop_last=True\n)\n"
 
 
-def test_set_keyword_goes_before_double_star_kwargs():
-    fixed = apply("f(a, **kw)\n", lambda s: SetKeyword(node_span(s, call_to("f")), "b", "1"))
-    assert fixed == "f(a, b=1, **kw)\n"
+def with_keyword(source: str) -> str:
+    """``source`` with ``drop_last=True`` given to its call of ``f``, checked to parse, to
+    give the same text through the fix's edits, and to be left alone by a second pass."""
+    fixed = apply(source, lambda s: SetKeyword(node_span(s, call_to("f")), "drop_last", "True"))
+    fix = Fix("safe", "test", (SetKeyword(node_span(source, call_to("f")), "drop_last", "True"),))
+    assert apply_edits(source, fix_edits(source, fix)) == fixed
+    assert apply_fixes(fixed, [])[0] == fixed
+    return fixed
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("f(a, **kw)\n", "f(a, drop_last=True, **kw)\n"),
+        ("f(**kw)\n", "f(drop_last=True, **kw)\n"),
+        ("f(*args, **kw)\n", "f(*args, drop_last=True, **kw)\n"),
+        # The defect seen in real scripts: the new keyword was put on the line of `a`.
+        ("f(a,\n    **kw\n)\n", "f(a,\n    drop_last=True,\n    **kw\n)\n"),
+        ("f(\n    a,\n    **kw\n)\n", "f(\n    a,\n    drop_last=True,\n    **kw\n)\n"),
+        ("f(\n    a,\n    **kw,\n)\n", "f(\n    a,\n    drop_last=True,\n    **kw,\n)\n"),
+        ("f(\n    *args,\n    **kw\n)\n", "f(\n    *args,\n    drop_last=True,\n    **kw\n)\n"),
+        # The comment that ends the line before stays there, the comment lines above
+        # `**kw` and the one after it stay with it.
+        (
+            "f(\n    a,  # data\n    # options\n    **kw  # extra\n)\n",
+            "f(\n    a,  # data\n    drop_last=True,\n    # options\n    **kw  # extra\n)\n",
+        ),
+        ("f(  # options\n    **kw\n)\n", "f(  # options\n    drop_last=True,\n    **kw\n)\n"),
+    ],
+    ids=[
+        "one line",
+        "only kwargs",
+        "args and kwargs",
+        "after a first line",
+        "one a line",
+        "trailing comma",
+        "star args",
+        "comments",
+        "comment after the paren",
+    ],
+)
+def test_set_keyword_goes_before_double_star_kwargs_in_the_layout_of_the_call(source, expected):
+    assert with_keyword(source) == expected
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("f()\n", "f(drop_last=True)\n"),
+        ("f(a)\n", "f(a, drop_last=True)\n"),
+        ("f(a, *args)\n", "f(a, *args, drop_last=True)\n"),
+        ("f(\n    a,\n    *args\n)\n", "f(\n    a,\n    *args,\n    drop_last=True\n)\n"),
+        ("f(\n    a,\n    b)\n", "f(\n    a,\n    b,\n    drop_last=True)\n"),
+        # A comment after the last argument stays after it, with or without its comma.
+        ("f(\n    a,\n    b  # last\n)\n", "f(\n    a,\n    b,  # last\n    drop_last=True\n)\n"),
+        ("f(\n    a,\n    b,  # last\n)\n", "f(\n    a,\n    b,  # last\n    drop_last=True,\n)\n"),
+        ("f(\n    a,  # first\n    b,\n)\n", "f(\n    a,  # first\n    b,\n    drop_last=True,\n)\n"),
+        # Comment lines above `)` stay above it.
+        ("f(\n    a,\n    # end\n)\n", "f(\n    a,\n    drop_last=True,\n    # end\n)\n"),
+        ("x = f(\n        a,\n    )\n", "x = f(\n        a,\n        drop_last=True,\n    )\n"),
+    ],
+    ids=[
+        "no arguments",
+        "one line",
+        "star args",
+        "star args, one a line",
+        "paren after the last",
+        "comment",
+        "comment after the comma",
+        "comment on an earlier line",
+        "comment line before the paren",
+        "indented",
+    ],
+)
+def test_set_keyword_appended_keeps_the_layout_and_comments(source, expected):
+    assert with_keyword(source) == expected
 
 
 def test_remove_keyword():

@@ -194,52 +194,76 @@ def set_keyword(call: cst.Call, name: str, value: str, only_if_missing: bool) ->
         value=new_value,
         equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
     )
+    # Before `**kwargs`: after it is legal too, but keywords first and `**` last is how
+    # calls are written (and how a reader looks for them).
+    position = next((i for i, arg in enumerate(args) if arg.star == "**"), len(args))
+    if position < len(args):
+        return _inserted_before(call, position, keyword)
     if args:
-        last = args[-1]
-        if (
-            isinstance(last.comma, cst.MaybeSentinel)
-            and isinstance(last.whitespace_after_arg, cst.ParenthesizedWhitespace)
-            and last.star != "**"
-        ):
-            # No trailing comma, `)` on a line of its own: the line break before `)`
-            # belongs to the last argument. The new argument takes it, and goes on a
-            # line of its own like the arguments before it.
-            inner = (
-                args[-2].comma.whitespace_after
-                if len(args) > 1 and isinstance(args[-2].comma, cst.Comma)
-                else call.whitespace_before_args
-            )
-            if not isinstance(inner, cst.ParenthesizedWhitespace):
-                inner = cst.SimpleWhitespace(" ")
-            args[-1] = last.with_changes(
-                comma=cst.Comma(whitespace_after=inner), whitespace_after_arg=cst.SimpleWhitespace("")
-            )
-            args.append(keyword.with_changes(whitespace_after_arg=last.whitespace_after_arg))
-        elif isinstance(last.comma, cst.MaybeSentinel):
-            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            args.append(keyword)
-        else:
-            # A trailing comma (often a call laid out one argument a line): keep that
-            # layout. The new argument takes the last comma (the one before `)`); the
-            # last argument takes the whitespace that precedes the arguments.
-            inner = (
-                args[-2].comma.whitespace_after
-                if len(args) > 1 and isinstance(args[-2].comma, cst.Comma)
-                else call.whitespace_before_args
-            )
-            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=inner))
-            args.append(keyword.with_changes(comma=last.comma))
-            return call.with_changes(args=args)
+        return _appended(call, keyword)
+    return call.with_changes(args=[keyword])
+
+
+def _space_before(call: cst.Call, position: int) -> cst.BaseParenthesizableWhitespace:
+    """The whitespace before argument ``position``: after ``(`` or the comma before it."""
+    if position == 0:
+        return call.whitespace_before_args
+    comma = call.args[position - 1].comma
+    return comma.whitespace_after if isinstance(comma, cst.Comma) else cst.SimpleWhitespace("")
+
+
+def _with_space_before(call: cst.Call, position: int, space: cst.BaseParenthesizableWhitespace) -> cst.Call:
+    if position == 0:
+        return call.with_changes(whitespace_before_args=space)
+    args = list(call.args)
+    args[position - 1] = args[position - 1].with_changes(
+        comma=args[position - 1].comma.with_changes(whitespace_after=space)
+    )
+    return call.with_changes(args=args)
+
+
+def _inserted_before(call: cst.Call, position: int, new: cst.Arg) -> cst.Call:
+    """``call`` with the argument ``new`` in front of argument ``position``, laid out
+    as that one is: on a line of its own when it starts one. The comment that ends the
+    line before stays there; the comment lines above that argument stay above it."""
+    space = _space_before(call, position)
+    if isinstance(space, cst.ParenthesizedWhitespace):
+        call = _with_space_before(call, position, space.with_changes(empty_lines=()))
+        after = space.with_changes(first_line=cst.TrailingWhitespace())
+    else:  # `f(a, **kw)`, `f(**kw)`
+        after = space if position else cst.SimpleWhitespace(" ")
+    args = list(call.args)
+    args.insert(position, new.with_changes(comma=cst.Comma(whitespace_after=after)))
+    return call.with_changes(args=args)
+
+
+def _appended(call: cst.Call, new: cst.Arg) -> cst.Call:
+    """``call`` with the argument ``new`` last. In a call laid out on several lines,
+    ``new`` goes on a line of its own at the indentation of the last argument, the
+    comment that ends the last argument's line stays after it, and ``)`` stays where it
+    was; a trailing comma stays."""
+    args = list(call.args)
+    last = args[-1]
+    has_trailing_comma = isinstance(last.comma, cst.Comma)
+    # What lies between the last argument (or its comma) and `)`.
+    closing = last.comma.whitespace_after if has_trailing_comma else last.whitespace_after_arg
+    space = _space_before(call, len(args) - 1)
+    if isinstance(space, cst.ParenthesizedWhitespace):
+        separator = space.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=())
+        if isinstance(closing, cst.ParenthesizedWhitespace) and closing.first_line.comment is not None:
+            separator = separator.with_changes(first_line=closing.first_line)
+            closing = closing.with_changes(first_line=cst.TrailingWhitespace())
     else:
-        args.append(keyword)
-    # Keyword arguments must come before ``**kwargs``.
-    star_kwargs = [a for a in args if a.star == "**"]
-    if star_kwargs and args[-1] is keyword:
-        index = args.index(star_kwargs[0])
-        args.insert(index, args.pop())
-        args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in args[:-1]] + [
-            args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        ]
+        separator = cst.SimpleWhitespace(" ")
+    whitespace_before = last.comma.whitespace_before if has_trailing_comma else cst.SimpleWhitespace("")
+    args[-1] = last.with_changes(
+        whitespace_after_arg=last.whitespace_after_arg if has_trailing_comma else cst.SimpleWhitespace(""),
+        comma=cst.Comma(whitespace_before=whitespace_before, whitespace_after=separator),
+    )
+    if has_trailing_comma:
+        args.append(new.with_changes(comma=cst.Comma(whitespace_after=closing)))
+    else:
+        args.append(new.with_changes(whitespace_after_arg=closing))
     return call.with_changes(args=args)
 
 

@@ -113,7 +113,8 @@ class ReplaceExpr:
 @dataclass(frozen=True)
 class SetKeyword:
     """Give the call at ``span`` the keyword ``name=value`` (replacing one that is
-    there, unless ``only_if_missing``)."""
+    there, unless ``only_if_missing``). A new one goes before ``**kwargs``, else last,
+    on a line of its own when the arguments are one a line."""
 
     span: Span
     name: str
