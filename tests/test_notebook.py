@@ -4,6 +4,7 @@ layout, folder walks, --add-noqa."""
 from __future__ import annotations
 
 import json
+import re
 
 import nbformat
 import pytest
@@ -161,6 +162,11 @@ def test_many_notebooks_are_checked_and_fixed_in_the_process_pool(tmp_path):
     assert len(lines) == 2 * (PARALLEL_THRESHOLD + 2) and lines[0].startswith("nb00.ipynb:cell 3:2:9: XLA104")
     fixed = run_cli("fix", "--diff", ".", cwd=tmp_path)
     assert fixed.returncode == 1 and out(fixed).count("+++ b/nb") == 2 * (PARALLEL_THRESHOLD + 2)
+    # The reports come back from the pool with where the cells' code is in each file.
+    github = run_cli("check", "--no-cache", "--output-format", "github", ".", cwd=tmp_path)
+    for i in range(PARALLEL_THRESHOLD + 2):
+        found = annotated_code(github, tmp_path / f"nb{i:02}.ipynb")
+        assert [text for text, _ in found] == ["torch.nn.Linear(4, 2).cuda()", "x.cuda()"]
 
 
 def test_syntax_errors_and_bad_notebooks_are_xla000(tmp_path):
@@ -189,7 +195,9 @@ def test_noqa_in_a_cell_and_add_noqa_round_trip(tmp_path):
     assert "Added 0 noqa directives." in again.stderr.decode() and path.read_text() == text
 
 
-def test_github_annotations_name_the_cell_not_a_file_line():
+def test_github_annotations_without_the_notebook_text_name_only_the_cell():
+    # The lines of a cell are not lines of the file: with no text to find them in, the
+    # annotation has no line (GitHub shows it on the file).
     from xlalint.linter.model import Finding, Span
     from xlalint.linter.reporters import render_github
 
@@ -197,6 +205,53 @@ def test_github_annotations_name_the_cell_not_a_file_line():
     assert render_github([finding]) == (
         "::error title=xlalint (XLA104),file=nb.ipynb::nb.ipynb:cell 3:2:9: XLA104 use torch_xla"
     )
+
+
+ANNOTATION = re.compile(
+    r"::error title=xlalint \((?P<code>XLA\d+)\),file=(?P<file>[^,]+),line=(?P<line>\d+),col=(?P<col>\d+),"
+    r"endLine=(?P<end_line>\d+),endColumn=(?P<end_col>\d+)::(?P<message>.*)"
+)
+
+
+def annotated_code(result, path) -> list[tuple[str, str]]:
+    """(the text of the notebook file each annotation on ``path`` points at, its message)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found = []
+    for line in out(result).splitlines():
+        match = ANNOTATION.fullmatch(line)
+        assert match is not None, line
+        if match["file"] != path.name:
+            continue
+        assert match["line"] == match["end_line"]
+        text = lines[int(match["line"]) - 1][int(match["col"]) - 1 : int(match["end_col"]) - 1]
+        found.append((text, match["message"]))
+    return found
+
+
+def test_github_annotations_point_at_the_code_in_the_notebook_file(tmp_path):
+    path = tmp_path / "nb.ipynb"
+    notebook(*TRAIN, path=path)
+    result = run_cli("check", "--no-cache", "--output-format", "github", "nb.ipynb", cwd=tmp_path)
+    assert result.returncode == 1
+    found = annotated_code(result, path)
+    assert [text for text, _ in found] == ["torch.nn.Linear(4, 2).cuda()", "x.cuda()"]
+    assert [message.split(": XLA")[0] for _, message in found] == ["nb.ipynb:cell 3:2:9", "nb.ipynb:cell 6:1:11"]
+
+
+def test_github_annotations_after_a_fix_point_into_the_fixed_file(tmp_path):
+    # The fix adds an import in cell 2: what is left is found on the lines of the new file.
+    path = tmp_path / "nb.ipynb"
+    notebook(
+        ("md", "# Training"),
+        ("code", "import torch\nmodel = torch.nn.Linear(4, 2).cuda()"),
+        ("code", "for x in data:\n    loss = model(torch.nonzero(x)).sum()\n    loss.backward()\n    opt.step()"),
+        path=path,
+    )
+    result = run_cli("fix", "--no-cache", "--output-format", "github", "nb.ipynb", cwd=tmp_path)
+    assert "torch_xla" in path.read_text()
+    found = annotated_code(result, path)
+    assert [text for text, _ in found] == ["torch.nonzero(x)"]
+    assert found[0][1].startswith("nb.ipynb:cell 3:2:18: XLA302 ")
 
 
 def test_stdin_notebook_is_checked(tmp_path):
