@@ -113,6 +113,47 @@ def test_fix_puts_a_needed_import_after_the_imports_not_before_pip_install(tmp_p
     )
 
 
+@pytest.mark.parametrize(
+    "first, expected",
+    [
+        ("import torch", "import torch\nimport torch_xla"),
+        ("import torch\n", "import torch\nimport torch_xla\n"),
+        ("import torch\n\n", "import torch\nimport torch_xla\n\n"),
+        ("import torch\r\n", "import torch\r\nimport torch_xla\r\n"),
+    ],
+    ids=["no line break", "a line break", "a blank line", "crlf"],
+)
+def test_an_import_added_at_the_end_of_a_cell_leaves_it_ending_as_it_did(tmp_path, first, expected):
+    # The import gets a blank line below it in the module, before the next cell's marker:
+    # that blank line is not the cell's.
+    path = tmp_path / "nb.ipynb"
+    notebook(("code", first), ("code", "x = torch.ones(2).cuda()"), path=path)
+    result = run_cli("fix", "--no-cache", "nb.ipynb", cwd=tmp_path)
+    assert result.returncode == 0, out(result) + result.stderr.decode()
+    text = path.read_text(encoding="utf-8")
+    cells = json.loads(text)["cells"]
+    assert "".join(cells[0]["source"]) == expected
+    assert "".join(cells[1]["source"]) == "x = torch.ones(2).to(torch_xla.device())"
+    nbformat.validate(nbformat.reads(text, as_version=4))
+    assert run_cli("fix", "--no-cache", "nb.ipynb", cwd=tmp_path).returncode == 0
+    assert path.read_text(encoding="utf-8") == text
+
+
+@pytest.mark.parametrize(
+    "cell, fixed, expected",
+    [
+        ("a = 1", "a = 1\n\n\n", "a = 1"),
+        ("a = 1\n", "a = 1\nb = 2\n\n", "a = 1\nb = 2\n"),
+        ("\n\n", "\n\n", "\n\n"),  # a cell of blank lines that no fix touched
+        ("torch.cuda.empty_cache()\n", "", ""),  # a cell a fix emptied
+    ],
+)
+def test_split_module_ends_each_cell_as_it_ended(cell, fixed, expected):
+    nb = Notebook(json.dumps({"cells": [{"cell_type": "code", "source": s} for s in (cell, "z = 3")]}))
+    module = f"# xlalint-notebook-cell: 1\n{fixed}# xlalint-notebook-cell: 2\nz = 3\n"
+    assert [c.text for c in split_module(module, nb.module.cells)] == [expected, "z = 3"]
+
+
 def test_an_if_a_fix_empties_is_removed_and_the_cell_stays_in_place(tmp_path):
     # The cell's marker comment is above the `if` in the module: it stays, as every
     # comment line above a removed `if` does, so the notebook is written.
