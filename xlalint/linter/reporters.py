@@ -182,8 +182,8 @@ def render_github(findings: Sequence[Finding], sources: Sources | None = None) -
 
 def notebook_file_region(finding: Finding, sources: Sources | None) -> tuple[int, int, int, int] | None:
     """Where a notebook finding is in the .ipynb file's own text: (line, column, end
-    line, end column), 1-based, the end exclusive; None when the text is not known (a
-    notebook read from stdin, or no sources)."""
+    line, end column), 1-based, the end exclusive; None when that text is not known
+    (no sources given, or a CellText built from cells, as the language server does)."""
     source = (sources or {}).get(finding.path)
     file_region = getattr(source, "file_region", None)  # a notebook's CellText
     return file_region(finding) if file_region is not None else None
