@@ -87,9 +87,82 @@ def test_set_keyword_after_a_last_argument_without_comma_keeps_the_closing_paren
     assert fixed == "loader = DataLoader(ds, drop_last=True\n)\n"
 
 
-def test_set_keyword_goes_before_double_star_kwargs():
-    fixed = apply("f(a, **kw)\n", lambda s: SetKeyword(node_span(s, call_to("f")), "b", "1"))
-    assert fixed == "f(a, b=1, **kw)\n"
+def with_keyword(source: str) -> str:
+    """``source`` with ``drop_last=True`` given to its call of ``f``, checked to parse, to
+    give the same text through the fix's edits, and to be left alone by a second pass."""
+    fixed = apply(source, lambda s: SetKeyword(node_span(s, call_to("f")), "drop_last", "True"))
+    fix = Fix("safe", "test", (SetKeyword(node_span(source, call_to("f")), "drop_last", "True"),))
+    assert apply_edits(source, fix_edits(source, fix)) == fixed
+    assert apply_fixes(fixed, [])[0] == fixed
+    return fixed
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("f(a, **kw)\n", "f(a, drop_last=True, **kw)\n"),
+        ("f(**kw)\n", "f(drop_last=True, **kw)\n"),
+        ("f(*args, **kw)\n", "f(*args, drop_last=True, **kw)\n"),
+        # The defect seen in real scripts: the new keyword was put on the line of `a`.
+        ("f(a,\n    **kw\n)\n", "f(a,\n    drop_last=True,\n    **kw\n)\n"),
+        ("f(\n    a,\n    **kw\n)\n", "f(\n    a,\n    drop_last=True,\n    **kw\n)\n"),
+        ("f(\n    a,\n    **kw,\n)\n", "f(\n    a,\n    drop_last=True,\n    **kw,\n)\n"),
+        ("f(\n    *args,\n    **kw\n)\n", "f(\n    *args,\n    drop_last=True,\n    **kw\n)\n"),
+        # The comment that ends the line before stays there, the comment lines above
+        # `**kw` and the one after it stay with it.
+        (
+            "f(\n    a,  # data\n    # options\n    **kw  # extra\n)\n",
+            "f(\n    a,  # data\n    drop_last=True,\n    # options\n    **kw  # extra\n)\n",
+        ),
+        ("f(  # options\n    **kw\n)\n", "f(  # options\n    drop_last=True,\n    **kw\n)\n"),
+    ],
+    ids=[
+        "one line",
+        "only kwargs",
+        "args and kwargs",
+        "after a first line",
+        "one a line",
+        "trailing comma",
+        "star args",
+        "comments",
+        "comment after the paren",
+    ],
+)
+def test_set_keyword_goes_before_double_star_kwargs_in_the_layout_of_the_call(source, expected):
+    assert with_keyword(source) == expected
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("f()\n", "f(drop_last=True)\n"),
+        ("f(a)\n", "f(a, drop_last=True)\n"),
+        ("f(a, *args)\n", "f(a, *args, drop_last=True)\n"),
+        ("f(\n    a,\n    *args\n)\n", "f(\n    a,\n    *args,\n    drop_last=True\n)\n"),
+        ("f(\n    a,\n    b)\n", "f(\n    a,\n    b,\n    drop_last=True)\n"),
+        # A comment after the last argument stays after it, with or without its comma.
+        ("f(\n    a,\n    b  # last\n)\n", "f(\n    a,\n    b,  # last\n    drop_last=True\n)\n"),
+        ("f(\n    a,\n    b,  # last\n)\n", "f(\n    a,\n    b,  # last\n    drop_last=True,\n)\n"),
+        ("f(\n    a,  # first\n    b,\n)\n", "f(\n    a,  # first\n    b,\n    drop_last=True,\n)\n"),
+        # Comment lines above `)` stay above it.
+        ("f(\n    a,\n    # end\n)\n", "f(\n    a,\n    drop_last=True,\n    # end\n)\n"),
+        ("x = f(\n        a,\n    )\n", "x = f(\n        a,\n        drop_last=True,\n    )\n"),
+    ],
+    ids=[
+        "no arguments",
+        "one line",
+        "star args",
+        "star args, one a line",
+        "paren after the last",
+        "comment",
+        "comment after the comma",
+        "comment on an earlier line",
+        "comment line before the paren",
+        "indented",
+    ],
+)
+def test_set_keyword_appended_keeps_the_layout_and_comments(source, expected):
+    assert with_keyword(source) == expected
 
 
 def test_remove_keyword():
@@ -113,11 +186,161 @@ def test_insert_and_remove_statements():
     assert fixed == "for x in y:\n    scaler.unscale_(opt)\n    # clip\n    clip(p)\n"
 
 
-def test_removing_the_only_statement_leaves_pass():
-    fixed = apply(
-        "if c:\n    torch.cuda.empty_cache()\n", lambda s: RemoveStatement(node_span(s, call_to("empty_cache")))
+def removed(source: str, *names: str) -> str:
+    """``source`` without the statements that call ``names`` (one fix each, one pass),
+    checked to parse, to give the same text through the fixes' edits when there is one
+    fix, and to be left alone by a second pass."""
+    source = textwrap.dedent(source)
+    calls = [node for node in ast.walk(ast.parse(source)) if any(call_to(name)(node) for name in names)]
+    fixes = [Fix("safe", "remove", (RemoveStatement(Span.of(call, source.splitlines())),)) for call in calls]
+    fixed, applied = apply_fixes(source, fixes)
+    assert applied == fixes
+    ast.parse(fixed)
+    if len(fixes) == 1:
+        assert apply_edits(source, fix_edits(source, fixes[0])) == fixed
+    assert apply_fixes(fixed, [])[0] == fixed
+    return fixed
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        # The imagenet example's shape, with nothing else in the `if`: the `if` goes.
+        (
+            "if args.gpu is not None:\n    torch.cuda.set_device(args.gpu)\nmodel = Net()\n",
+            "model = Net()\n",
+        ),
+        # Two fixes of one pass empty the block between them.
+        (
+            "def f(x, y):\n    if x is not None and y:\n        x.record_stream(s)\n        y.record_stream(s)\n"
+            "    return x\n",
+            "def f(x, y):\n    return x\n",
+        ),
+        ("if not cfg.flags['cuda'] or n > 1:\n    torch.cuda.empty_cache()\nx = 1\n", "x = 1\n"),
+        ("if (a.b[0] == -1) is True:\n    torch.cuda.empty_cache()\nx = 1\n", "x = 1\n"),
+    ],
+    ids=["is not None", "two removals", "boolean ops and a subscript", "constants"],
+)
+def test_an_if_that_a_removal_leaves_doing_nothing_is_removed(source, expected):
+    assert removed(source, "set_device", "record_stream", "empty_cache") == expected
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        # The imagenet example: only `set_device` goes, the `if` still does something.
+        (
+            "if args.gpu is not None:\n    torch.cuda.set_device(args.gpu)\n    model = model.cuda(args.gpu)\n",
+            "if args.gpu is not None:\n    model = model.cuda(args.gpu)\n",
+        ),
+        # A test that may have effects is still evaluated.
+        ("if ready():\n    torch.cuda.empty_cache()\n", "if ready():\n    pass\n"),
+        ("if (n := len(xs)) > 1:\n    torch.cuda.empty_cache()\n", "if (n := len(xs)) > 1:\n    pass\n"),
+        ("if f'{x}':\n    torch.cuda.empty_cache()\n", "if f'{x}':\n    pass\n"),
+        # An `if` with an `else` keeps its (empty) body.
+        ("if c:\n    torch.cuda.empty_cache()\nelse:\n    g()\n", "if c:\n    pass\nelse:\n    g()\n"),
+        ("if a:\n    f()\nelif b:\n    torch.cuda.empty_cache()\nelse:\n    g()\n", None),
+        # Loops, `with`, `try` and `def` keep their bodies.
+        ("for x in xs:\n    torch.cuda.empty_cache()\n", "for x in xs:\n    pass\n"),
+        ("while c:\n    torch.cuda.empty_cache()\n", "while c:\n    pass\n"),
+        ("with lock:\n    torch.cuda.empty_cache()\n", "with lock:\n    pass\n"),
+        ("try:\n    torch.cuda.empty_cache()\nexcept E:\n    g()\n", "try:\n    pass\nexcept E:\n    g()\n"),
+        ("def f():\n    torch.cuda.empty_cache()\n", "def f():\n    pass\n"),
+        # A block that the removed `if` leaves empty is judged the same way.
+        ("for b in xs:\n    if b is not None:\n        b.record_stream(s)\n", "for b in xs:\n    pass\n"),
+        ("x = 0\nif a:\n    if b is not None:\n        b.record_stream(s)\nx = 1\n", "x = 0\nx = 1\n"),
+        ("if a.ok():\n    if b:\n        b.record_stream(s)\n", "if a.ok():\n    pass\n"),
+        # A `pass` the user wrote is theirs.
+        ("if c:\n    pass\ntorch.cuda.empty_cache()\nx = 1\n", "if c:\n    pass\nx = 1\n"),
+    ],
+    ids=[
+        "imagenet",
+        "call",
+        "walrus",
+        "f-string",
+        "else",
+        "elif with else",
+        "for",
+        "while",
+        "with",
+        "try",
+        "def",
+        "if in a loop",
+        "nested ifs",
+        "nested under a call",
+        "the user's pass",
+    ],
+)
+def test_a_removal_keeps_an_if_that_still_does_something_and_other_blocks(source, expected):
+    if expected is None:  # the `elif` stays: the `else` after it needs it
+        expected = source.replace("    torch.cuda.empty_cache()", "    pass")
+    assert removed(source, "set_device", "record_stream", "empty_cache") == expected
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("if c:\n    f()\nelse:\n    torch.cuda.empty_cache()\nx = 1\n", "if c:\n    f()\nx = 1\n"),
+        ("if a:\n    f()\nelif b:\n    torch.cuda.empty_cache()\n", "if a:\n    f()\n"),
+        ("if a:\n    f()\nelif b:\n    g()\nelse:  # fallback\n    torch.cuda.empty_cache()\n", None),
+        ("for x in xs:\n    f(x)\nelse:\n    torch.cuda.empty_cache()\n", "for x in xs:\n    f(x)\n"),
+        (
+            "try:\n    f()\nexcept E:\n    g()\nelse:\n    torch.cuda.empty_cache()\n",
+            "try:\n    f()\nexcept E:\n    g()\n",
+        ),
+        # A call in an `elif` test is still evaluated: only its body is emptied.
+        ("if a:\n    f()\nelif b():\n    torch.cuda.empty_cache()\n", "if a:\n    f()\nelif b():\n    pass\n"),
+    ],
+    ids=["if else", "elif", "else after elif", "for else", "try else", "elif with a call"],
+)
+def test_an_else_or_elif_left_empty_is_dropped(source, expected):
+    if expected is None:
+        expected = "if a:\n    f()\nelif b:\n    g()\n"
+    assert removed(source, "empty_cache") == expected
+
+
+def test_the_comments_above_a_removed_if_stay_and_those_inside_it_go():
+    # As a removed statement takes the comment lines above it, the `if` takes what is in
+    # it (its header's comment, its body's); the lines above it were not in it, and stay
+    # above what follows (in a notebook, a cell's marker is one of them).
+    source = """\
+        def f(x):
+            y = x + 1
+
+            # on the copy stream
+            if x is not None:  # a batch is ready
+                # keep x alive until the copy is done
+                x.record_stream(s)
+                # (the allocator would reuse it)
+
+            return y
+        """
+    assert removed(source, "record_stream") == textwrap.dedent(
+        """\
+        def f(x):
+            y = x + 1
+
+            # on the copy stream
+
+            return y
+        """
     )
-    assert fixed == "if c:\n    pass\n"
+    source = "def f(x):\n    # on the copy stream\n    if x is not None:\n        x.record_stream(s)\n# end\n"
+    assert removed(source, "record_stream") == "def f(x):\n    # on the copy stream\n    pass\n# end\n"
+    source = "y = 1\nif x is not None:\n    x.record_stream(s)\n# the last comment\n"
+    assert removed(source, "record_stream") == "y = 1\n# the last comment\n"
+    source = "y = 1\n# copy\nif x is not None:\n    x.record_stream(s)\n"
+    assert removed(source, "record_stream") == "y = 1\n# copy\n"
+
+
+def test_an_if_emptied_next_to_inserted_statements_keeps_them():
+    source = "if gpu is not None:\n    torch.cuda.set_device(gpu)\nx = 1\n"
+    fixed = apply(
+        source,
+        lambda s: RemoveStatement(node_span(s, call_to("set_device"))),
+        lambda s: InsertStatement(node_span(s, lambda n: isinstance(n, ast.If)), "setup()", "before"),
+    )
+    assert fixed == "setup()\nx = 1\n"
 
 
 def test_move_statement_keeps_its_comment():

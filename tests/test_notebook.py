@@ -4,6 +4,7 @@ layout, folder walks, --add-noqa."""
 from __future__ import annotations
 
 import json
+import re
 
 import nbformat
 import pytest
@@ -112,6 +113,65 @@ def test_fix_puts_a_needed_import_after_the_imports_not_before_pip_install(tmp_p
     )
 
 
+@pytest.mark.parametrize(
+    "first, expected",
+    [
+        ("import torch", "import torch\nimport torch_xla"),
+        ("import torch\n", "import torch\nimport torch_xla\n"),
+        ("import torch\n\n", "import torch\nimport torch_xla\n\n"),
+        ("import torch\r\n", "import torch\r\nimport torch_xla\r\n"),
+    ],
+    ids=["no line break", "a line break", "a blank line", "crlf"],
+)
+def test_an_import_added_at_the_end_of_a_cell_leaves_it_ending_as_it_did(tmp_path, first, expected):
+    # The import gets a blank line below it in the module, before the next cell's marker:
+    # that blank line is not the cell's.
+    path = tmp_path / "nb.ipynb"
+    notebook(("code", first), ("code", "x = torch.ones(2).cuda()"), path=path)
+    result = run_cli("fix", "--no-cache", "nb.ipynb", cwd=tmp_path)
+    assert result.returncode == 0, out(result) + result.stderr.decode()
+    text = path.read_text(encoding="utf-8")
+    cells = json.loads(text)["cells"]
+    assert "".join(cells[0]["source"]) == expected
+    assert "".join(cells[1]["source"]) == "x = torch.ones(2).to(torch_xla.device())"
+    nbformat.validate(nbformat.reads(text, as_version=4))
+    assert run_cli("fix", "--no-cache", "nb.ipynb", cwd=tmp_path).returncode == 0
+    assert path.read_text(encoding="utf-8") == text
+
+
+@pytest.mark.parametrize(
+    "cell, fixed, expected",
+    [
+        ("a = 1", "a = 1\n\n\n", "a = 1"),
+        ("a = 1\n", "a = 1\nb = 2\n\n", "a = 1\nb = 2\n"),
+        ("\n\n", "\n\n", "\n\n"),  # a cell of blank lines that no fix touched
+        ("torch.cuda.empty_cache()\n", "", ""),  # a cell a fix emptied
+    ],
+)
+def test_split_module_ends_each_cell_as_it_ended(cell, fixed, expected):
+    nb = Notebook(json.dumps({"cells": [{"cell_type": "code", "source": s} for s in (cell, "z = 3")]}))
+    module = f"# xlalint-notebook-cell: 1\n{fixed}# xlalint-notebook-cell: 2\nz = 3\n"
+    assert [c.text for c in split_module(module, nb.module.cells)] == [expected, "z = 3"]
+
+
+def test_an_if_a_fix_empties_is_removed_and_the_cell_stays_in_place(tmp_path):
+    # The cell's marker comment is above the `if` in the module: it stays, as every
+    # comment line above a removed `if` does, so the notebook is written.
+    path = tmp_path / "nb.ipynb"
+    notebook(
+        ("code", "import torch\nimport argparse\nargs = argparse.Namespace(gpu=0)"),
+        ("code", "if args.gpu is not None:\n    torch.cuda.set_device(args.gpu)"),
+        ("code", "if args.gpu is not None:\n    torch.cuda.set_device(args.gpu)\nmodel = torch.nn.Linear(2, 2)"),
+        path=path,
+    )
+    result = run_cli("fix", "--no-cache", "nb.ipynb", cwd=tmp_path)
+    assert result.returncode == 0, out(result) + result.stderr.decode()
+    cells = nbformat.reads(path.read_text(), as_version=4).cells
+    assert [cell.source for cell in cells[1:]] == ["", "model = torch.nn.Linear(2, 2)"]
+    text = path.read_text()
+    assert run_cli("fix", "--no-cache", "nb.ipynb", cwd=tmp_path).returncode == 0 and path.read_text() == text
+
+
 def test_diff_shows_changed_cells_and_writes_nothing(tmp_path):
     path = tmp_path / "nb.ipynb"
     before = notebook(*TRAIN, path=path)
@@ -143,6 +203,11 @@ def test_many_notebooks_are_checked_and_fixed_in_the_process_pool(tmp_path):
     assert len(lines) == 2 * (PARALLEL_THRESHOLD + 2) and lines[0].startswith("nb00.ipynb:cell 3:2:9: XLA104")
     fixed = run_cli("fix", "--diff", ".", cwd=tmp_path)
     assert fixed.returncode == 1 and out(fixed).count("+++ b/nb") == 2 * (PARALLEL_THRESHOLD + 2)
+    # The reports come back from the pool with where the cells' code is in each file.
+    github = run_cli("check", "--no-cache", "--output-format", "github", ".", cwd=tmp_path)
+    for i in range(PARALLEL_THRESHOLD + 2):
+        found = annotated_code(github, tmp_path / f"nb{i:02}.ipynb")
+        assert [text for text, _ in found] == ["torch.nn.Linear(4, 2).cuda()", "x.cuda()"]
 
 
 def test_syntax_errors_and_bad_notebooks_are_xla000(tmp_path):
@@ -171,7 +236,9 @@ def test_noqa_in_a_cell_and_add_noqa_round_trip(tmp_path):
     assert "Added 0 noqa directives." in again.stderr.decode() and path.read_text() == text
 
 
-def test_github_annotations_name_the_cell_not_a_file_line():
+def test_github_annotations_without_the_notebook_text_name_only_the_cell():
+    # The lines of a cell are not lines of the file: with no text to find them in, the
+    # annotation has no line (GitHub shows it on the file).
     from xlalint.linter.model import Finding, Span
     from xlalint.linter.reporters import render_github
 
@@ -179,6 +246,53 @@ def test_github_annotations_name_the_cell_not_a_file_line():
     assert render_github([finding]) == (
         "::error title=xlalint (XLA104),file=nb.ipynb::nb.ipynb:cell 3:2:9: XLA104 use torch_xla"
     )
+
+
+ANNOTATION = re.compile(
+    r"::error title=xlalint \((?P<code>XLA\d+)\),file=(?P<file>[^,]+),line=(?P<line>\d+),col=(?P<col>\d+),"
+    r"endLine=(?P<end_line>\d+),endColumn=(?P<end_col>\d+)::(?P<message>.*)"
+)
+
+
+def annotated_code(result, path) -> list[tuple[str, str]]:
+    """(the text of the notebook file each annotation on ``path`` points at, its message)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    found = []
+    for line in out(result).splitlines():
+        match = ANNOTATION.fullmatch(line)
+        assert match is not None, line
+        if match["file"] != path.name:
+            continue
+        assert match["line"] == match["end_line"]
+        text = lines[int(match["line"]) - 1][int(match["col"]) - 1 : int(match["end_col"]) - 1]
+        found.append((text, match["message"]))
+    return found
+
+
+def test_github_annotations_point_at_the_code_in_the_notebook_file(tmp_path):
+    path = tmp_path / "nb.ipynb"
+    notebook(*TRAIN, path=path)
+    result = run_cli("check", "--no-cache", "--output-format", "github", "nb.ipynb", cwd=tmp_path)
+    assert result.returncode == 1
+    found = annotated_code(result, path)
+    assert [text for text, _ in found] == ["torch.nn.Linear(4, 2).cuda()", "x.cuda()"]
+    assert [message.split(": XLA")[0] for _, message in found] == ["nb.ipynb:cell 3:2:9", "nb.ipynb:cell 6:1:11"]
+
+
+def test_github_annotations_after_a_fix_point_into_the_fixed_file(tmp_path):
+    # The fix adds an import in cell 2: what is left is found on the lines of the new file.
+    path = tmp_path / "nb.ipynb"
+    notebook(
+        ("md", "# Training"),
+        ("code", "import torch\nmodel = torch.nn.Linear(4, 2).cuda()"),
+        ("code", "for x in data:\n    loss = model(torch.nonzero(x)).sum()\n    loss.backward()\n    opt.step()"),
+        path=path,
+    )
+    result = run_cli("fix", "--no-cache", "--output-format", "github", "nb.ipynb", cwd=tmp_path)
+    assert "torch_xla" in path.read_text()
+    found = annotated_code(result, path)
+    assert [text for text, _ in found] == ["torch.nonzero(x)"]
+    assert found[0][1].startswith("nb.ipynb:cell 3:2:18: XLA302 ")
 
 
 def test_stdin_notebook_is_checked(tmp_path):

@@ -212,15 +212,15 @@ def _run(
     elif statistics:
         print(reporters.statistics(findings, unsafe, as_json=fmt == "json"), file=out)
     else:
-        # Edits are computed on the text the remaining findings were found in: after a
-        # fix, that is the fixed text.
+        # Edits (and a notebook's positions in its file) are computed on the text the
+        # remaining findings were found in: after a fix, that is the fixed text.
         sources = (
             {
                 r.path: r.fixed_source if r.fixed_source is not None else r.source
                 for r in reports
                 if r.source is not None
             }
-            if fmt in ("json", "json-lines", "sarif")
+            if fmt in ("json", "json-lines", "sarif", "github")
             else None
         )
         rendered = reporters.render(fmt, findings, sources=sources, unsafe=unsafe)

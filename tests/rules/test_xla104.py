@@ -314,9 +314,9 @@ def test_streams_go_with_every_use_and_timing_events_say_why_they_stay():
     assert not methods & {"wait_stream", "wait_event", "record_stream", "synchronize", "stream", "device"}
     assert "xm.wait_device_ops" in called
     remaining = [f for f in result.remaining if f.code == CODE]
-    assert [f.span.line for f in remaining] == [37, 38]
+    assert [f.span.line for f in remaining] == [35, 36]
     assert all(
-        "line 54 uses it in a way the fix cannot rewrite (`return start.elapsed_time(end)`)" in f.message
+        "line 52 uses it in a way the fix cannot rewrite (`return start.elapsed_time(end)`)" in f.message
         for f in remaining
     )
 

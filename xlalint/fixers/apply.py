@@ -194,52 +194,76 @@ def set_keyword(call: cst.Call, name: str, value: str, only_if_missing: bool) ->
         value=new_value,
         equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
     )
+    # Before `**kwargs`: after it is legal too, but keywords first and `**` last is how
+    # calls are written (and how a reader looks for them).
+    position = next((i for i, arg in enumerate(args) if arg.star == "**"), len(args))
+    if position < len(args):
+        return _inserted_before(call, position, keyword)
     if args:
-        last = args[-1]
-        if (
-            isinstance(last.comma, cst.MaybeSentinel)
-            and isinstance(last.whitespace_after_arg, cst.ParenthesizedWhitespace)
-            and last.star != "**"
-        ):
-            # No trailing comma, `)` on a line of its own: the line break before `)`
-            # belongs to the last argument. The new argument takes it, and goes on a
-            # line of its own like the arguments before it.
-            inner = (
-                args[-2].comma.whitespace_after
-                if len(args) > 1 and isinstance(args[-2].comma, cst.Comma)
-                else call.whitespace_before_args
-            )
-            if not isinstance(inner, cst.ParenthesizedWhitespace):
-                inner = cst.SimpleWhitespace(" ")
-            args[-1] = last.with_changes(
-                comma=cst.Comma(whitespace_after=inner), whitespace_after_arg=cst.SimpleWhitespace("")
-            )
-            args.append(keyword.with_changes(whitespace_after_arg=last.whitespace_after_arg))
-        elif isinstance(last.comma, cst.MaybeSentinel):
-            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            args.append(keyword)
-        else:
-            # A trailing comma (often a call laid out one argument a line): keep that
-            # layout. The new argument takes the last comma (the one before `)`); the
-            # last argument takes the whitespace that precedes the arguments.
-            inner = (
-                args[-2].comma.whitespace_after
-                if len(args) > 1 and isinstance(args[-2].comma, cst.Comma)
-                else call.whitespace_before_args
-            )
-            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=inner))
-            args.append(keyword.with_changes(comma=last.comma))
-            return call.with_changes(args=args)
+        return _appended(call, keyword)
+    return call.with_changes(args=[keyword])
+
+
+def _space_before(call: cst.Call, position: int) -> cst.BaseParenthesizableWhitespace:
+    """The whitespace before argument ``position``: after ``(`` or the comma before it."""
+    if position == 0:
+        return call.whitespace_before_args
+    comma = call.args[position - 1].comma
+    return comma.whitespace_after if isinstance(comma, cst.Comma) else cst.SimpleWhitespace("")
+
+
+def _with_space_before(call: cst.Call, position: int, space: cst.BaseParenthesizableWhitespace) -> cst.Call:
+    if position == 0:
+        return call.with_changes(whitespace_before_args=space)
+    args = list(call.args)
+    args[position - 1] = args[position - 1].with_changes(
+        comma=args[position - 1].comma.with_changes(whitespace_after=space)
+    )
+    return call.with_changes(args=args)
+
+
+def _inserted_before(call: cst.Call, position: int, new: cst.Arg) -> cst.Call:
+    """``call`` with the argument ``new`` in front of argument ``position``, laid out
+    as that one is: on a line of its own when it starts one. The comment that ends the
+    line before stays there; the comment lines above that argument stay above it."""
+    space = _space_before(call, position)
+    if isinstance(space, cst.ParenthesizedWhitespace):
+        call = _with_space_before(call, position, space.with_changes(empty_lines=()))
+        after = space.with_changes(first_line=cst.TrailingWhitespace())
+    else:  # `f(a, **kw)`, `f(**kw)`
+        after = space if position else cst.SimpleWhitespace(" ")
+    args = list(call.args)
+    args.insert(position, new.with_changes(comma=cst.Comma(whitespace_after=after)))
+    return call.with_changes(args=args)
+
+
+def _appended(call: cst.Call, new: cst.Arg) -> cst.Call:
+    """``call`` with the argument ``new`` last. In a call laid out on several lines,
+    ``new`` goes on a line of its own at the indentation of the last argument, the
+    comment that ends the last argument's line stays after it, and ``)`` stays where it
+    was; a trailing comma stays."""
+    args = list(call.args)
+    last = args[-1]
+    has_trailing_comma = isinstance(last.comma, cst.Comma)
+    # What lies between the last argument (or its comma) and `)`.
+    closing = last.comma.whitespace_after if has_trailing_comma else last.whitespace_after_arg
+    space = _space_before(call, len(args) - 1)
+    if isinstance(space, cst.ParenthesizedWhitespace):
+        separator = space.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=())
+        if isinstance(closing, cst.ParenthesizedWhitespace) and closing.first_line.comment is not None:
+            separator = separator.with_changes(first_line=closing.first_line)
+            closing = closing.with_changes(first_line=cst.TrailingWhitespace())
     else:
-        args.append(keyword)
-    # Keyword arguments must come before ``**kwargs``.
-    star_kwargs = [a for a in args if a.star == "**"]
-    if star_kwargs and args[-1] is keyword:
-        index = args.index(star_kwargs[0])
-        args.insert(index, args.pop())
-        args = [a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))) for a in args[:-1]] + [
-            args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        ]
+        separator = cst.SimpleWhitespace(" ")
+    whitespace_before = last.comma.whitespace_before if has_trailing_comma else cst.SimpleWhitespace("")
+    args[-1] = last.with_changes(
+        whitespace_after_arg=last.whitespace_after_arg if has_trailing_comma else cst.SimpleWhitespace(""),
+        comma=cst.Comma(whitespace_before=whitespace_before, whitespace_after=separator),
+    )
+    if has_trailing_comma:
+        args.append(new.with_changes(comma=cst.Comma(whitespace_after=closing)))
+    else:
+        args.append(new.with_changes(whitespace_after_arg=closing))
     return call.with_changes(args=args)
 
 
@@ -390,12 +414,27 @@ class _Touch:
 
 
 class _Rewriter(cst.CSTTransformer):
+    """Carries out a plan. A block its removals empty gets ``pass``, unless the block is
+    the body of an ``if`` that then does nothing (no ``else``, a test without effects):
+    that ``if`` goes too, and an ``else`` left with nothing to do is dropped."""
+
     def __init__(self, plan: _Plan):
         super().__init__()
         self.plan = plan
+        # The `pass` lines put in blocks this rewrite emptied (never one the user wrote).
+        self.fillers: set[cst.SimpleStatementLine] = set()
+        # Stand-ins for the `if` statements removed as empty: the block that holds one
+        # drops it and gives its comment lines to the statement that follows.
+        self.stand_ins: set[cst.SimpleStatementLine] = set()
+        # `elif` clauses: an `if` in another's `orelse`, not a statement of a block.
+        self.elifs: set[cst.If] = set()
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        return node in self.plan.ancestors
+        if node not in self.plan.ancestors:
+            return False
+        if isinstance(node, cst.If) and isinstance(node.orelse, cst.If):
+            self.elifs.add(node.orelse)
+        return True
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
         plan = self.plan
@@ -411,6 +450,11 @@ class _Rewriter(cst.CSTTransformer):
                 replacement, footer = unwrap_with(node)
                 if footer:
                     plan.trailing[replacement[-1]] = footer
+        if isinstance(node, (cst.If, cst.For, cst.While, cst.Try, cst.TryStar)):
+            node = self._without_emptied_else(node)
+        collapse = isinstance(node, cst.If) and self._does_nothing(node)
+        if collapse and original_node in self.elifs:
+            return cst.RemoveFromParent()  # the `elif` clause goes: its `if` has no `orelse` now
         if isinstance(original_node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             before = plan.before.get(original_node, [])
             if before and before[0] not in plan.moved:
@@ -421,17 +465,92 @@ class _Rewriter(cst.CSTTransformer):
             after = plan.after.get(original_node, [])
             if original_node in plan.remove:
                 keep = []
+            elif collapse:
+                keep = [self._stand_in(node)]
             else:
                 keep = replacement if replacement is not None else [node]
-            if before or after or not keep or replacement is not None:
+            if before or after or not keep or replacement is not None or collapse:
                 if not (before or after or keep):
                     return cst.RemoveFromParent()
                 return cst.FlattenSentinel([*before, *keep, *after])
-        if isinstance(node, (cst.IndentedBlock, cst.Module)) and plan.trailing:
-            node = _place_trailing_lines(node, plan.trailing)
+        if isinstance(node, (cst.IndentedBlock, cst.Module)):
+            if plan.trailing:
+                node = _place_trailing_lines(node, plan.trailing)
+            if self.stand_ins:
+                node = self._without_stand_ins(node)
         if isinstance(node, cst.IndentedBlock) and not node.body:
-            return node.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+            return node.with_changes(body=[self._filler()])
         return node
+
+    def _filler(self, leading_lines: Sequence[cst.EmptyLine] = ()) -> cst.SimpleStatementLine:
+        filler = cst.SimpleStatementLine([cst.Pass()], leading_lines=leading_lines)
+        self.fillers.add(filler)
+        return filler
+
+    def _emptied(self, block: cst.BaseSuite) -> bool:
+        """Whether this rewrite took every statement out of ``block``."""
+        return isinstance(block, cst.IndentedBlock) and len(block.body) == 1 and block.body[0] in self.fillers
+
+    def _does_nothing(self, statement: cst.If) -> bool:
+        return statement.orelse is None and self._emptied(statement.body) and _has_no_effects(statement.test)
+
+    def _without_emptied_else(self, statement: cst.CSTNode) -> cst.CSTNode:
+        orelse = getattr(statement, "orelse", None)
+        if isinstance(orelse, cst.Else) and self._emptied(orelse.body):
+            return statement.with_changes(orelse=None)
+        return statement
+
+    def _stand_in(self, statement: cst.If) -> cst.SimpleStatementLine:
+        """What stands for a removed ``if`` until its block drops it: the comment lines
+        above the ``if`` (not the blank lines after the last of them), which stay where
+        it was. What was inside it (its header's comment, its body's) goes with it."""
+        lines = list(statement.leading_lines)
+        while lines and lines[-1].comment is None:
+            lines.pop()
+        stand_in = cst.SimpleStatementLine([cst.Pass()], leading_lines=lines)
+        self.stand_ins.add(stand_in)
+        return stand_in
+
+    def _without_stand_ins(self, block: cst.IndentedBlock | cst.Module) -> cst.IndentedBlock | cst.Module:
+        if not any(statement in self.stand_ins for statement in block.body):
+            return block
+        body: list[cst.BaseStatement] = []
+        carried: list[cst.EmptyLine] = []  # comment lines of removed `if`s, for what follows
+        for statement in block.body:
+            if statement in self.stand_ins:
+                carried.extend(statement.leading_lines)
+                continue
+            if carried:
+                statement = statement.with_changes(leading_lines=[*carried, *statement.leading_lines])
+                carried = []
+            body.append(statement)
+        if body or isinstance(block, cst.Module):
+            return block.with_changes(body=body, footer=[*carried, *block.footer])
+        return block.with_changes(body=[self._filler(carried)])
+
+
+def _has_no_effects(test: cst.BaseExpression) -> bool:
+    """Whether evaluating ``test`` only reads: names, constants, attributes and
+    subscripts of those, comparisons, ``not`` and boolean operators (no call, no
+    ``:=``, no ``await``, no f-string)."""
+    if isinstance(test, (cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.Ellipsis)):
+        return True
+    if isinstance(test, cst.ConcatenatedString):
+        return _has_no_effects(test.left) and _has_no_effects(test.right)
+    if isinstance(test, cst.Attribute):
+        return _has_no_effects(test.value)
+    if isinstance(test, cst.Subscript):
+        return _has_no_effects(test.value) and all(
+            m.matches(element, m.SubscriptElement(slice=m.Index(star=None))) and _has_no_effects(element.slice.value)
+            for element in test.slice
+        )
+    if isinstance(test, cst.Comparison):
+        return _has_no_effects(test.left) and all(_has_no_effects(target.comparator) for target in test.comparisons)
+    if isinstance(test, cst.BooleanOperation):
+        return _has_no_effects(test.left) and _has_no_effects(test.right)
+    if isinstance(test, cst.UnaryOperation):
+        return _has_no_effects(test.expression)
+    return False
 
 
 _STATEMENT = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
@@ -783,7 +902,10 @@ class _EditMaker:
             if isinstance(block, cst.IndentedBlock)
         ]
         old = _render([region], indents, module)
-        result = region.visit(_Rewriter(plan))
+        rewriter = _Rewriter(plan)
+        result = region.visit(rewriter)
+        if rewriter.fillers or rewriter.stand_ins:
+            return None  # an emptied block: what it empties may lie outside the region
         if isinstance(result, cst.FlattenSentinel):
             new_nodes = list(result.nodes)
         elif isinstance(result, cst.RemovalSentinel):

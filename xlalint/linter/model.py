@@ -113,7 +113,8 @@ class ReplaceExpr:
 @dataclass(frozen=True)
 class SetKeyword:
     """Give the call at ``span`` the keyword ``name=value`` (replacing one that is
-    there, unless ``only_if_missing``)."""
+    there, unless ``only_if_missing``). A new one goes before ``**kwargs``, else last,
+    on a line of its own when the arguments are one a line."""
 
     span: Span
     name: str
@@ -142,8 +143,12 @@ class InsertStatement:
 
 @dataclass(frozen=True)
 class RemoveStatement:
-    """Remove the statement that contains ``span`` (``pass`` stands in for the last
-    statement of a block)."""
+    """Remove the statement that contains ``span``, with the comment lines above it.
+
+    A block left empty gets ``pass``; but an ``if`` left with nothing to do (an empty
+    body, no ``else``, a test that only reads names, attributes, subscripts and
+    constants) is removed too, its block then judged the same way, and an ``else``
+    left empty is dropped. The comment lines above a removed ``if`` stay where it was."""
 
     span: Span
 

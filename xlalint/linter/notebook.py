@@ -458,16 +458,22 @@ def split_module(module: str, original: tuple[CellSource, ...]) -> list[CellSour
     cells = []
     for number in order:
         old = by_number[number]
-        python = "".join(chunks[number])
-        if not old.python.endswith("\n") and python.endswith("\n"):
-            python = python[: -len(_trailing_newline(python))]
+        python = _ending_as(old.python, "".join(chunks[number]))
         text = _restore_magics(python, old.magics)
         cells.append(CellSource(number, text, python, old.magics))
     return cells
 
 
-def _trailing_newline(text: str) -> str:
-    return "\r\n" if text.endswith("\r\n") else text[-1]
+def _ending_as(old: str, new: str) -> str:
+    """``new``, the code of a cell cut from the module, ending as ``old`` did: with the
+    same line breaks after its last line, or none. The module ends every cell with a
+    line break, and a fix may leave blank lines before the next cell's marker (an import
+    added at the end of the first cell gets one below it): none of that is the cell's.
+    A cell a fix emptied is empty."""
+    body, old_body = new.rstrip("\r\n"), old.rstrip("\r\n")
+    if not body and old_body:
+        return ""
+    return body + old[len(old_body) :]
 
 
 def _restore_magics(python: str, magics: tuple[str, ...]) -> str:

@@ -164,15 +164,29 @@ def _github_escape(value: str, prop: bool = False) -> str:
     return value
 
 
-def render_github(findings: Sequence[Finding]) -> str:
+def render_github(findings: Sequence[Finding], sources: Sources | None = None) -> str:
+    """GitHub workflow commands. GitHub places an annotation on the file as it is on
+    disk: a notebook finding gets the lines of the .ipynb's JSON text (as SARIF does),
+    none when that text is not known; its message names the cell and the line in it."""
     lines = []
     for f in findings:
         s = f.span
         props = f"title={_github_escape(f'xlalint ({f.code})', True)},file={_github_escape(f.path, True)}"
-        if f.cell is None:  # lines in a notebook's cell are not lines of the file
-            props += f",line={s.line},col={s.col + 1},endLine={s.end_line},endColumn={s.end_col + 1}"
+        region = (s.line, s.col + 1, s.end_line, s.end_col + 1) if f.cell is None else notebook_file_region(f, sources)
+        if region is not None:
+            line, column, end_line, end_column = region
+            props += f",line={line},col={column},endLine={end_line},endColumn={end_column}"
         lines.append(f"::error {props}::{_github_escape(f'{location(f)}: {f.code} {f.message}')}")
     return "\n".join(lines)
+
+
+def notebook_file_region(finding: Finding, sources: Sources | None) -> tuple[int, int, int, int] | None:
+    """Where a notebook finding is in the .ipynb file's own text: (line, column, end
+    line, end column), 1-based, the end exclusive; None when that text is not known
+    (no sources given, or a CellText built from cells, as the language server does)."""
+    source = (sources or {}).get(finding.path)
+    file_region = getattr(source, "file_region", None)  # a notebook's CellText
+    return file_region(finding) if file_region is not None else None
 
 
 def _rule_docs() -> list[dict]:
@@ -223,7 +237,7 @@ def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
     results = []
     for f in findings:
         if f.cell is not None:
-            result = _sarif_notebook_result(f, (sources or {}).get(f.path))
+            result = _sarif_notebook_result(f, sources)
         else:
             s = f.span
             region = {"startLine": s.line, "startColumn": s.col + 1, "endLine": s.end_line, "endColumn": s.end_col + 1}
@@ -281,7 +295,7 @@ def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
     return json.dumps(log, indent=2)
 
 
-def _sarif_notebook_result(finding: Finding, source: str | None) -> dict:
+def _sarif_notebook_result(finding: Finding, sources: Sources | None) -> dict:
     """A notebook finding's message and location. Viewers (GitHub code scanning) show
     the region on the file as it is on disk, so the region is in the .ipynb's JSON
     text: the line of the cell's ``source`` string that holds the code, the column
@@ -290,8 +304,7 @@ def _sarif_notebook_result(finding: Finding, source: str | None) -> dict:
     s = finding.span
     cell_region = {"startLine": s.line, "startColumn": s.col + 1, "endLine": s.end_line, "endColumn": s.end_col + 1}
     physical: dict = {"artifactLocation": {"uri": _sarif_uri(finding.path)}}
-    file_region = getattr(source, "file_region", None)
-    region = file_region(finding) if file_region is not None else None
+    region = notebook_file_region(finding, sources)
     if region is not None:
         line, column, end_line, end_column = region
         physical["region"] = {"startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column}
@@ -349,7 +362,7 @@ def render(fmt: str, findings: Sequence[Finding], *, sources: Sources | None = N
         "concise": lambda: "\n".join(text_line(f, unsafe) for f in findings),
         "json": lambda: json.dumps([finding_to_json(f, sources, edits) for f in findings], indent=2),
         "json-lines": lambda: "\n".join(json.dumps(finding_to_json(f, sources, edits)) for f in findings),
-        "github": lambda: render_github(findings),
+        "github": lambda: render_github(findings, sources),
         "sarif": lambda: render_sarif(findings, sources),
         "junit": lambda: render_junit(findings),
     }
