@@ -299,6 +299,30 @@ def test_an_else_or_elif_left_empty_is_dropped(source, expected):
     assert removed(source, "empty_cache") == expected
 
 
+def test_the_comment_lines_above_a_removed_statement_stay():
+    # They are the user's (ruff keeps them too); its own end-of-line comment goes with it.
+    source = """\
+        def f(model):
+            x = 1
+            # free what the last step left
+            torch.cuda.empty_cache()  # (slow)
+            return model
+        """
+    assert removed(source, "empty_cache") == textwrap.dedent(
+        """\
+        def f(model):
+            x = 1
+            # free what the last step left
+            return model
+        """
+    )
+    # The last statement of a block: the comment ends the block, the block gets `pass`.
+    assert removed("def f():\n    # free memory\n    torch.cuda.empty_cache()\n", "empty_cache") == (
+        "def f():\n    # free memory\n    pass\n"
+    )
+    assert removed("x = 1\n# free memory\ntorch.cuda.empty_cache()\n", "empty_cache") == "x = 1\n# free memory\n"
+
+
 def test_the_comments_above_a_removed_if_stay_and_those_inside_it_go():
     # As a removed statement takes the comment lines above it, the `if` takes what is in
     # it (its header's comment, its body's); the lines above it were not in it, and stay

@@ -172,6 +172,24 @@ def test_an_if_a_fix_empties_is_removed_and_the_cell_stays_in_place(tmp_path):
     assert run_cli("fix", "--no-cache", "nb.ipynb", cwd=tmp_path).returncode == 0 and path.read_text() == text
 
 
+def test_a_cell_whose_only_statement_a_fix_removes_is_written_empty(tmp_path):
+    # The cell's marker comment is above the removed statement in the module: it stays,
+    # as every comment line above a removed statement does, so the notebook is written.
+    path = tmp_path / "nb.ipynb"
+    notebook(
+        ("code", "import torch\nmodel = torch.nn.Linear(2, 2)"),
+        ("code", "torch.cuda.set_device(0)"),
+        ("code", "# free what the last run left\ntorch.cuda.empty_cache()\ny = model(torch.ones(1, 2))"),
+        path=path,
+    )
+    result = run_cli("fix", "--no-cache", "nb.ipynb", cwd=tmp_path)
+    assert result.returncode == 0, out(result) + result.stderr.decode()
+    cells = nbformat.reads(path.read_text(), as_version=4).cells
+    assert [cell.source for cell in cells[1:]] == ["", "# free what the last run left\ny = model(torch.ones(1, 2))"]
+    text = path.read_text()
+    assert run_cli("fix", "--no-cache", "nb.ipynb", cwd=tmp_path).returncode == 0 and path.read_text() == text
+
+
 def test_diff_shows_changed_cells_and_writes_nothing(tmp_path):
     path = tmp_path / "nb.ipynb"
     before = notebook(*TRAIN, path=path)

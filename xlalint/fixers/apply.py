@@ -464,12 +464,15 @@ class _Rewriter(cst.CSTTransformer):
                 before = [before[0].with_changes(leading_lines=blank), *before[1:]]
             after = plan.after.get(original_node, [])
             if original_node in plan.remove:
-                keep = []
+                # Comment lines above a removed statement are the user's and stay (as ruff
+                # keeps them); a moved statement takes its own along.
+                moved = original_node in plan.moved
+                keep = [] if moved or not _comment_lines(original_node) else [self._stand_in(original_node)]
             elif collapse:
                 keep = [self._stand_in(node)]
             else:
                 keep = replacement if replacement is not None else [node]
-            if before or after or not keep or replacement is not None or collapse:
+            if before or after or not keep or replacement is not None or collapse or original_node in plan.remove:
                 if not (before or after or keep):
                     return cst.RemoveFromParent()
                 return cst.FlattenSentinel([*before, *keep, *after])
@@ -500,10 +503,11 @@ class _Rewriter(cst.CSTTransformer):
             return statement.with_changes(orelse=None)
         return statement
 
-    def _stand_in(self, statement: cst.If) -> cst.SimpleStatementLine:
-        """What stands for a removed ``if`` until its block drops it: the comment lines
-        above the ``if`` (not the blank lines after the last of them), which stay where
-        it was. What was inside it (its header's comment, its body's) goes with it."""
+    def _stand_in(self, statement: cst.BaseStatement) -> cst.SimpleStatementLine:
+        """What stands for a removed statement (an ``if`` emptied by the fixes) until its
+        block drops it: the comment lines above it (not the blank lines after the last
+        of them), which stay where it was. What was inside it (its header's comment, its
+        body's) goes with it."""
         lines = list(statement.leading_lines)
         while lines and lines[-1].comment is None:
             lines.pop()
@@ -527,6 +531,10 @@ class _Rewriter(cst.CSTTransformer):
         if body or isinstance(block, cst.Module):
             return block.with_changes(body=body, footer=[*carried, *block.footer])
         return block.with_changes(body=[self._filler(carried)])
+
+
+def _comment_lines(statement: cst.CSTNode) -> bool:
+    return any(line.comment is not None for line in getattr(statement, "leading_lines", ()))
 
 
 def _has_no_effects(test: cst.BaseExpression) -> bool:
