@@ -320,55 +320,35 @@ xm.optimizer_step(opt)
         )
 
     def _closure_fix(self, step: OptimizerStep, closure: ast.FunctionDef | ast.AsyncFunctionDef | None):
-        """``xm.reduce_gradients(opt)`` right after the backward in the closure the
-        step runs, when the closure is a ``def`` beside the step call (it sees the same
-        optimizer) and the backward is a statement of its own."""
-        call, optimizer = step.event.call, step.event.optimizer
-        backward = step.last_backward()
-        if (
-            closure is None
-            or step.reduced_somewhere
-            or optimizer is None
-            or backward is None
-            or enclosing_function(backward.call) is not closure
-            or enclosing_function(closure) is not enclosing_function(call)
-            or not isinstance(backward.stmt, ast.Expr)
-        ):
+        """``xm.reduce_gradients(opt)`` right after the backward in the closure the step
+        runs, when the closure is a ``def`` beside the step call (it sees the same
+        optimizer)."""
+        if closure is None or enclosing_function(closure) is not enclosing_function(step.event.call):
             return None
         xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm")
-        return self.fix(
-            "unsafe",
-            "all-reduce the gradients in the closure, right after its backward",
-            InsertStatement(
-                self.ctx.span(backward.stmt),
-                f"{xm}.reduce_gradients({{opt}})",
-                "after",
-                (("opt", self.ctx.span(optimizer)),),
-            ),
-            imports=imports,
-        )
+        code = f"{xm}.reduce_gradients({{opt}})"
+        what = "all-reduce the gradients in the closure, right after its backward"
+        return self._after_backward(step, closure, code, what, imports)
 
     def _scaler_fix(self, step: OptimizerStep):
-        optimizer = step.event.optimizer
-        backward = step.last_backward()
+        xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm")
+        world, _rank, world_imports = world_api(self.ctx)
+        code = f'{xm}.all_reduce("sum", {xm}._fetch_gradients({{opt}}), scale=1.0 / {world})'
+        what = "all-reduce the gradients right after the backward"
+        return self._after_backward(step, enclosing_function(step.event.call), code, what, (*imports, *world_imports))
+
+    def _after_backward(self, step: OptimizerStep, function: ast.AST | None, code: str, what: str, imports):
+        """The unsafe fix that inserts ``code`` (``{opt}``: the step's optimizer) right after
+        the backward that made the gradients ``step`` uses: when every path agrees on that
+        backward, it is a statement of its own in ``function``, and no path reduces already."""
+        optimizer, backward = step.event.optimizer, step.last_backward()
         if (
             step.reduced_somewhere
             or optimizer is None
             or backward is None
-            or enclosing_function(backward.call) is not enclosing_function(step.event.call)
+            or enclosing_function(backward.call) is not function
             or not isinstance(backward.stmt, ast.Expr)
         ):
             return None
-        xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm")
-        world, _rank, world_imports = world_api(self.ctx)
-        return self.fix(
-            "unsafe",
-            "all-reduce the gradients right after the backward",
-            InsertStatement(
-                self.ctx.span(backward.stmt),
-                f'{xm}.all_reduce("sum", {xm}._fetch_gradients({{opt}}), scale=1.0 / {world})',
-                "after",
-                (("opt", self.ctx.span(optimizer)),),
-            ),
-            imports=(*imports, *world_imports),
-        )
+        operation = InsertStatement(self.ctx.span(backward.stmt), code, "after", (("opt", self.ctx.span(optimizer)),))
+        return self.fix("unsafe", what, operation, imports=imports)
