@@ -28,6 +28,7 @@ RUN_KEYS = {
     "steps",
     "steps_per_s",
     "peak_memory_bytes",
+    "fixed_files",
 }
 RUN_SCHEMA = {
     "type": "object",
@@ -80,14 +81,16 @@ RUN_SCHEMA = {
         "steps": {"type": ["integer", "null"], "minimum": 1},
         "steps_per_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
         "peak_memory_bytes": {"type": ["integer", "null"], "minimum": 0},
+        "fixed_files": {"type": "array", "items": {"type": "string"}},
     },
 }
 REPORT_SCHEMA = {
     "type": "object",
-    "required": ["script", "device", "torch_xla", "findings", "runs"],
+    "required": ["script", "device", "torch_xla", "findings", "runs", "local_modules"],
     "additionalProperties": False,
     "properties": {
         "script": {"type": "string"},
+        "local_modules": {"type": "array", "items": {"type": "string"}},
         "device": {"enum": ["CPU", "TPU", "CUDA"]},
         "torch_xla": {"type": "string"},
         "findings": {"type": "array", "items": {"type": "object"}},

@@ -35,8 +35,9 @@ class Cause:
     #: On compilations at a site that compiled more than one graph: the inputs whose
     #: shape changed during the run.
     shape_changes: tuple[ShapeChange, ...] = field(default=(), compare=False)
-    #: (code, user line) of the findings that explain the shape changes (text only).
-    explained_by: tuple[tuple[str, int | None], ...] = field(default=(), compare=False)
+    #: (code, where) of the findings that explain the shape changes (text only): a line
+    #: of the user's script, or "file:line" in one of its local modules.
+    explained_by: tuple[tuple[str, int | str | None], ...] = field(default=(), compare=False)
 
     def to_json(self) -> dict:
         record = {
@@ -130,6 +131,8 @@ class RunResult:
     #: Run as plain PyTorch on the GPU (no XLA): the native baseline of --device cuda --compare.
     native: bool = False
     steps: Steps | None = None  # None: no optimizer step was taken (or the process was killed)
+    #: The user's files whose fixed copy ran in their place (as the report names them).
+    fixed_files: list[str] = field(default_factory=list)
 
     @property
     def killed(self) -> bool:
@@ -179,6 +182,7 @@ class RunResult:
             "steps": self.steps.steps if self.steps else None,
             "steps_per_s": _rounded(self.steps.per_second) if self.steps else None,
             "peak_memory_bytes": self.steps.peak_memory_bytes if self.steps else None,
+            "fixed_files": list(self.fixed_files),
         }
 
 
