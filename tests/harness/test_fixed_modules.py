@@ -86,6 +86,15 @@ def test_the_fix_reaches_local_modules_and_keeps_their_layout(tmp_path):
     assert summary.startswith("fixed: fixes applied: 3 (XLA103 x1, XLA104 x2) in user/main.py (1), user/loop.py (2);")
 
 
+def test_compare_runs_once_when_the_fix_changes_nothing(tmp_path):
+    user = tmp_path / "user"
+    write_tree(user, {"main.py": "import torch\nprint(torch.ones(2).sum())\n"})
+    script_file = prepare.read_user_file(user / "main.py", "main.py", Path("main.py"))
+    prepared = _prepare_versions(RunOptions(script=user / "main.py", compare=True), script_file, [], tmp_path)
+    assert [v.label for v in prepared.versions] == ["fixed"]
+    assert prepared.comparison_skipped == "the fixed script is the original (the fix changed nothing), so it ran once"
+
+
 def test_a_cause_in_a_fixed_module_is_shown_at_the_users_file_and_line(tmp_path):
     _user, prepared = prepared_project(tmp_path)
     (fixed,) = prepared.versions

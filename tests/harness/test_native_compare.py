@@ -122,9 +122,10 @@ def test_on_a_gpu_compare_runs_a_cuda_script_natively_as_the_baseline(tmp_path):
         ("fixed", False, "fixed"),
     ]
     assert prepared.versions[0].run_path == script.resolve()  # the user's own file, unchanged
-    # Elsewhere the baseline stays the XLA104 port on XLA.
+    # Elsewhere the baseline is the XLA104 port on XLA: here the whole fix, so it runs once.
     prepared = _prepare_versions(options, user_file, [], tmp_path)
-    assert [(v.label, v.native) for v in prepared.versions] == [("original", False), ("fixed", False)]
+    assert [(v.label, v.native) for v in prepared.versions] == [("fixed", False)]
+    assert prepared.comparison_skipped.startswith("the fixed script is the original + XLA104 device fixes")
 
 
 # -- on a GPU -------------------------------------------------------------------------

@@ -29,6 +29,8 @@ class HarnessReport:
     fix_summary: str | None = None
     #: The script's local modules as they are, with their findings.
     local_modules: list[SourceFile] = field(default_factory=list)
+    #: Why --compare ran one version only (the fix changed nothing), if it did.
+    comparison_skipped: str | None = None
 
 
 # -- JSON -----------------------------------------------------------------------------
@@ -47,6 +49,8 @@ def to_json(report: HarnessReport) -> dict:
         "runs": {label: run.to_json() for label, run in report.runs.items()},
         "local_modules": [module.display_path for module in report.local_modules],
     }
+    if report.comparison_skipped:
+        record["comparison_skipped"] = report.comparison_skipped
     return record
 
 
@@ -72,6 +76,9 @@ def format_text(report: HarnessReport) -> str:
     if "original" in report.runs and "fixed" in report.runs:
         lines.append("")
         lines.extend(format_comparison(report.runs["original"], report.runs["fixed"]))
+    elif report.comparison_skipped:
+        lines.append("")
+        lines.append(f"comparison: none: {report.comparison_skipped}")
     return "\n".join(lines) + "\n"
 
 

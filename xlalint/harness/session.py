@@ -152,6 +152,7 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         runs=runs,
         fix_summary="\n".join(prepared.summaries) or None,
         local_modules=prepared.original.modules,
+        comparison_skipped=prepared.comparison_skipped,
     )
 
 
@@ -178,6 +179,8 @@ class PreparedVersions:
     versions: list[prepare.ScriptVersion]  # what to run, in order
     original: prepare.ScriptVersion  # the user's files as they are, linted
     summaries: list[str]  # one line per fixed version: what its fix did
+    #: Why --compare runs only one version (the fix changed nothing), if it does.
+    comparison_skipped: str | None = None
 
 
 def _prepare_versions(
@@ -192,7 +195,8 @@ def _prepare_versions(
 
     With ``native_baseline`` (the device is a GPU), ``--compare`` on a CUDA script runs
     the original as it is, as plain PyTorch on the GPU: the question is then whether
-    the port to XLA pays off.
+    the port to XLA pays off. When the fixed version would run the same code as the
+    baseline, it runs once and ``comparison_skipped`` says why.
     """
     from xlalint.linter.config import ConfigError
 
@@ -242,7 +246,20 @@ def _prepare_versions(
         raise HarnessEnvironmentError(
             f"internal error while linting/fixing {script.display_path}: {type(error).__name__}: {error}"
         ) from error
-    return PreparedVersions(versions, original, summaries)
+    skipped = None
+    if (
+        options.compare
+        and baseline is not None
+        and fixed is not None
+        and not baseline.native
+        and fixed.runs_the_same_code_as(baseline)
+    ):
+        # Two runs of the same code measure only noise (and cost twice the time).
+        skipped = f"the fixed script is the {baseline.description} (the fix changed nothing more), so it ran once"
+        if baseline is original:
+            skipped = "the fixed script is the original (the fix changed nothing), so it ran once"
+        versions = [fixed]
+    return PreparedVersions(versions, original, summaries, skipped)
 
 
 @contextmanager
