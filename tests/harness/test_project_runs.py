@@ -1,7 +1,7 @@
 """Whole projects through `xlalint run` on torch_xla (CPU): a script whose training loop
-lives in the modules it imports.
+lives in the modules it imports, and a script that never uses the XLA device.
 
-Two torch_xla runs (about 15 s on two shared cores).
+Four torch_xla runs (about half a minute on two shared cores).
 """
 
 from __future__ import annotations
@@ -69,3 +69,21 @@ def test_the_loop_in_imported_modules_is_fixed_and_trains_on_xla(scripts_dir, tm
     assert len(syncs) == 5 and {(c["file"], c["line"]) for c in syncs} == {(f"{shown}train_loop.py", item_line)}
     assert f"    {shown}train_loop.py:{item_line} [-]: 1 compilation, 5 execution - user torch_xla.sync" in text
     assert "        | torch_xla.sync()   (written by the fix)" in text
+
+
+def test_a_script_that_never_uses_the_xla_device_is_told_so(scripts_dir, tmp_path, run_xlalint):
+    """After the fix the script syncs every step, but its tensors stayed on the CPU:
+    0 compilations, 0 executions; the report says that nothing ran on the XLA device."""
+    report_path = tmp_path / "report.json"
+    outcome = run_xlalint(scripts_dir / "cpu_regression.py", compare=True, device="cpu", json_path=report_path)
+    assert outcome.status == 0, outcome.stderr
+    runs = json.loads(report_path.read_text())["runs"]
+    assert runs["original"]["warnings"] == ["no XLA computation ran: no process of the script imported torch_xla"]
+    fixed = runs["fixed"]
+    assert (fixed["syncs"], fixed["compiles"], fixed["executions"]) == (10, 0, 0)
+    (warning,) = fixed["warnings"]
+    assert warning.startswith("no XLA computation ran: 0 compilations and 0 executions: nothing ran on the XLA device;")
+    assert "its model and data stayed on the CPU (and its 10 syncs had nothing to run)" in warning
+    assert f"  warning: {warning}" in outcome.stdout
+    assert f"xlalint run: warning: the fixed run: {warning}" in outcome.stderr
+    assert "weight on cpu" in outcome.stdout

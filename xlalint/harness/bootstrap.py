@@ -536,6 +536,8 @@ def _read_metrics() -> dict:
         "syncs": counter("MarkStep"),
         "host_transfers": samples("TransferFromDeviceTime"),
         "compile_time_s": total_seconds("CompileTime"),
+        # Tensors created on the XLA device: 0 means the script never used it.
+        "xla_tensors": counter("CreateXlaTensor"),
         # The counter of a fallback op is named after it (e.g. "aten::nonzero").
         "fallback_ops": {name: counter(name) for name in fallback_ops},
     }

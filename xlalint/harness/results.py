@@ -65,6 +65,9 @@ class Metrics:
     host_transfers: int = 0  # TransferFromDeviceTime samples
     fallback_ops: dict[str, int] = field(default_factory=dict)  # op -> times executed
     compile_time_s: float = 0.0  # CompileTime total (text report only; not in the schema)
+    #: Tensors created on the XLA device (CreateXlaTensor); None when a process did
+    #: not say (a bootstrap without the count).
+    xla_tensors: int | None = 0
     processes: int = 0
 
     def add(self, record: dict) -> None:
@@ -74,6 +77,10 @@ class Metrics:
         self.syncs += int(record.get("syncs", 0))
         self.host_transfers += int(record.get("host_transfers", 0))
         self.compile_time_s += float(record.get("compile_time_s", 0.0))
+        if self.xla_tensors is not None and "xla_tensors" in record:
+            self.xla_tensors += int(record["xla_tensors"])
+        else:
+            self.xla_tensors = None
         for op, count in dict(record.get("fallback_ops", {})).items():
             self.fallback_ops[op] = self.fallback_ops.get(op, 0) + int(count)
         self.processes += 1

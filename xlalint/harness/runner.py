@@ -148,12 +148,22 @@ def _warnings(metrics: Metrics | None) -> list[str]:
     """What makes a clean exit not the success it looks like."""
     if metrics is None:
         return [f"{NOTHING_ON_XLA}: no process of the script imported torch_xla"]
-    if metrics.compiles == metrics.cached_compiles == metrics.executions == 0:
+    if metrics.compiles or metrics.cached_compiles or metrics.executions:
+        return []
+    counts = "0 compilations and 0 executions"
+    if metrics.xla_tensors == 0:
+        # Typically a CPU script whose fix added syncs: they have nothing to run.
+        idle_syncs = f" (and its {metrics.syncs} syncs had nothing to run)" if metrics.syncs else ""
         return [
-            f"{NOTHING_ON_XLA}: 0 compilations and 0 executions "
-            "(the script kept its tensors on the CPU or another device)"
+            f"{NOTHING_ON_XLA}: {counts}: nothing ran on the XLA device; the script never put a tensor "
+            f"there, so its model and data stayed on the CPU{idle_syncs}: move them with .to(torch_xla.device())"
         ]
-    return []
+    if metrics.xla_tensors:
+        return [
+            f"{NOTHING_ON_XLA}: {counts}: the script put tensors on the XLA device but no graph ran there "
+            "(nothing it computed was synced with torch_xla.sync() or read back)"
+        ]
+    return [f"{NOTHING_ON_XLA}: {counts} (the script kept its tensors on the CPU or another device)"]
 
 
 def _child_env(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> dict[str, str]:
