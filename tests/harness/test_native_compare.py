@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from xlalint.harness import bootstrap
+from xlalint.harness import bootstrap, prepare
 from xlalint.harness.report import HarnessReport, format_text, to_json
 from xlalint.harness.results import Metrics, RunResult, Steps
 from xlalint.harness.runner import _collect_steps
@@ -115,17 +115,17 @@ def test_on_a_gpu_compare_runs_a_cuda_script_natively_as_the_baseline(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(CUDA_SCRIPT)
     options = RunOptions(script=script, compare=True)
-    versions, _findings, _summaries = _prepare_versions(
-        options, script, CUDA_SCRIPT, "utf-8", str(script), tmp_path, native_baseline=True
-    )
-    assert [(v.label, v.native, v.description) for v in versions] == [
+    user_file = prepare.read_user_file(script, str(script), Path(script.name))
+    prepared = _prepare_versions(options, user_file, [], tmp_path, native_baseline=True)
+    assert [(v.label, v.native, v.description) for v in prepared.versions] == [
         ("original", True, "original, native CUDA (no XLA)"),
         ("fixed", False, "fixed"),
     ]
-    assert versions[0].run_path == script.resolve()  # the user's own file, unchanged
-    # Elsewhere the baseline stays the XLA104 port on XLA.
-    versions, _findings, _summaries = _prepare_versions(options, script, CUDA_SCRIPT, "utf-8", str(script), tmp_path)
-    assert [(v.label, v.native) for v in versions] == [("original", False), ("fixed", False)]
+    assert prepared.versions[0].run_path == script.resolve()  # the user's own file, unchanged
+    # Elsewhere the baseline is the XLA104 port on XLA: here the whole fix, so it runs once.
+    prepared = _prepare_versions(options, user_file, [], tmp_path)
+    assert [(v.label, v.native) for v in prepared.versions] == [("fixed", False)]
+    assert prepared.comparison_skipped.startswith("the fixed script is the original + XLA104 device fixes")
 
 
 # -- on a GPU -------------------------------------------------------------------------

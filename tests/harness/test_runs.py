@@ -10,6 +10,8 @@ import shutil
 
 import pytest
 
+from xlalint.harness.report import format_text
+
 pytestmark = pytest.mark.usefixtures("torch_xla_required")
 
 CAUSE_KEYS = {"kind", "cause", "file", "line", "code"}
@@ -28,6 +30,7 @@ RUN_KEYS = {
     "steps",
     "steps_per_s",
     "peak_memory_bytes",
+    "fixed_files",
 }
 RUN_SCHEMA = {
     "type": "object",
@@ -80,14 +83,17 @@ RUN_SCHEMA = {
         "steps": {"type": ["integer", "null"], "minimum": 1},
         "steps_per_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
         "peak_memory_bytes": {"type": ["integer", "null"], "minimum": 0},
+        "fixed_files": {"type": "array", "items": {"type": "string"}},
     },
 }
 REPORT_SCHEMA = {
     "type": "object",
-    "required": ["script", "device", "torch_xla", "findings", "runs"],
+    "required": ["script", "device", "torch_xla", "findings", "runs", "local_modules"],
     "additionalProperties": False,
     "properties": {
         "script": {"type": "string"},
+        "local_modules": {"type": "array", "items": {"type": "string"}},
+        "comparison_skipped": {"type": "string"},
         "device": {"enum": ["CPU", "TPU", "CUDA"]},
         "torch_xla": {"type": "string"},
         "findings": {"type": "array", "items": {"type": "object"}},
@@ -185,10 +191,14 @@ def test_item_per_step_is_an_execution_cause_joined_to_xla102(examples_dir, harn
     assert run.metrics.host_transfers == 30
 
 
-def test_launch_of_mp_fn_runs_one_worker_and_its_metrics_are_collected(scripts_dir, harness_report):
+def test_launch_of_mp_fn_runs_one_worker_and_compare_runs_it_once(scripts_dir, harness_report):
+    """The script has nothing to fix: --compare runs it once (no ratios of a run
+    against itself); the metrics come from the spawned worker."""
     script = scripts_dir / "launch_mp_fn.py"
-    report = harness_report(script, fix=False, device="cpu")
-    run = report.runs["original"]
+    report = harness_report(script, compare=True, device="cpu")
+    assert list(report.runs) == ["fixed"]
+    assert report.comparison_skipped == "the fixed script is the original (the fix changed nothing), so it ran once"
+    run = report.runs["fixed"]
     assert run.ok, run.stderr_tail
     assert "world 1 sum 12.0" in run.stdout_tail
     assert run.metrics.syncs == 3  # all in the spawned worker
@@ -199,6 +209,11 @@ def test_launch_of_mp_fn_runs_one_worker_and_its_metrics_are_collected(scripts_d
     )
     syncs = [c for c in run.causes if c.cause == "user torch_xla.sync" and c.kind == "execution"]
     assert [(c.file, c.line) for c in syncs] == [(str(script), sync_line)] * 3
+    text = format_text(report)
+    assert text.endswith(
+        "\ncomparison: none: the fixed script is the original (the fix changed nothing), so it ran once\n"
+    )
+    assert "original run" not in text
 
 
 CUDA_SCRIPT = """\
@@ -211,14 +226,19 @@ print(f"total {total.item():.3f}")
 """
 
 
-def test_compare_on_a_cuda_script_uses_the_xla104_port_as_baseline(tmp_path, harness_report):
+def test_compare_on_a_cuda_script_whose_only_fix_is_the_port_runs_it_once(tmp_path, harness_report):
+    """The baseline of a CUDA script is its XLA104 port; when that is the whole fix, the
+    fixed script is the baseline and runs once (test_project_runs has both runs)."""
     script = tmp_path / "cuda_train.py"
     script.write_text(CUDA_SCRIPT)
     report = harness_report(script, compare=True, device="cpu")
-    original, fixed = report.runs["original"], report.runs["fixed"]
-    assert original.description == "original + XLA104 device fixes"
-    assert original.ok and fixed.ok, original.stderr_tail + fixed.stderr_tail
-    assert original.metrics.executions >= 1  # it ran on XLA
+    assert list(report.runs) == ["fixed"]
+    assert report.comparison_skipped == (
+        "the fixed script is the original + XLA104 device fixes (the fix changed nothing more), so it ran once"
+    )
+    fixed = report.runs["fixed"]
+    assert fixed.ok, fixed.stderr_tail
+    assert fixed.metrics.executions >= 1  # it ran on XLA
     baseline_summary = report.fix_summary.splitlines()[0]
     assert baseline_summary.startswith("original + XLA104 device fixes: fixes applied:")
     assert "XLA104 x" in baseline_summary
@@ -232,12 +252,15 @@ def test_a_run_that_did_nothing_on_xla_is_a_warning(tmp_path, run_xlalint):
     report_path = tmp_path / "report.json"
     outcome = run_xlalint(script, fix=False, device="cpu", json_path=report_path)
     assert outcome.status == 0, outcome.stderr
-    warning = "no XLA computation ran: 0 compilations and 0 executions"
+    warning = (
+        "no XLA computation ran: 0 compilations and 0 executions: nothing ran on the XLA device; the script "
+        "never put a tensor there, so its model and data stayed on the CPU: move them with .to(torch_xla.device())"
+    )
     assert f"  warning: {warning}" in outcome.stdout
     assert f"xlalint run: warning: the original run: {warning}" in outcome.stderr
     run = json.loads(report_path.read_text())["runs"]["original"]
     assert run["compiles"] == run["executions"] == 0
-    assert run["warnings"] == [warning + " (the script kept its tensors on the CPU or another device)"]
+    assert run["warnings"] == [warning]
 
 
 def test_shapes_from_a_device_loader_are_named_after_the_loop_variables(scripts_dir, harness_report):

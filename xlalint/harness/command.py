@@ -14,7 +14,8 @@ RUN_HELP = "\n\n".join(
     [
         "Run SCRIPT on torch_xla and report compilations, executions, syncs, host transfers "
         "and their causes (file:line, joined to the lint findings).",
-        "By default a fixed temporary copy is run (SCRIPT itself is never changed). "
+        "By default fixed temporary copies of SCRIPT and of the local modules it imports "
+        "(from its folder) are run; your files are never changed. "
         "Arguments after -- go to the script: xlalint run train.py --compare -- --epochs 1",
         "Exit status: 0 the run(s) succeeded; 1 the script failed, was killed or timed out; "
         "2 usage or environment error (torch/torch_xla missing or mismatched, device "
@@ -45,7 +46,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         fix: Annotated[
             bool,
-            typer.Option("--fix/--no-fix", help="Run a fixed temporary copy (default) or the script as is."),
+            typer.Option("--fix/--no-fix", help="Run fixed temporary copies (default) or the script as is."),
         ] = True,
         unsafe_fixes: Annotated[
             bool, typer.Option("--unsafe-fixes", help="Also apply unsafe fixes to the copy.")

@@ -1,17 +1,20 @@
-"""The versions of the script that get run: the user's file, a fixed copy, a CUDA baseline.
+"""The versions of the script that get run: the user's files, fixed copies, a CUDA baseline.
 
-A copy is written to a temporary folder under the script's own file name; the user's
-file is only read. Each version carries the lint findings of its own source (causes
-are joined to findings by the line in the code that actually ran) and a map from its
-lines back to the user's file, so every reported ``file:line`` points into the user's
-script.
+A version is the script and its local modules (the files of the user's program it
+imports, see ``local_modules``). Fixed copies are written to a temporary folder with
+the layout of the script's folder; the user's files are only read. Each file of a
+version carries the lint findings of its own source (causes are joined to findings by
+the line in the code that actually ran) and a map from its lines back to the user's
+file, so every reported ``file:line`` points into the user's files.
 """
 
 from __future__ import annotations
 
 import difflib
+import functools
+import os
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,20 +71,60 @@ class LineMap:
         return line in self._inserted
 
 
-@dataclass
-class ScriptVersion:
-    """One thing the harness runs."""
+@dataclass(frozen=True)
+class UserFile:
+    """A file of the user's program, as read: the script or one of its local modules."""
 
-    label: str  # "original" | "fixed": the key in the JSON report's "runs"
-    run_path: Path  # the file the child executes
+    path: Path  # the user's file (only ever read)
+    display_path: str  # how the report names it
+    source: str
+    encoding: str
+    #: Its place under the script's folder, and so in a version's folder of copies.
+    relative: Path
+
+
+def read_user_file(path: Path, display_path: str, relative: Path) -> UserFile:
+    source, encoding = read_source(path)
+    return UserFile(path, display_path, source, encoding, relative)
+
+
+def read_local_modules(script: Path, display_path: str) -> list[UserFile]:
+    """The script's local modules (see ``local_modules``), named next to the script as
+    the user named it; a module that cannot be read is left out (it fails at run time
+    as it would without the harness)."""
+    from xlalint.harness.local_modules import find_local_modules
+
+    root = script.resolve().parent
+    folder = os.path.dirname(display_path)
+    files = []
+    for module in sorted(find_local_modules(script), key=lambda module: module.path):
+        relative = module.path.relative_to(root)
+        try:
+            files.append(read_user_file(module.path, os.path.normpath(os.path.join(folder, relative)), relative))
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            continue
+    return files
+
+
+@dataclass
+class SourceFile:
+    """One file of the user's program as a version runs it: the user's own file, or a
+    fixed copy whose lines map back to the user's."""
+
+    run_path: Path  # the file whose code runs
     source: str
     findings: list[Finding]  # lint findings of `source`, positions in `source`
     line_map: LineMap | None = None  # None: `run_path` is the user's own file
-    description: str = ""  # e.g. "original + XLA104 device fixes"
+    display_path: str = ""  # how the report names the user's file
+    #: The user's file; its fixed copy (when `line_map` is set) runs in its place.
+    user_path: Path | None = None
     applied: list[Finding] = field(default_factory=list)
     fix_error: str | None = None
-    #: Run as plain PyTorch on the GPU, without XLA (the baseline of --device cuda --compare).
-    native: bool = False
+
+    @property
+    def changed(self) -> bool:
+        """The fix changed this file: its fixed copy runs instead of the user's."""
+        return self.line_map is not None
 
     def user_line(self, line: int) -> int:
         return self.line_map.original_line(line) if self.line_map else line
@@ -109,59 +152,128 @@ class ScriptVersion:
         return lines[line - 1].strip() if 0 < line <= len(lines) else ""
 
 
+@dataclass(kw_only=True)
+class ScriptVersion(SourceFile):
+    """One thing the harness runs: the script's file (the fields it inherits) and the
+    files of the local modules it imports."""
+
+    label: str  # "original" | "fixed": the key in the JSON report's "runs"
+    description: str = ""  # e.g. "original + XLA104 device fixes"
+    #: Run as plain PyTorch on the GPU, without XLA (the baseline of --device cuda --compare).
+    native: bool = False
+    modules: list[SourceFile] = field(default_factory=list)
+    _by_real_path: dict[str, SourceFile] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def files(self) -> list[SourceFile]:
+        return [self, *self.modules]
+
+    def file_at(self, path: str) -> SourceFile | None:
+        """The file of this version that ran as ``path`` (a frame's file), if any."""
+        if path.startswith("<"):
+            return None
+        if self._by_real_path is None:
+            self._by_real_path = {_real_path(str(file.run_path)): file for file in self.files()}
+        return self._by_real_path.get(_real_path(path))
+
+    def fixed_files(self) -> dict[str, str]:
+        """The user's file -> its fixed copy, for the files this version changed."""
+        return {
+            os.path.realpath(file.user_path or file.run_path): str(file.run_path)
+            for file in self.files()
+            if file.changed
+        }
+
+    def runs_the_same_code_as(self, other: ScriptVersion) -> bool:
+        return self._changed_sources() == other._changed_sources()
+
+    def _changed_sources(self) -> dict[str, str]:
+        return {os.path.realpath(file.user_path or file.run_path): file.source for file in self.files() if file.changed}
+
+
+# Every cause has a stack of frames, mostly in the same few files.
+_real_path = functools.lru_cache(maxsize=4096)(os.path.realpath)
+
+
 def lint(source: str, display_path: str, select: list[str] | None = None) -> list[Finding]:
     from xlalint.linter.api import lint_source
 
     return list(lint_source(source, display_path, select=select))
 
 
-def original_version(script: Path, source: str, display_path: str) -> ScriptVersion:
-    return ScriptVersion(
-        label="original",
-        run_path=script.resolve(),
-        source=source,
-        findings=lint(source, display_path),
-        description="original",
+def original_file(user_file: UserFile) -> SourceFile:
+    path = user_file.path.resolve()
+    return SourceFile(
+        run_path=path,
+        source=user_file.source,
+        findings=lint(user_file.source, user_file.display_path),
+        display_path=user_file.display_path,
+        user_path=path,
     )
 
 
-def fixed_copy(
-    script: Path,
-    source: str,
-    display_path: str,
+def original_version(script: UserFile, modules: list[UserFile]) -> ScriptVersion:
+    """The user's files as they are."""
+    return _version(
+        original_file(script), [original_file(m) for m in modules], label="original", description="original"
+    )
+
+
+def fixed_version(
+    original: ScriptVersion,
+    user_files: list[UserFile],
     workdir: Path,
     *,
-    encoding: str,
     label: str,
     folder: str,
     unsafe: bool,
     select: list[str] | None = None,
     description: str,
 ) -> ScriptVersion:
-    """Fix ``source`` (config is found from the user's path) into ``workdir/folder``."""
+    """Fix the script and its local modules (``user_files``, in the order of
+    ``original.files()``) into ``workdir/folder``, keeping their layout."""
+    files = [
+        fixed_copy(user_file, unchanged, workdir / folder, unsafe=unsafe, select=select)
+        for user_file, unchanged in zip(user_files, original.files(), strict=True)
+    ]
+    return _version(files[0], files[1:], label=label, description=description)
+
+
+def _version(script: SourceFile, modules: list[SourceFile], *, label: str, description: str) -> ScriptVersion:
+    script_fields = {f.name: getattr(script, f.name) for f in fields(SourceFile)}
+    return ScriptVersion(**script_fields, label=label, description=description, modules=modules)
+
+
+def fixed_copy(
+    user_file: UserFile,
+    unchanged: SourceFile,
+    folder: Path,
+    *,
+    unsafe: bool,
+    select: list[str] | None = None,
+) -> SourceFile:
+    """Fix one file (config is found from the user's path) into ``folder``; when the
+    fix changes nothing, the user's own file runs (``unchanged``, already linted)."""
     from xlalint.linter.api import fix_source
 
-    result = fix_source(source, display_path, unsafe=unsafe, select=select)
-    fixed = result.source if not result.error else source
-    if fixed == source:
-        # Nothing changed: run the user's own file (its real __file__ and path).
-        run_path, line_map = script.resolve(), None
-    else:
-        run_path, line_map = workdir / folder / script.name, LineMap(source, fixed)
-        run_path.parent.mkdir(parents=True, exist_ok=True)
-        # The same encoding (a coding cookie must stay true) and newline style.
-        run_path.write_text(fixed, encoding=encoding, newline="")
-    return ScriptVersion(
-        label=label,
+    result = fix_source(user_file.source, user_file.display_path, unsafe=unsafe, select=select)
+    fixed = result.source if not result.error else user_file.source
+    if fixed == user_file.source:
+        return replace(unchanged, applied=[], fix_error=result.error)
+    run_path = folder / user_file.relative
+    run_path.parent.mkdir(parents=True, exist_ok=True)
+    # The same encoding (a coding cookie must stay true) and newline style.
+    run_path.write_text(fixed, encoding=user_file.encoding, newline="")
+    return SourceFile(
         run_path=run_path,
         source=fixed,
-        findings=lint(fixed, display_path),
-        line_map=line_map,
-        description=description,
-        applied=list(result.applied) if not result.error else [],
-        fix_error=result.error,
+        findings=lint(fixed, user_file.display_path),
+        line_map=LineMap(user_file.source, fixed),
+        display_path=user_file.display_path,
+        user_path=user_file.path.resolve(),
+        applied=list(result.applied),
     )
 
 
-def uses_cuda(findings: list[Finding]) -> bool:
-    return any(f.code == "XLA104" for f in findings)
+def uses_cuda(version: ScriptVersion) -> bool:
+    """Some file of the program calls CUDA (XLA104), so it cannot run on XLA as it is."""
+    return any(f.code == "XLA104" for file in version.files() for f in file.findings)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from xlalint.harness.results import Cause, RunResult
 
 if TYPE_CHECKING:
+    from xlalint.harness.prepare import ScriptVersion, SourceFile
     from xlalint.linter.model import Finding
 
 MAX_CAUSE_SITES = 12
@@ -26,6 +27,10 @@ class HarnessReport:
     findings: list[Finding]  # of the user's script
     runs: dict[str, RunResult] = field(default_factory=dict)  # "original"/"fixed" -> result
     fix_summary: str | None = None
+    #: The script's local modules as they are, with their findings.
+    local_modules: list[SourceFile] = field(default_factory=list)
+    #: Why --compare ran one version only (the fix changed nothing), if it did.
+    comparison_skipped: str | None = None
 
 
 # -- JSON -----------------------------------------------------------------------------
@@ -34,13 +39,19 @@ class HarnessReport:
 def to_json(report: HarnessReport) -> dict:
     from xlalint.linter.reporters import finding_to_json
 
-    return {
+    findings = [*report.findings, *(f for module in report.local_modules for f in module.findings)]
+    record = {
         "script": report.script,
         "device": report.device,
         "torch_xla": report.torch_xla,
-        "findings": [finding_to_json(finding) for finding in report.findings],
+        # The script's findings, then its local modules' (each with its "filename").
+        "findings": [finding_to_json(finding) for finding in findings],
         "runs": {label: run.to_json() for label, run in report.runs.items()},
+        "local_modules": [module.display_path for module in report.local_modules],
     }
+    if report.comparison_skipped:
+        record["comparison_skipped"] = report.comparison_skipped
+    return record
 
 
 def write_json(report: HarnessReport, path: Path) -> None:
@@ -53,6 +64,10 @@ def write_json(report: HarnessReport, path: Path) -> None:
 def format_text(report: HarnessReport) -> str:
     lines = [f"xlalint run {report.script}: {report.device}, torch_xla {report.torch_xla}"]
     lines.append(f"findings in the script: {_count_codes(report.findings)}")
+    if report.local_modules:
+        names = ", ".join(module.display_path for module in report.local_modules)
+        module_findings = [f for module in report.local_modules for f in module.findings]
+        lines.append(f"local modules it imports: {names}; findings in them: {_count_codes(module_findings)}")
     if report.fix_summary:
         lines.append(report.fix_summary)
     for run in report.runs.values():
@@ -61,6 +76,9 @@ def format_text(report: HarnessReport) -> str:
     if "original" in report.runs and "fixed" in report.runs:
         lines.append("")
         lines.extend(format_comparison(report.runs["original"], report.runs["fixed"]))
+    elif report.comparison_skipped:
+        lines.append("")
+        lines.append(f"comparison: none: {report.comparison_skipped}")
     return "\n".join(lines) + "\n"
 
 
@@ -149,7 +167,7 @@ def _shape_change_lines(cause: Cause) -> list[str]:
     if not cause.shape_changes:
         return []
     if cause.explained_by:
-        why = ", ".join(f"{code} at line {line}" if line else code for code, line in cause.explained_by)
+        why = ", ".join(_finding_place(code, where) for code, where in cause.explained_by)
         header = f"        its graphs differ because input shapes changed (explained by {why}):"
     else:
         header = "        its graphs differ because input shapes changed (no finding explains it):"
@@ -160,6 +178,12 @@ def _shape_change_lines(cause: Cause) -> list[str]:
     if hidden > 0:
         lines.append(f"          ... and {hidden} more inputs (all in --json)")
     return lines
+
+
+def _finding_place(code: str, where: int | str | None) -> str:
+    if where is None:
+        return code
+    return f"{code} at line {where}" if isinstance(where, int) else f"{code} at {where}"
 
 
 def _steps_lines(run: RunResult) -> list[str]:
@@ -311,14 +335,37 @@ def fix_summary(
     error: str | None,
     *,
     hint_unsafe: bool = False,
+    where: str = "",
 ) -> str:
+    """``fixed: fixes applied: 2 (XLA103 x2) in main.py (1), train.py (1); findings left: 0``"""
     if error:
         return f"{description}: the fix failed, so the copy is unchanged: {error}"
-    summary = f"{description}: fixes applied: {_count_codes(applied)}; findings left: {len(left)}"
+    in_files = f" in {where}" if where else ""
+    summary = f"{description}: fixes applied: {_count_codes(applied)}{in_files}; findings left: {len(left)}"
     unsafe = [f for f in left if f.fix is not None and f.fix.applicability == "unsafe"]
     if hint_unsafe and unsafe:
         summary += f" ({len(unsafe)} with an unsafe fix: add --unsafe-fixes)"
     return summary
+
+
+def version_fix_summary(version: ScriptVersion, *, hint_unsafe: bool) -> str:
+    """What fixing a version did, over the script and its local modules."""
+    files = version.files()
+    if len(files) == 1:
+        return fix_summary(
+            version.description, version.applied, version.findings, version.fix_error, hint_unsafe=hint_unsafe
+        )
+    applied = [f for file in files for f in file.applied]
+    left = [f for file in files for f in file.findings]
+    changed = [file for file in files if file.changed]
+    where = ", ".join(f"{file.display_path} ({len(file.applied)})" for file in changed)
+    summary = fix_summary(version.description, applied, left, None, hint_unsafe=hint_unsafe, where=where)
+    failed = [
+        f"the fix of {file.display_path} failed, so it runs as it is: {file.fix_error}"
+        for file in files
+        if file.fix_error
+    ]
+    return "; ".join([summary, *failed])
 
 
 def _fallback_ops(ops: dict[str, int]) -> str:

@@ -35,8 +35,9 @@ class Cause:
     #: On compilations at a site that compiled more than one graph: the inputs whose
     #: shape changed during the run.
     shape_changes: tuple[ShapeChange, ...] = field(default=(), compare=False)
-    #: (code, user line) of the findings that explain the shape changes (text only).
-    explained_by: tuple[tuple[str, int | None], ...] = field(default=(), compare=False)
+    #: (code, where) of the findings that explain the shape changes (text only): a line
+    #: of the user's script, or "file:line" in one of its local modules.
+    explained_by: tuple[tuple[str, int | str | None], ...] = field(default=(), compare=False)
 
     def to_json(self) -> dict:
         record = {
@@ -64,6 +65,9 @@ class Metrics:
     host_transfers: int = 0  # TransferFromDeviceTime samples
     fallback_ops: dict[str, int] = field(default_factory=dict)  # op -> times executed
     compile_time_s: float = 0.0  # CompileTime total (text report only; not in the schema)
+    #: Tensors created on the XLA device (CreateXlaTensor); None when a process did
+    #: not say (a bootstrap without the count).
+    xla_tensors: int | None = 0
     processes: int = 0
 
     def add(self, record: dict) -> None:
@@ -73,6 +77,10 @@ class Metrics:
         self.syncs += int(record.get("syncs", 0))
         self.host_transfers += int(record.get("host_transfers", 0))
         self.compile_time_s += float(record.get("compile_time_s", 0.0))
+        if self.xla_tensors is not None and "xla_tensors" in record:
+            self.xla_tensors += int(record["xla_tensors"])
+        else:
+            self.xla_tensors = None
         for op, count in dict(record.get("fallback_ops", {})).items():
             self.fallback_ops[op] = self.fallback_ops.get(op, 0) + int(count)
         self.processes += 1
@@ -130,6 +138,8 @@ class RunResult:
     #: Run as plain PyTorch on the GPU (no XLA): the native baseline of --device cuda --compare.
     native: bool = False
     steps: Steps | None = None  # None: no optimizer step was taken (or the process was killed)
+    #: The user's files whose fixed copy ran in their place (as the report names them).
+    fixed_files: list[str] = field(default_factory=list)
 
     @property
     def killed(self) -> bool:
@@ -179,6 +189,7 @@ class RunResult:
             "steps": self.steps.steps if self.steps else None,
             "steps_per_s": _rounded(self.steps.per_second) if self.steps else None,
             "peak_memory_bytes": self.steps.peak_memory_bytes if self.steps else None,
+            "fixed_files": list(self.fixed_files),
         }
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from xlalint.harness import bootstrap, cleanup, shapes
-from xlalint.harness.debug_log import Frame, RawCause, parse_debug_files
+from xlalint.harness.debug_log import RawCause, parse_debug_files
 from xlalint.harness.environment import Device
 from xlalint.harness.prepare import ScriptVersion
 from xlalint.harness.results import Cause, Metrics, RunResult, Steps
@@ -137,6 +137,7 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
         warnings=_warnings(metrics) if exit_ok and not version.native else [],
         native=version.native,
         steps=_collect_steps(out_dir),
+        fixed_files=[file.display_path for file in version.files() if file.changed],
     )
 
 
@@ -147,12 +148,22 @@ def _warnings(metrics: Metrics | None) -> list[str]:
     """What makes a clean exit not the success it looks like."""
     if metrics is None:
         return [f"{NOTHING_ON_XLA}: no process of the script imported torch_xla"]
-    if metrics.compiles == metrics.cached_compiles == metrics.executions == 0:
+    if metrics.compiles or metrics.cached_compiles or metrics.executions:
+        return []
+    counts = "0 compilations and 0 executions"
+    if metrics.xla_tensors == 0:
+        # Typically a CPU script whose fix added syncs: they have nothing to run.
+        idle_syncs = f" (and its {metrics.syncs} syncs had nothing to run)" if metrics.syncs else ""
         return [
-            f"{NOTHING_ON_XLA}: 0 compilations and 0 executions "
-            "(the script kept its tensors on the CPU or another device)"
+            f"{NOTHING_ON_XLA}: {counts}: nothing ran on the XLA device; the script never put a tensor "
+            f"there, so its model and data stayed on the CPU{idle_syncs}: move them with .to(torch_xla.device())"
         ]
-    return []
+    if metrics.xla_tensors:
+        return [
+            f"{NOTHING_ON_XLA}: {counts}: the script put tensors on the XLA device but no graph ran there "
+            "(nothing it computed was synced with torch_xla.sync() or read back)"
+        ]
+    return [f"{NOTHING_ON_XLA}: {counts} (the script kept its tensors on the CPU or another device)"]
 
 
 def _child_env(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> dict[str, str]:
@@ -169,10 +180,17 @@ def _child_env(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> 
             # Each process sets its own PT_XLA_DEBUG_FILE; this is the fallback.
             "PT_XLA_DEBUG_FILE": str(out_dir / "debug-main.log"),
             bootstrap.OUT_DIR_ENV: str(out_dir),
-            bootstrap.SCRIPT_ENV: str(version.run_path),
+            # The user's script runs (its __file__, sys.argv[0], sys.path[0]); the
+            # bootstrap runs the fixed copies' code in place of the user's files.
+            bootstrap.SCRIPT_ENV: str(settings.user_script.resolve()),
             bootstrap.SCRIPT_DIR_ENV: str(settings.user_script.resolve().parent),
         }
     )
+    fixed_files = version.fixed_files()
+    if fixed_files:
+        fixed_files_path = out_dir / "fixed-files.json"
+        fixed_files_path.write_text(json.dumps(fixed_files), encoding="utf-8")
+        env[bootstrap.FIXED_FILES_ENV] = str(fixed_files_path)
     if settings.token:
         env[cleanup.TOKEN_ENV] = settings.token
     return env
@@ -260,10 +278,8 @@ def _import_error(out_dir: Path) -> str | None:
 
 
 def _causes(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> list[Cause]:
-    ran = os.path.realpath(version.run_path)
     causes = [
-        _locate(raw, version, ran, settings.display_path)
-        for raw in parse_debug_files(list(out_dir.glob("debug-*.log")))
+        _locate(raw, version, settings.display_path) for raw in parse_debug_files(list(out_dir.glob("debug-*.log")))
     ]
     changes = shapes.read_shape_changes(out_dir, version, settings.display_path)
     return explain_recompilations(causes, changes, shapes.explaining_findings(version))
@@ -272,7 +288,7 @@ def _causes(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> lis
 def explain_recompilations(
     causes: list[Cause],
     changes: list[shapes.ShapeChange],
-    explanations: list[tuple[str, int | None]],
+    explanations: list[tuple[str, int | str | None]],
 ) -> list[Cause]:
     """Attach the inputs that changed shape to each site that compiled more than one
     graph, and join the site to the finding that explains the change when the site
@@ -299,35 +315,33 @@ def _site(cause: Cause) -> tuple:
     return (cause.file, cause.line, cause.fixed_line)
 
 
-def _locate(raw: RawCause, version: ScriptVersion, ran: str, display_path: str) -> Cause:
-    """Attach a cause to the innermost frame in the script; else to the innermost
-    frame outside libraries; else to no file."""
-    in_script = next((f for f in raw.frames if _same_file(f, ran)), None)
-    if in_script:
-        line = in_script.line
-        from_fix = version.is_fixed_line(line)
-        inserted = version.is_inserted_line(line)
+def _locate(raw: RawCause, version: ScriptVersion, display_path: str) -> Cause:
+    """Attach a cause to the innermost frame in the script or its local modules; else
+    to the innermost frame outside libraries; else to no file."""
+    for frame in raw.frames:
+        file = version.file_at(frame.file)
+        if file is None:
+            continue
+        line = frame.line
+        from_fix = file.is_fixed_line(line)
+        inserted = file.is_inserted_line(line)
         return Cause(
             kind=raw.kind,
             cause=raw.cause,
-            file=display_path,
+            file=display_path if file is version else file.display_path,
             # A line the fix inserted is no line of the user's: shown as itself (in
             # the fixed copy), not as the user's line next to it.
-            line=None if inserted else version.user_line(line),
-            code=version.code_at(line),
-            text=version.source_line(line),
+            line=None if inserted else file.user_line(line),
+            code=file.code_at(line),
+            text=file.source_line(line),
             from_fix=from_fix,
             fixed_line=line if from_fix else None,
-            after_line=version.user_line(line) if inserted else None,
+            after_line=file.user_line(line) if inserted else None,
         )
     elsewhere = next((f for f in raw.frames if not _LIBRARY_PATH.search(f.file)), None)
     if elsewhere:
         return Cause(raw.kind, raw.cause, _shown_path(elsewhere.file), elsewhere.line, None)
     return Cause(raw.kind, raw.cause, None, None, None)
-
-
-def _same_file(frame: Frame, real_path: str) -> bool:
-    return not frame.file.startswith("<") and os.path.realpath(frame.file) == real_path
 
 
 def _shown_path(path: str) -> str:

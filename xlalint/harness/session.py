@@ -103,9 +103,10 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
     if not script.is_file():
         raise UsageError(f"{display_path}: no such file")
     try:
-        source, encoding = prepare.read_source(script)
+        script_file = prepare.read_user_file(script, display_path, Path(script.name))
     except (OSError, SyntaxError, UnicodeDecodeError) as error:
         raise HarnessEnvironmentError(f"{display_path}: cannot read: {error}") from error
+    modules = prepare.read_local_modules(script, display_path)
 
     python = environment.child_python()
     probe = environment.probe_interpreter(python)
@@ -122,7 +123,9 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
             workdir = Path(temp)
             watchdog = cleanup.Watchdog(token, workdir)
             device = cuda_libraries.prepare_device(device, python, workdir)
-            versions, findings, summaries = _prepare_versions(options, script, source, encoding, display_path, workdir)
+            # On a GPU, --compare measures a CUDA script natively against its XLA port.
+            prepared = _prepare_versions(options, script_file, modules, workdir, native_baseline=device.name == "CUDA")
+            versions = prepared.versions
             settings = runner.RunSettings(
                 python=python,
                 device=device,
@@ -145,9 +148,11 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         script=display_path,
         device=device.name,
         torch_xla=probe.torch_xla_version,
-        findings=findings,
+        findings=prepared.original.findings,
         runs=runs,
-        fix_summary="\n".join(summaries) or None,
+        fix_summary="\n".join(prepared.summaries) or None,
+        local_modules=prepared.original.modules,
+        comparison_skipped=prepared.comparison_skipped,
     )
 
 
@@ -169,82 +174,92 @@ def _run_versions(
     return runs
 
 
+@dataclass
+class PreparedVersions:
+    versions: list[prepare.ScriptVersion]  # what to run, in order
+    original: prepare.ScriptVersion  # the user's files as they are, linted
+    summaries: list[str]  # one line per fixed version: what its fix did
+    #: Why --compare runs only one version (the fix changed nothing), if it does.
+    comparison_skipped: str | None = None
+
+
 def _prepare_versions(
     options: RunOptions,
-    script: Path,
-    source: str,
-    encoding: str,
-    display_path: str,
+    script: prepare.UserFile,
+    modules: list[prepare.UserFile],
     workdir: Path,
     *,
     native_baseline: bool = False,
-) -> tuple[list[prepare.ScriptVersion], list, list[str]]:
-    """The versions to run, the findings of the user's script, and fix summaries.
+) -> PreparedVersions:
+    """The versions to run: the script and its local modules, as they are or fixed.
 
     With ``native_baseline`` (the device is a GPU), ``--compare`` on a CUDA script runs
     the original as it is, as plain PyTorch on the GPU: the question is then whether
-    the port to XLA pays off.
+    the port to XLA pays off. When the fixed version would run the same code as the
+    baseline, it runs once and ``comparison_skipped`` says why.
     """
     from xlalint.linter.config import ConfigError
 
+    user_files = [script, *modules]
     versions: list[prepare.ScriptVersion] = []
     summaries: list[str] = []
+    baseline = fixed = None
     try:
-        original = prepare.original_version(script, source, display_path)
-        if options.compare and native_baseline and prepare.uses_cuda(original.findings):
+        original = prepare.original_version(script, modules)
+        if options.compare and native_baseline and prepare.uses_cuda(original):
             original.native = True
             original.description = "original, native CUDA (no XLA)"
-            versions.append(original)
-        elif options.compare and prepare.uses_cuda(original.findings):
-            # CUDA code cannot run on XLA at all: the fair baseline is the script with
+            baseline = original
+        elif options.compare and prepare.uses_cuda(original):
+            # CUDA code cannot run on XLA at all: the fair baseline is the program with
             # only its device calls ported (XLA104, unsafe included: autocast/scaler).
-            baseline = prepare.fixed_copy(
-                script,
-                source,
-                display_path,
+            baseline = prepare.fixed_version(
+                original,
+                user_files,
                 workdir,
-                encoding=encoding,
                 label="original",
                 folder="baseline",
                 unsafe=True,
                 select=["XLA104"],
                 description="original + XLA104 device fixes",
             )
-            summaries.append(_summary(baseline, hint_unsafe=False))
-            versions.append(baseline)
+            summaries.append(report.version_fix_summary(baseline, hint_unsafe=False))
         elif options.compare or not options.fix:
-            versions.append(original)
+            baseline = original
+        if baseline is not None:
+            versions.append(baseline)
         if options.fix:
-            fixed = prepare.fixed_copy(
-                script,
-                source,
-                display_path,
+            fixed = prepare.fixed_version(
+                original,
+                user_files,
                 workdir,
-                encoding=encoding,
                 label="fixed",
                 folder="fixed",
                 unsafe=options.unsafe_fixes,
                 description="fixed",
             )
-            summaries.append(_summary(fixed, hint_unsafe=not options.unsafe_fixes))
+            summaries.append(report.version_fix_summary(fixed, hint_unsafe=not options.unsafe_fixes))
             versions.append(fixed)
     except ConfigError as error:
         raise HarnessEnvironmentError(f"configuration: {error}") from error
     except Exception as error:  # an engine bug must not look like a script fault
         raise HarnessEnvironmentError(
-            f"internal error while linting/fixing {display_path}: {type(error).__name__}: {error}"
+            f"internal error while linting/fixing {script.display_path}: {type(error).__name__}: {error}"
         ) from error
-    return versions, original.findings, summaries
-
-
-def _summary(version: prepare.ScriptVersion, *, hint_unsafe: bool) -> str:
-    return report.fix_summary(
-        version.description,
-        version.applied,
-        version.findings,
-        version.fix_error,
-        hint_unsafe=hint_unsafe,
-    )
+    skipped = None
+    if (
+        options.compare
+        and baseline is not None
+        and fixed is not None
+        and not baseline.native
+        and fixed.runs_the_same_code_as(baseline)
+    ):
+        # Two runs of the same code measure only noise (and cost twice the time).
+        skipped = f"the fixed script is the {baseline.description} (the fix changed nothing more), so it ran once"
+        if baseline is original:
+            skipped = "the fixed script is the original (the fix changed nothing), so it ran once"
+        versions = [fixed]
+    return PreparedVersions(versions, original, summaries, skipped)
 
 
 @contextmanager

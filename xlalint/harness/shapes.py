@@ -70,8 +70,7 @@ def read_shape_changes(out_dir: Path, version: ScriptVersion, display_path: str)
     process where it changed most.
     """
     best: dict[tuple, ShapeChange] = {}
-    ran = os.path.realpath(version.run_path)
-    namer = _Namer(version, ran)
+    namer = _Namer(version)
     for path in sorted(out_dir.glob(f"{bootstrap.TRANSFERS_PREFIX}*.json")):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
@@ -79,7 +78,7 @@ def read_shape_changes(out_dir: Path, version: ScriptVersion, display_path: str)
         except (OSError, ValueError, KeyError, TypeError):
             continue
         for site in sites:
-            change = _change(site, namer, ran, version, display_path)
+            change = _change(site, namer, version, display_path)
             if change is None:
                 continue
             key = (change.file, change.line, change.name)
@@ -88,7 +87,7 @@ def read_shape_changes(out_dir: Path, version: ScriptVersion, display_path: str)
     return sorted(best.values(), key=lambda c: (c.file, c.line or 0, c.name))
 
 
-def _change(site: dict, namer: _Namer, ran: str, version: ScriptVersion, display_path: str) -> ShapeChange | None:
+def _change(site: dict, namer: _Namer, version: ScriptVersion, display_path: str) -> ShapeChange | None:
     try:
         runs = [(tuple(int(n) for n in shape), int(times)) for shape, times in site["runs"]]
         file, line = str(site["file"]), int(site["line"])
@@ -104,9 +103,10 @@ def _change(site: dict, namer: _Namer, ran: str, version: ScriptVersion, display
     if len(shapes) < 2:
         return None
     name = namer.name(file, line, col, kind, slot, path)
-    if os.path.realpath(file) == ran:
-        shown_file = display_path
-        shown_line = None if version.is_inserted_line(line) else version.user_line(line)
+    local = version.file_at(file)
+    if local is not None:
+        shown_file = display_path if local is version else local.display_path
+        shown_line = None if local.is_inserted_line(line) else local.user_line(line)
     else:
         shown_file, shown_line = _shown_path(file), line
     return ShapeChange(shown_file, shown_line, name, tuple(shapes), len(set(shapes)))
@@ -115,17 +115,15 @@ def _change(site: dict, namer: _Namer, ran: str, version: ScriptVersion, display
 class _Namer:
     """Names a transfer from the source of the file it happened in."""
 
-    def __init__(self, version: ScriptVersion, ran: str) -> None:
+    def __init__(self, version: ScriptVersion) -> None:
         self._trees: dict[str, ast.Module | None] = {}
-        self._version, self._ran = version, ran
+        self._version = version
 
     def _tree(self, file: str) -> ast.Module | None:
         if file not in self._trees:
             try:
-                if os.path.realpath(file) == self._ran:
-                    source = self._version.source
-                else:
-                    source = Path(file).read_text(encoding="utf-8")
+                local = self._version.file_at(file)
+                source = local.source if local is not None else Path(file).read_text(encoding="utf-8")
                 self._trees[file] = ast.parse(source)
             except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
                 self._trees[file] = None
@@ -193,11 +191,16 @@ def _shown_path(path: str) -> str:
     return path if relative.startswith("..") else relative
 
 
-def explaining_findings(version: ScriptVersion) -> list[tuple[str, int | None]]:
-    """(code, line in the user's file) of the findings that explain shape changes."""
-    found = []
-    for finding in version.findings:
-        if finding.code in SHAPE_RULES:
-            line = finding.span.line
-            found.append((finding.code, None if version.is_inserted_line(line) else version.user_line(line)))
-    return sorted(set(found), key=lambda item: (item[1] or 0, item[0]))
+def explaining_findings(version: ScriptVersion) -> list[tuple[str, int | str | None]]:
+    """(code, where) of the findings that explain shape changes: the line in the
+    user's script, ``file:line`` in a local module, None on a line the fix wrote."""
+    found: list[tuple[str, int | str | None]] = []
+    for file in version.files():
+        in_file = set()
+        for finding in file.findings:
+            if finding.code in SHAPE_RULES:
+                line = finding.span.line
+                in_file.add((finding.code, None if file.is_inserted_line(line) else file.user_line(line)))
+        for code, line in sorted(in_file, key=lambda item: (item[1] or 0, item[0])):
+            found.append((code, f"{file.display_path}:{line}" if file is not version and line else line))
+    return found

@@ -1,0 +1,220 @@
+"""Fixed copies of the script's local modules: prepared in a temp tree with the user's
+layout, and run in place of the user's files under their names.
+
+No torch here: the child is plain Python through the harness's runner and bootstrap
+(the fixed copies are written by hand), so it runs in about a second.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+from xlalint.harness import prepare, runner
+from xlalint.harness.debug_log import Frame, RawCause
+from xlalint.harness.environment import Device
+from xlalint.harness.report import version_fix_summary
+from xlalint.harness.session import RunOptions, _prepare_versions
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    for name, source in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source))
+
+
+PROJECT = {
+    "main.py": """\
+        import torch
+        from loop import train
+
+        device = torch.device("cuda")
+        train(device)
+    """,
+    "loop.py": """\
+        import torch
+        import pkg.util
+
+
+        def train(device):
+            model = torch.nn.Linear(2, 1).cuda()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for step in range(3):
+                loss = model(torch.ones(1, 2).to(device)).sum()
+                loss.backward()
+                opt.step()
+    """,
+    "pkg/__init__.py": "",
+    "pkg/util.py": "X = 1\n",
+}
+
+
+def prepared_project(tmp_path: Path, **options):
+    user = tmp_path / "user"
+    write_tree(user, PROJECT)
+    script = user / "main.py"
+    display = "user/main.py"
+    script_file = prepare.read_user_file(script, display, Path("main.py"))
+    modules = prepare.read_local_modules(script, display)
+    return user, _prepare_versions(RunOptions(script=script, **options), script_file, modules, tmp_path / "work")
+
+
+def test_the_fix_reaches_local_modules_and_keeps_their_layout(tmp_path):
+    user, prepared = prepared_project(tmp_path, compare=True)
+    assert [m.display_path for m in prepared.original.modules] == [
+        "user/loop.py",
+        "user/pkg/__init__.py",
+        "user/pkg/util.py",
+    ]
+    baseline, fixed = prepared.versions
+    assert baseline.description == "original + XLA104 device fixes"  # the CUDA calls are in loop.py
+    for version, folder in ((baseline, "baseline"), (fixed, "fixed")):
+        changed = {f.display_path: f.run_path for f in version.files() if f.changed}
+        assert changed == {
+            "user/main.py": tmp_path / "work" / folder / "main.py",
+            "user/loop.py": tmp_path / "work" / folder / "loop.py",
+        }
+        assert set(version.fixed_files()) == {str((user / name).resolve()) for name in ("main.py", "loop.py")}
+        # Unchanged modules run from the user's folder.
+        assert version.modules[2].run_path == (user / "pkg" / "util.py").resolve()
+    assert ".cuda()" not in fixed.modules[0].source and "torch_xla.sync()" in fixed.modules[0].source
+    assert "torch_xla.sync()" not in baseline.modules[0].source
+    assert (user / "loop.py").read_text() == textwrap.dedent(PROJECT["loop.py"])
+    summary = version_fix_summary(fixed, hint_unsafe=False)
+    assert summary.startswith("fixed: fixes applied: 3 (XLA103 x1, XLA104 x2) in user/main.py (1), user/loop.py (2);")
+
+
+def test_compare_runs_once_when_the_fix_changes_nothing(tmp_path):
+    user = tmp_path / "user"
+    write_tree(user, {"main.py": "import torch\nprint(torch.ones(2).sum())\n"})
+    script_file = prepare.read_user_file(user / "main.py", "main.py", Path("main.py"))
+    prepared = _prepare_versions(RunOptions(script=user / "main.py", compare=True), script_file, [], tmp_path)
+    assert [v.label for v in prepared.versions] == ["fixed"]
+    assert prepared.comparison_skipped == "the fixed script is the original (the fix changed nothing), so it ran once"
+
+
+def test_a_cause_in_a_fixed_module_is_shown_at_the_users_file_and_line(tmp_path):
+    _user, prepared = prepared_project(tmp_path)
+    (fixed,) = prepared.versions
+    loop = fixed.modules[0]
+    lines = loop.source.splitlines()
+    sync_line = lines.index("        torch_xla.sync()") + 1
+    step_line = lines.index("        opt.step()") + 1
+    settings = runner.RunSettings(sys.executable, Device("CPU", {}), tmp_path, Path("user/main.py"), "user/main.py", [])
+    at_sync = runner._locate(
+        RawCause("execution", "user torch_xla.sync", [Frame("train", str(loop.run_path), sync_line)]),
+        fixed,
+        settings.display_path,
+    )
+    assert (at_sync.file, at_sync.line, at_sync.fixed_line, at_sync.from_fix) == ("user/loop.py", None, sync_line, True)
+    at_step = runner._locate(
+        RawCause("execution", "x", [Frame("train", str(loop.run_path), step_line), Frame("<module>", "/x/main.py", 5)]),
+        fixed,
+        settings.display_path,
+    )
+    user_step_line = textwrap.dedent(PROJECT["loop.py"]).splitlines().index("        opt.step()") + 1
+    assert (at_step.file, at_step.line, at_step.from_fix) == ("user/loop.py", user_step_line, False)
+
+
+CHILD_PROJECT = {
+    "main.py": """\
+        import multiprocessing as mp
+        import os
+
+        import helper
+        import pkg.sub
+
+        HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+        def work(_):
+            return "FIXED" in globals(), helper.WHO
+
+
+        if __name__ == "__main__":
+            print("main", "fixed" if "FIXED" in globals() else "original", __file__)
+            print("data", open(os.path.join(HERE, "data.txt")).read().strip())
+            print("helper", helper.WHO, helper.data())
+            print("pkg", pkg.WHO, pkg.sub.WHO)
+            with mp.get_context("spawn").Pool(1) as pool:
+                print("worker", pool.map(work, [0]))
+    """,
+    "helper.py": """\
+        import os
+        WHO = "original helper"
+
+        def data():
+            return open(os.path.join(os.path.dirname(__file__), "data.txt")).read().strip()
+    """,
+    "pkg/__init__.py": "WHO = 'original pkg'\n",
+    "pkg/sub.py": "WHO = 'original sub'\n",
+    "data.txt": "next to the script\n",
+}
+
+
+def test_the_child_runs_fixed_copies_as_the_users_files(tmp_path):
+    """The fixed main and modules run under the user's names and paths: __file__ is
+    the user's (data files next to it are found), a package's submodules still come
+    from the user's folder, spawned workers run the fixed main too, and nothing is
+    cached in the user's __pycache__ from a fixed copy."""
+    user = tmp_path / "user"
+    write_tree(user, CHILD_PROJECT)
+    copies = tmp_path / "fixed"
+    fixed_sources = {
+        "main.py": "FIXED = True\n" + textwrap.dedent(CHILD_PROJECT["main.py"]),
+        "helper.py": textwrap.dedent(CHILD_PROJECT["helper.py"]).replace("original", "fixed"),
+        "pkg/__init__.py": "WHO = 'fixed pkg'\n",
+    }
+    write_tree(copies, fixed_sources)
+
+    def source_file(name: str, fixed: bool) -> prepare.SourceFile:
+        user_source = textwrap.dedent(CHILD_PROJECT[name])
+        if not fixed:
+            return prepare.SourceFile(run_path=user / name, source=user_source, findings=[], user_path=user / name)
+        source = fixed_sources[name]
+        return prepare.SourceFile(
+            run_path=copies / name,
+            source=source,
+            findings=[],
+            line_map=prepare.LineMap(user_source, source),
+            display_path=name,
+            user_path=user / name,
+        )
+
+    script = source_file("main.py", fixed=True)
+    version = prepare.ScriptVersion(
+        **{
+            name: getattr(script, name)
+            for name in ("run_path", "source", "findings", "line_map", "user_path", "display_path")
+        },
+        label="fixed",
+        modules=[
+            source_file("helper.py", True),
+            source_file("pkg/__init__.py", True),
+            source_file("pkg/sub.py", False),
+        ],
+    )
+    settings = runner.RunSettings(
+        python=sys.executable,
+        device=Device("CPU", {}),
+        hook_dir=runner.write_hook(tmp_path / "hook"),
+        user_script=user / "main.py",
+        display_path="main.py",
+        script_args=[],
+        timeout_s=60,
+    )
+    result = runner.execute(version, settings, tmp_path / "out")
+    assert result.ok, result.stderr_tail
+    out = (tmp_path / "out" / "stdout.txt").read_text().splitlines()
+    assert out == [
+        f"main fixed {(user / 'main.py').resolve()}",
+        "data next to the script",
+        "helper fixed helper next to the script",
+        "pkg fixed pkg original sub",
+        "worker [(True, 'fixed helper')]",
+    ]
+    assert result.fixed_files == ["main.py", "helper.py", "pkg/__init__.py"]
+    cached = {p.name.split(".")[0] for p in user.rglob("*.pyc")}
+    assert "helper" not in cached and "__init__" not in cached

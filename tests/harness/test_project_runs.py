@@ -1,0 +1,89 @@
+"""Whole projects through `xlalint run` on torch_xla (CPU): a script whose training loop
+lives in the modules it imports, and a script that never uses the XLA device.
+
+Four torch_xla runs (about half a minute on two shared cores).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("torch_xla_required")
+
+
+def snapshot(folder) -> dict:
+    return {path.relative_to(folder): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+
+def test_the_loop_in_imported_modules_is_fixed_and_trains_on_xla(scripts_dir, tmp_path, run_xlalint):
+    """`main.py` imports `train_loop` (a sibling: its `.cuda()` calls, the loop without
+    a sync, a per-step `.item()`) and `trainlib` (a package); both runs of --compare
+    port the modules too, and read data files next to the user's files."""
+    project = tmp_path / "project"
+    shutil.copytree(scripts_dir / "project", project)
+    before = snapshot(project)
+    script = project / "main.py"
+    report_path = tmp_path / "report.json"
+    outcome = run_xlalint(script, compare=True, device="cpu", json_path=report_path)
+    assert outcome.status == 0, outcome.stdout + outcome.stderr
+    # The user's files are untouched (Python may add __pycache__ for the unchanged modules).
+    after = {path: data for path, data in snapshot(project).items() if "__pycache__" not in path.parts}
+    assert after == before
+
+    text = outcome.stdout
+    shown = f"{project}/"
+    assert (
+        f"local modules it imports: {shown}train_loop.py, {shown}trainlib/__init__.py, "
+        f"{shown}trainlib/data.py, {shown}trainlib/model.py; findings in them: 4 (XLA102 x1, XLA103 x1, XLA104 x2)"
+    ) in text
+    assert (
+        f"original + XLA104 device fixes: fixes applied: 3 (XLA104 x3) in {shown}main.py (1), {shown}train_loop.py (2);"
+        in text
+    )
+    assert (
+        f"fixed: fixes applied: 5 (XLA102 x1, XLA103 x1, XLA104 x3) in {shown}main.py (1), {shown}train_loop.py (4);"
+        in text
+    )
+    report = json.loads(report_path.read_text())
+    assert report["local_modules"] == [
+        f"{shown}{name}" for name in ("train_loop.py", "trainlib/__init__.py", "trainlib/data.py", "trainlib/model.py")
+    ]
+    assert {f["filename"] for f in report["findings"]} == {str(script), f"{shown}train_loop.py"}
+    original, fixed = report["runs"]["original"], report["runs"]["fixed"]
+    for run in (original, fixed):
+        assert run["fixed_files"] == [str(script), f"{shown}train_loop.py"]
+        assert run["executions"] > 0 and run["steps"] == 5
+    assert "model on xla:0" in text and "loss " in text
+
+    source = (project / "train_loop.py").read_text().splitlines()
+    item_line = next(n for n, line in enumerate(source, 1) if "loss.item()" in line)
+    # The baseline's `.item()` executes its graph each step: a cause at the user's line, joined to XLA102.
+    at_item = [c for c in original["causes"] if c["line"] == item_line and c["kind"] == "execution"]
+    assert len(at_item) == 5 and {(c["file"], c["code"]) for c in at_item} == {(f"{shown}train_loop.py", "XLA102")}
+    # The fixed loop syncs at a line the fix wrote in place of the `.item()` print: shown
+    # at the user's line, marked as the fix's.
+    syncs = [c for c in fixed["causes"] if c["cause"] == "user torch_xla.sync" and c["kind"] == "execution"]
+    assert len(syncs) == 5 and {(c["file"], c["line"]) for c in syncs} == {(f"{shown}train_loop.py", item_line)}
+    assert f"    {shown}train_loop.py:{item_line} [-]: 1 compilation, 5 execution - user torch_xla.sync" in text
+    assert "        | torch_xla.sync()   (written by the fix)" in text
+
+
+def test_a_script_that_never_uses_the_xla_device_is_told_so(scripts_dir, tmp_path, run_xlalint):
+    """After the fix the script syncs every step, but its tensors stayed on the CPU:
+    0 compilations, 0 executions; the report says that nothing ran on the XLA device."""
+    report_path = tmp_path / "report.json"
+    outcome = run_xlalint(scripts_dir / "cpu_regression.py", compare=True, device="cpu", json_path=report_path)
+    assert outcome.status == 0, outcome.stderr
+    runs = json.loads(report_path.read_text())["runs"]
+    assert runs["original"]["warnings"] == ["no XLA computation ran: no process of the script imported torch_xla"]
+    fixed = runs["fixed"]
+    assert (fixed["syncs"], fixed["compiles"], fixed["executions"]) == (10, 0, 0)
+    (warning,) = fixed["warnings"]
+    assert warning.startswith("no XLA computation ran: 0 compilations and 0 executions: nothing ran on the XLA device;")
+    assert "its model and data stayed on the CPU (and its 10 syncs had nothing to run)" in warning
+    assert f"  warning: {warning}" in outcome.stdout
+    assert f"xlalint run: warning: the fixed run: {warning}" in outcome.stderr
+    assert "weight on cpu" in outcome.stdout
