@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import cached_property
 
 from xlalint.linter.model import (
     Fix,
@@ -64,6 +65,8 @@ from xlalint.rules._cuda_api import (
     lookup,
 )
 
+# Methods checked on any receiver but torch's own modules: `.cuda()`, `.share_memory()`.
+METHODS_CHECKED = frozenset({"cuda", *SHARE_MEMORY_METHODS})
 # "cuda", "cuda:0", "cuda:12" -- the strings torch reads as a CUDA device.
 CUDA_STRING = re.compile(r"cuda(:\d+)?")
 # The other device strings: the "else" branch of a device selection.
@@ -1249,10 +1252,11 @@ opt.step()
             self._check_ddp(node)
         elif row is not None:
             self._check_api(node, name, *row)
-        elif method_name(node) in SHARE_MEMORY_METHODS and not (name or "").startswith("torch."):
-            self._check_share_memory(node)
-        elif method_name(node) == "cuda" and not (name or "").startswith("torch."):
-            self._check_cuda_method(node)
+        elif (method := method_name(node)) in METHODS_CHECKED and not (name or "").startswith("torch."):
+            if method == "cuda":
+                self._check_cuda_method(node)
+            else:
+                self._check_share_memory(node)
         self._check_device_arguments(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -1551,6 +1555,9 @@ opt.step()
         """A variable or ``self.<attr>`` that only ever holds an int: each assignment is
         an int literal, ``int(...)`` (``local_rank = int(os.environ["LOCAL_RANK"])``) or
         a parameter annotated ``int``; or a parameter annotated ``int`` itself."""
+        last = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+        if last not in self._int_candidates:
+            return False  # most device arguments: nothing of that name is ever an int
         if isinstance(node, ast.Name):
             scope = self.scope_of(node)
             if scope is not self.ctx.tree and _int_parameter(scope, node.id):
@@ -1564,6 +1571,33 @@ opt.step()
         else:
             return False
         return bool(values) and all(self._is_int(value) for value in values)
+
+    @cached_property
+    def _int_candidates(self) -> frozenset[str]:
+        """The names (and ``self.<attr>`` attributes) that something in the module may make
+        an int: parameters annotated ``int``, and targets assigned an int literal,
+        ``int(...)`` or one of those parameters. A cheap first test for
+        ``_holds_device_index``, which runs on every device argument."""
+        semantic = self.ctx.semantic
+        parameters = {
+            arg.arg
+            for arg in semantic.nodes_of(ast.arg)
+            if arg.annotation is not None and _is_name(arg.annotation, "int")
+        }
+        names = set(parameters)
+        for statement in semantic.nodes_of(ast.Assign, ast.AnnAssign):
+            value = statement.value
+            if value is None or not (
+                is_device_index(value)
+                or (isinstance(value, ast.Name) and value.id in parameters)
+                or (isinstance(value, ast.Call) and _is_name(value.func, "int"))
+            ):
+                continue
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            names.update(
+                t.id if isinstance(t, ast.Name) else t.attr for t in targets if isinstance(t, (ast.Name, ast.Attribute))
+            )
+        return frozenset(names)
 
     def _is_int(self, value: ast.AST) -> bool:
         if is_device_index(value):
