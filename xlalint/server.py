@@ -209,35 +209,27 @@ def create_server() -> XlalintServer:
         options = params.initialization_options
         ls.unsafe_fixes = bool(isinstance(options, dict) and options.get("unsafeFixes"))
 
-    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
-    def did_open(ls: XlalintServer, params: types.DidOpenTextDocumentParams) -> None:
+    # Open, change and save all mean: lint the document (or the notebook) as it is now.
+    def publish_document(ls: XlalintServer, params) -> None:
         ls.publish(params.text_document.uri)
 
-    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-    def did_change(ls: XlalintServer, params: types.DidChangeTextDocumentParams) -> None:
-        ls.publish(params.text_document.uri)
+    def publish_notebook(ls: XlalintServer, params) -> None:
+        ls.publish_notebook(params.notebook_document.uri)
 
-    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(ls: XlalintServer, params: types.DidSaveTextDocumentParams) -> None:
-        ls.publish(params.text_document.uri)
+    for event in (types.TEXT_DOCUMENT_DID_OPEN, types.TEXT_DOCUMENT_DID_CHANGE, types.TEXT_DOCUMENT_DID_SAVE):
+        server.feature(event)(publish_document)
+    for event in (
+        types.NOTEBOOK_DOCUMENT_DID_OPEN,
+        types.NOTEBOOK_DOCUMENT_DID_CHANGE,
+        types.NOTEBOOK_DOCUMENT_DID_SAVE,
+    ):
+        server.feature(event)(publish_notebook)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: XlalintServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
         )
-
-    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
-    def notebook_did_open(ls: XlalintServer, params: types.DidOpenNotebookDocumentParams) -> None:
-        ls.publish_notebook(params.notebook_document.uri)
-
-    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
-    def notebook_did_change(ls: XlalintServer, params: types.DidChangeNotebookDocumentParams) -> None:
-        ls.publish_notebook(params.notebook_document.uri)
-
-    @server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
-    def notebook_did_save(ls: XlalintServer, params: types.DidSaveNotebookDocumentParams) -> None:
-        ls.publish_notebook(params.notebook_document.uri)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def notebook_did_close(ls: XlalintServer, params: types.DidCloseNotebookDocumentParams) -> None:
