@@ -355,29 +355,6 @@ def unwrap_with(statement: cst.With) -> tuple[list[Statement], list[cst.EmptyLin
     return statements, footer
 
 
-def _place_trailing_lines(
-    block: cst.IndentedBlock | cst.Module, trailing: dict[cst.CSTNode, list[cst.EmptyLine]]
-) -> cst.IndentedBlock | cst.Module:
-    """Put the lines that must follow a statement of ``block`` (the closing comments of
-    an unwrapped ``with``) above the next statement, or at the end of the block."""
-    if not any(statement in trailing for statement in block.body):
-        return block
-    body = list(block.body)
-    footer = list(block.footer)
-    # From the last statement up, so that a statement still has its identity when
-    # its own lines are placed.
-    for position in range(len(body) - 1, -1, -1):
-        lines = trailing.pop(body[position], None)
-        if not lines:
-            continue
-        if position + 1 < len(body):
-            after = body[position + 1]
-            body[position + 1] = after.with_changes(leading_lines=[*lines, *after.leading_lines])
-        else:
-            footer = [*lines, *footer]
-    return block.with_changes(body=body, footer=footer)
-
-
 # --- one pass ----------------------------------------------------------------------------
 
 
@@ -395,9 +372,6 @@ class _Plan:
     # `with` statements and the positions of the items they lose (all: the body
     # replaces the statement).
     unwrap: dict[cst.With, set[int]] = field(default_factory=lambda: defaultdict(set))
-    # Lines that must follow a statement in its block (the closing comments of an
-    # unwrapped `with` body), placed when the rewrite leaves the block.
-    trailing: dict[cst.CSTNode, list[cst.EmptyLine]] = field(default_factory=dict)
     # The spans the fixes of this pass rewrite: disjoint, sorted by start.
     claimed: list[Span] = field(default_factory=list)
     # The nodes on the way from the module to every node rewritten: the rewrite
@@ -423,8 +397,9 @@ class _Rewriter(cst.CSTTransformer):
         self.plan = plan
         # The `pass` lines put in blocks this rewrite emptied (never one the user wrote).
         self.fillers: set[cst.SimpleStatementLine] = set()
-        # Stand-ins for the `if` statements removed as empty: the block that holds one
-        # drops it and gives its comment lines to the statement that follows.
+        # Stand-ins for removed statements (and for the closing comments of an unwrapped
+        # `with` body): the block that holds one drops it and gives its lines to the
+        # statement that follows, or keeps them at its end.
         self.stand_ins: set[cst.SimpleStatementLine] = set()
         # `elif` clauses: an `if` in another's `orelse`, not a statement of a block.
         self.elifs: set[cst.If] = set()
@@ -449,7 +424,9 @@ class _Rewriter(cst.CSTTransformer):
             else:
                 replacement, footer = unwrap_with(node)
                 if footer:
-                    plan.trailing[replacement[-1]] = footer
+                    # The body's closing comments follow its statements: above the next
+                    # statement of the block, or at its end (as a removed `if`'s do).
+                    replacement.append(self._carrier(footer))
         if isinstance(node, (cst.If, cst.For, cst.While, cst.Try, cst.TryStar)):
             node = self._without_emptied_else(node)
         collapse = isinstance(node, cst.If) and self._does_nothing(node)
@@ -476,11 +453,8 @@ class _Rewriter(cst.CSTTransformer):
                 if not (before or after or keep):
                     return cst.RemoveFromParent()
                 return cst.FlattenSentinel([*before, *keep, *after])
-        if isinstance(node, (cst.IndentedBlock, cst.Module)):
-            if plan.trailing:
-                node = _place_trailing_lines(node, plan.trailing)
-            if self.stand_ins:
-                node = self._without_stand_ins(node)
+        if isinstance(node, (cst.IndentedBlock, cst.Module)) and self.stand_ins:
+            node = self._without_stand_ins(node)
         if isinstance(node, cst.IndentedBlock) and not node.body:
             return node.with_changes(body=[self._filler()])
         return node
@@ -511,6 +485,11 @@ class _Rewriter(cst.CSTTransformer):
         lines = list(statement.leading_lines)
         while lines and lines[-1].comment is None:
             lines.pop()
+        return self._carrier(lines)
+
+    def _carrier(self, lines: Sequence[cst.EmptyLine]) -> cst.SimpleStatementLine:
+        """A placeholder statement whose ``lines`` its block gives to the statement that
+        follows it, or keeps at its end (``_without_stand_ins``)."""
         stand_in = cst.SimpleStatementLine([cst.Pass()], leading_lines=lines)
         self.stand_ins.add(stand_in)
         return stand_in
@@ -519,7 +498,7 @@ class _Rewriter(cst.CSTTransformer):
         if not any(statement in self.stand_ins for statement in block.body):
             return block
         body: list[cst.BaseStatement] = []
-        carried: list[cst.EmptyLine] = []  # comment lines of removed `if`s, for what follows
+        carried: list[cst.EmptyLine] = []  # the lines of the stand-ins, for what follows
         for statement in block.body:
             if statement in self.stand_ins:
                 carried.extend(statement.leading_lines)

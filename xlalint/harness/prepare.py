@@ -177,17 +177,14 @@ class ScriptVersion(SourceFile):
 
     def fixed_files(self) -> dict[str, str]:
         """The user's file -> its fixed copy, for the files this version changed."""
-        return {
-            os.path.realpath(file.user_path or file.run_path): str(file.run_path)
-            for file in self.files()
-            if file.changed
-        }
+        return {user: str(file.run_path) for user, file in self._changed().items()}
 
     def runs_the_same_code_as(self, other: ScriptVersion) -> bool:
-        return self._changed_sources() == other._changed_sources()
+        return {u: f.source for u, f in self._changed().items()} == {u: f.source for u, f in other._changed().items()}
 
-    def _changed_sources(self) -> dict[str, str]:
-        return {os.path.realpath(file.user_path or file.run_path): file.source for file in self.files() if file.changed}
+    def _changed(self) -> dict[str, SourceFile]:
+        """The user's file (real path) -> this version's copy, for the files it changed."""
+        return {os.path.realpath(file.user_path or file.run_path): file for file in self.files() if file.changed}
 
 
 # Every cause has a stack of frames, mostly in the same few files.

@@ -457,19 +457,13 @@ class OrderAnalysis:
         for call in _calls_in_order(self.finder.semantic, exprs):
             owner = stmt or _statement_of(call)
             event = self.finder.event(call, owner)
-            if event is not None:
-                # `opt.step(closure)` runs the closure (its backward) before it steps.
-                summary = self._summary(call, stack)
-                if summary is not None:
-                    going = [q for q in partials if q.exit is None]
-                    partials = self._cap([q for q in partials if q.exit is not None] + self._compose(going, summary))
-                partials = [q if q.exit else q.add(event) for q in partials]
-                continue
+            # A helper's paths; for `opt.step(closure)`, the closure's, which run before it steps.
             summary = self._summary(call, stack)
-            if summary is None:
-                continue
-            going = [q for q in partials if q.exit is None]
-            partials = self._cap([q for q in partials if q.exit is not None] + self._compose(going, summary))
+            if summary is not None:
+                going = [q for q in partials if q.exit is None]
+                partials = self._cap([q for q in partials if q.exit is not None] + self._compose(going, summary))
+            if event is not None:
+                partials = [q if q.exit else q.add(event) for q in partials]
         return partials
 
     def _summary(self, call: ast.Call, stack: tuple) -> list[_Partial] | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from functools import cached_property
 
 from xlalint.linter.model import Fix, InsertStatement, RemoveStatement, ReplaceExpr
 from xlalint.linter.order import assigned_names
@@ -440,7 +441,6 @@ for i, (x, y) in enumerate(loader):
         # The `def` names the closure fixes took: per first statement, and per scope.
         self._def_names: dict[int, str] = {}
         self._taken_in_scope: dict[int, set[str]] = {}
-        self._host_reading_optimizers: set[str] | None = None
 
     # -- visitors -------------------------------------------------------------------
     def visit_Call(self, node: ast.Call) -> None:
@@ -464,7 +464,7 @@ for i, (x, y) in enumerate(loader):
             return f"`{dotted_name(node.func)}()` of a tensor in the training step {_WHY}"
         if self._is_log_call(node) and any(self._renders_tensor(a, loop) for a in _arguments(node)):
             return f"logging a tensor in the training step {_WHY}"
-        if attr == "step" and dotted_name(node.func.value) in self._lbfgs_optimizers():  # type: ignore[union-attr]
+        if attr == "step" and dotted_name(node.func.value) in self._lbfgs_optimizers:  # type: ignore[union-attr]
             return (
                 "LBFGS's `step` reads the loss and gradients on the host several times a step (line search, "
                 "stopping tests): each read forces a graph execution and the graphs differ, so XLA keeps "
@@ -472,17 +472,16 @@ for i, (x, y) in enumerate(loader):
             )
         return None
 
-    def _lbfgs_optimizers(self) -> set[str]:
+    @cached_property
+    def _lbfgs_optimizers(self) -> frozenset[str]:
         """The names (``opt``, ``self.opt``) assigned an LBFGS optimizer in this module."""
-        if self._host_reading_optimizers is None:
-            semantic = self.ctx.semantic
-            self._host_reading_optimizers = {
-                name
-                for call in semantic.calls
-                if semantic.call_name(call) in HOST_READING_OPTIMIZERS
-                for name in assigned_names(call)
-            }
-        return self._host_reading_optimizers
+        semantic = self.ctx.semantic
+        return frozenset(
+            name
+            for call in semantic.calls
+            if semantic.call_name(call) in HOST_READING_OPTIMIZERS
+            for name in assigned_names(call)
+        )
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         steps = self.ctx.steps

@@ -1509,6 +1509,10 @@ opt.step()
                 return scope
         return self.ctx.tree
 
+    def _values_of(self, name: ast.Name) -> list[ast.AST]:
+        """The values assigned to ``name`` in its own scope (not in nested functions)."""
+        return list(_assigned_values(self.scope_of(name), lambda t: _is_name(t, name.id), shallow=True))
+
     def _function_locals(self, func: ast.AST) -> set[str]:
         if id(func) not in self._locals:
             args = func.args  # type: ignore[attr-defined]
@@ -1560,9 +1564,9 @@ opt.step()
             return False  # most device arguments: nothing of that name is ever an int
         if isinstance(node, ast.Name):
             scope = self.scope_of(node)
+            values = self._values_of(node)
             if scope is not self.ctx.tree and _int_parameter(scope, node.id):
-                return not list(_assigned_values(scope, lambda t: _is_name(t, node.id), shallow=True))
-            values = list(_assigned_values(scope, lambda t: _is_name(t, node.id), shallow=True))
+                return not values
         elif _is_self_attribute(node):
             owner = next((a for a in ancestors(node) if isinstance(a, ast.ClassDef)), None)
             if owner is None:
@@ -2037,7 +2041,7 @@ opt.step()
         """The one value a variable is ever assigned in its scope, or ``node`` itself."""
         if not isinstance(node, ast.Name):
             return node
-        values = list(_assigned_values(self.scope_of(node), lambda t: _is_name(t, node.id), shallow=True))
+        values = self._values_of(node)
         return values[0] if len(values) == 1 else node
 
     def _names_nccl(self, node: ast.AST) -> bool:
@@ -2046,7 +2050,7 @@ opt.step()
             return True
         if not isinstance(node, ast.Name):
             return False
-        values = list(_assigned_values(self.scope_of(node), lambda t: _is_name(t, node.id), shallow=True))
+        values = self._values_of(node)
         return bool(values) and all(self._is_nccl_constant(value) for value in values)
 
     def _is_nccl_constant(self, node: ast.AST) -> bool:
@@ -2126,8 +2130,7 @@ opt.step()
         if mentions_xla(node):
             return True
         for name in (n for n in ast.walk(node) if isinstance(n, ast.Name)):
-            values = _assigned_values(self.scope_of(name), lambda t, n=name.id: _is_name(t, n), shallow=True)
-            if any(mentions_xla(value) for value in values):
+            if any(mentions_xla(value) for value in self._values_of(name)):
                 return True
         return False
 
