@@ -30,18 +30,16 @@ from typing import TYPE_CHECKING
 from xlalint.linter.order import STEPS, Event, EventFinder, Kind, Path, loop_paths
 from xlalint.linter.scripts import WORLD, calls_to, is_multiprocess_xla_script, uses_syncing_library
 from xlalint.linter.semantic import dotted_name, keyword, method_name, parent
-from xlalint.linter.steps import (
-    _FUNCTIONS,
-    ITERATOR_WRAPPERS,
-    MP_DEVICE_LOADER,
-    PARALLEL_LOADER,
-    _assigned_values,
-    _call_sites,
-    _enclosing,
-    _is_self_attr,
-    _parameter_names,
-    _scopes,
-    _walk,
+from xlalint.linter.steps import ITERATOR_WRAPPERS, MP_DEVICE_LOADER, PARALLEL_LOADER
+from xlalint.linter.values import (
+    FUNCTIONS,
+    assigned_values,
+    call_sites,
+    enclosing,
+    enclosing_scopes,
+    is_self_attr,
+    parameter_names,
+    walk_scope,
 )
 
 if TYPE_CHECKING:
@@ -279,35 +277,35 @@ class DistributedAnalysis:
                 return
             function = self.ctx.steps.resolve(expr) if name is None else None
             if function is not None:
-                for node in _walk(function, shallow=True):
+                for node in walk_scope(function, shallow=True):
                     if isinstance(node, ast.Return):
                         yield from self._loaders_of(node.value, depth + 1, seen)
             return
         if isinstance(expr, ast.Name):
-            for scope in _scopes(expr):
+            for scope in enclosing_scopes(expr):
                 values = list(
-                    _assigned_values(scope, lambda t, n=expr.id: isinstance(t, ast.Name) and t.id == n, shallow=True)
+                    assigned_values(scope, lambda t, n=expr.id: isinstance(t, ast.Name) and t.id == n, shallow=True)
                 )
                 for value in values:
                     yield from self._loaders_of(value, depth + 1, seen)
-                if isinstance(scope, _FUNCTIONS) and expr.id in _parameter_names(scope):
+                if isinstance(scope, FUNCTIONS) and expr.id in parameter_names(scope):
                     yield from self._parameter_loaders(scope, expr.id, depth, seen)
                     return
                 if values:
                     return
             return
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
-            cls = _enclosing(expr, ast.ClassDef)
+            cls = enclosing(expr, ast.ClassDef)
             if cls is not None:
-                for value in _assigned_values(cls, lambda t, a=expr.attr: _is_self_attr(t, a)):
+                for value in assigned_values(cls, lambda t, a=expr.attr: is_self_attr(t, a)):
                     yield from self._loaders_of(value, depth + 1, seen)
 
     def _parameter_loaders(self, func: ast.AST, param: str, depth: int, seen: set[int]) -> Iterator[ast.Call]:
         args = func.args  # type: ignore[attr-defined]
         positional = [a.arg for a in (*args.posonlyargs, *args.args)]
-        if positional and positional[0] in ("self", "cls") and _enclosing(func, ast.ClassDef) is not None:
+        if positional and positional[0] in ("self", "cls") and enclosing(func, ast.ClassDef) is not None:
             positional = positional[1:]
-        for call in _call_sites(func, self.semantic):  # type: ignore[arg-type]
+        for call in call_sites(func, self.semantic):  # type: ignore[arg-type]
             value: ast.expr | None = _keyword_value(call, param)
             if value is None and param in positional:
                 index = positional.index(param)
@@ -322,9 +320,9 @@ class DistributedAnalysis:
         (``ds.shard(num_shards=xr.world_size(), index=...)``, ``split_dataset_by_node``)."""
         if not isinstance(dataset, ast.Name):
             return dataset is not None and self._mentions_sharding(dataset)
-        for scope in _scopes(dataset):
+        for scope in enclosing_scopes(dataset):
             values = list(
-                _assigned_values(scope, lambda t, n=dataset.id: isinstance(t, ast.Name) and t.id == n, shallow=True)
+                assigned_values(scope, lambda t, n=dataset.id: isinstance(t, ast.Name) and t.id == n, shallow=True)
             )
             if values:
                 return any(self._mentions_sharding(v) for v in values)

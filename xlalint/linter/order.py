@@ -178,7 +178,7 @@ class EventFinder:
                 self.scalers |= assigned_names(call)
             elif qualified in FETCH_GRADIENTS:
                 self.gradient_lists |= assigned_names(call)
-            elif _is_optimizer_class(qualified):
+            elif is_optimizer_class(qualified):
                 self.optimizers |= assigned_names(call)
             # `x.scale(loss).backward()` is GradScaler's API: `x` is a scaler wherever it came from.
             if method_name(call) == "backward":
@@ -273,7 +273,7 @@ def assigned_names(call: ast.Call) -> set[str]:
     return {name for target in targets if (name := dotted_name(target))}
 
 
-def _is_optimizer_class(qualified: str) -> bool:
+def is_optimizer_class(qualified: str) -> bool:
     if not qualified:
         return False
     if ".lr_scheduler" in qualified or "scheduler" in qualified.lower():

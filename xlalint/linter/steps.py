@@ -24,16 +24,25 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from xlalint.linter.semantic import Semantic, dotted_name, keyword, method_name, parent, string_value
+from xlalint.linter.values import (
+    DEFINITIONS,
+    FUNCTIONS,
+    Function,
+    assigned_values,
+    call_sites,
+    enclosing,
+    enclosing_scopes,
+    is_self_attr,
+    parameter_names,
+    self_and_ancestors,
+    walk_scope,
+)
 
 if TYPE_CHECKING:
     from xlalint.linter.rule import Context
 
-Function = ast.FunctionDef | ast.AsyncFunctionDef
 Loop = ast.For | ast.AsyncFor | ast.While
-_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
-# Nodes whose bodies do not run where they stand.
-_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 # --- names of the APIs the analysis knows ----------------------------------------------
 
@@ -199,7 +208,7 @@ def _is_equality(node: ast.expr) -> bool:
 def is_step_closure(node: ast.AST, ctx: Context) -> bool:
     """``node`` is inside a function or lambda passed to ``xm.add_step_closure``
     (which runs it after the next sync, when tensors have their values)."""
-    return any(_is_closure_function(anc, ctx.semantic) for anc in _self_and_ancestors(node))
+    return any(_is_closure_function(anc, ctx.semantic) for anc in self_and_ancestors(node))
 
 
 def _is_closure_function(node: ast.AST, semantic: Semantic) -> bool:
@@ -208,7 +217,7 @@ def _is_closure_function(node: ast.AST, semantic: Semantic) -> bool:
         if isinstance(call, ast.keyword):  # add_step_closure(closure=lambda: ...)
             call = parent(call)
         return isinstance(call, ast.Call) and _closure_argument(call, semantic) is node
-    if isinstance(node, _FUNCTIONS):
+    if isinstance(node, FUNCTIONS):
         return node.name in _closure_names(semantic)
     return False
 
@@ -280,16 +289,16 @@ class _DeviceLoaders:
         if isinstance(expr, ast.Name):
             return self._name(expr)
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id in ("self", "cls"):
-            cls = _enclosing(expr, ast.ClassDef)
+            cls = enclosing(expr, ast.ClassDef)
             if cls is None:
                 return False
-            return any(self.check(value) for value in _assigned_values(cls, lambda t: _is_self_attr(t, expr.attr)))
+            return any(self.check(value) for value in assigned_values(cls, lambda t: is_self_attr(t, expr.attr)))
         return False
 
     def _name(self, name: ast.Name) -> bool:
-        for scope in _scopes(name):
-            values = list(_assigned_values(scope, lambda t: isinstance(t, ast.Name) and t.id == name.id, shallow=True))
-            is_parameter = isinstance(scope, _FUNCTIONS) and name.id in _parameter_names(scope)
+        for scope in enclosing_scopes(name):
+            values = list(assigned_values(scope, lambda t: isinstance(t, ast.Name) and t.id == name.id, shallow=True))
+            is_parameter = isinstance(scope, FUNCTIONS) and name.id in parameter_names(scope)
             if any(self.check(v) for v in values):
                 return True
             # A parameter rebound from itself (``loader = itertools.islice(loader, n)``)
@@ -302,7 +311,7 @@ class _DeviceLoaders:
 
     def _parameter(self, func: Function, param: str) -> bool:
         """Every call of ``func`` in the module passes a device loader for ``param``."""
-        calls = list(_call_sites(func, self.semantic))
+        calls = list(call_sites(func, self.semantic))
         if not calls:
             # A method overriding one of a base class from another module (the
             # train_loop_fn(self, loader, ...) of a subclassed example trainer) is called
@@ -311,7 +320,7 @@ class _DeviceLoaders:
             return _overrides_imported_class(func, self.semantic)
         args = func.args
         positional = [a.arg for a in (*args.posonlyargs, *args.args)]
-        if positional and positional[0] in ("self", "cls") and _enclosing(func, ast.ClassDef) is not None:
+        if positional and positional[0] in ("self", "cls") and enclosing(func, ast.ClassDef) is not None:
             positional = positional[1:]
         for call in calls:
             value: ast.expr | None = None
@@ -331,7 +340,7 @@ def _overrides_imported_class(func: Function, semantic: Semantic) -> bool:
     """``func`` is a method of a class whose base is a class imported from another,
     non-library module (opaque: its callers are out of sight)."""
     cls = parent(func)
-    if not isinstance(cls, ast.ClassDef) or not _parameter_names(func) & {"self", "cls"}:
+    if not isinstance(cls, ast.ClassDef) or not parameter_names(func) & {"self", "cls"}:
         return False
     for base in cls.bases:
         if not isinstance(base, (ast.Name, ast.Attribute)):
@@ -349,113 +358,17 @@ _LIBRARY_ROOTS = frozenset(
 )
 
 
-def _is_self_attr(target: ast.AST, attr: str) -> bool:
-    return (
-        isinstance(target, ast.Attribute)
-        and target.attr == attr
-        and isinstance(target.value, ast.Name)
-        and target.value.id == "self"
-    )
-
-
-def _assigned_values(scope: ast.AST, matches, shallow: bool = False) -> Iterator[ast.expr]:
-    """Values assigned to targets that ``matches`` in ``scope`` (``a = v``, ``a: T = v``,
-    ``a, b = v1, v2``, ``with v as a``). ``shallow``: not inside nested functions."""
-    for node in _binding_statements(scope, shallow):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                yield from _match_targets(target, node.value, matches)
-        elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
-            yield from _match_targets(node.target, node.value, matches)
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            for item in node.items:
-                if item.optional_vars is not None:
-                    yield from _match_targets(item.optional_vars, item.context_expr, matches)
-
-
-_BINDINGS = (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.With, ast.AsyncWith)
-
-
-def _binding_statements(scope: ast.AST, shallow: bool) -> list[ast.AST]:
-    """The assignments and ``with`` statements in ``scope``, found once per scope (the
-    list is kept on the scope node: names are looked up many times per module)."""
-    key = "_xlalint_bindings_shallow" if shallow else "_xlalint_bindings"
-    found = getattr(scope, key, None)
-    if found is None:
-        found = [node for node in _walk(scope, shallow=shallow) if isinstance(node, _BINDINGS)]
-        setattr(scope, key, found)
-    return found
-
-
-def _match_targets(target: ast.AST, value: ast.expr, matches) -> Iterator[ast.expr]:
-    if matches(target):
-        yield value
-    elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)):
-        for t, v in zip(target.elts, value.elts):
-            yield from _match_targets(t, v, matches)
-
-
-def _walk(scope: ast.AST, shallow: bool = False) -> Iterator[ast.AST]:
-    """The nodes of ``scope``; ``shallow`` skips nested function and class bodies."""
-    stack = list(ast.iter_child_nodes(scope))
-    while stack:
-        node = stack.pop()
-        yield node
-        if shallow and isinstance(node, _DEFINITIONS):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
-
-
-def _scopes(node: ast.AST) -> Iterator[ast.AST]:
-    """The function scopes around ``node``, innermost first, then the module."""
-    for anc in _self_and_ancestors(parent(node)):
-        if isinstance(anc, (*_FUNCTIONS, ast.Module)):
-            yield anc
-
-
-def _parameter_names(func: Function | ast.Lambda) -> set[str]:
-    a = func.args
-    names = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
-    names.update(p.arg for p in (a.vararg, a.kwarg) if p is not None)
-    return names
-
-
-def _call_sites(func: Function, semantic: Semantic) -> Iterator[ast.Call]:
-    cls = _enclosing(func, ast.ClassDef)
-    is_method = cls is not None and parent(func) is cls
-    for call in semantic.calls:
-        f = call.func
-        if is_method:
-            if isinstance(f, ast.Attribute) and f.attr == func.name and _enclosing(call, ast.ClassDef) is cls:
-                yield call
-        elif isinstance(f, ast.Name) and f.id == func.name:
-            yield call
-
-
-def _self_and_ancestors(node: ast.AST | None) -> Iterator[ast.AST]:
-    while node is not None:
-        yield node
-        node = parent(node)
-
-
-def _enclosing(node: ast.AST, kind) -> ast.AST | None:
-    for anc in _self_and_ancestors(parent(node)):
-        if isinstance(anc, kind):
-            return anc
-    return None
-
-
 def mutually_exclusive(a: ast.AST, b: ast.AST) -> bool:
     """``a`` and ``b`` are in different branches of one ``if`` (``if use_amp: ... else: ...``)
     or conditional expression: they never both run in one pass."""
-    chain_a = list(_self_and_ancestors(a))
-    chain_b = set(map(id, _self_and_ancestors(b)))
+    chain_a = list(self_and_ancestors(a))
+    chain_b = set(map(id, self_and_ancestors(b)))
     for i, anc in enumerate(chain_a):
         if id(anc) not in chain_b:
             continue
         # `anc` is the lowest common ancestor; which fields lead down to a and b?
         child_a = chain_a[i - 1] if i else None
-        child_b = next((n for n in _self_and_ancestors(b) if parent(n) is anc), None)
+        child_b = next((n for n in self_and_ancestors(b) if parent(n) is anc), None)
         if child_a is None or child_b is None:
             return False
         if isinstance(anc, ast.If):
@@ -521,7 +434,7 @@ class StepAnalysis:
         """(the step loop, the every-N guard the node is under or None)."""
         guard: ast.If | None = None
         child: ast.AST = node
-        for anc in _self_and_ancestors(parent(node)):
+        for anc in self_and_ancestors(parent(node)):
             if isinstance(anc, ast.Lambda) and _is_closure_function(anc, self.semantic):
                 return None
             if isinstance(anc, ast.ClassDef):
@@ -533,7 +446,7 @@ class StepAnalysis:
                 if child in anc.body or (isinstance(anc, ast.While) and child is anc.test):
                     return loop, guard
                 return None
-            if isinstance(anc, _FUNCTIONS):
+            if isinstance(anc, FUNCTIONS):
                 if _is_closure_function(anc, self.semantic):
                     return None
                 loops = self._by_helper.get(id(anc))
@@ -622,12 +535,12 @@ class StepAnalysis:
         if closure is not None:
             return closure
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
-            cls = _enclosing(call, ast.ClassDef)
+            cls = enclosing(call, ast.ClassDef)
             seen: set[int] = set()
             while cls is not None and id(cls) not in seen:
                 seen.add(id(cls))
                 for stmt in cls.body:
-                    if isinstance(stmt, _FUNCTIONS) and stmt.name == func.attr:
+                    if isinstance(stmt, FUNCTIONS) and stmt.name == func.attr:
                         return stmt
                 cls = next((self._module_class(b) for b in cls.bases if self._module_class(b)), None)
         return None
@@ -635,7 +548,7 @@ class StepAnalysis:
     def _function_named(self, name: str, at: ast.AST) -> Function | None:
         """The same-module function ``name`` means at ``at``: one defined in an
         enclosing function, else a module-level one."""
-        for scope in _scopes(at):
+        for scope in enclosing_scopes(at):
             if isinstance(scope, ast.Module):
                 # A def under a module-level `for`/`if`/`with` binds a module name too.
                 return self.semantic.module_functions.get(name) or self._local_functions(scope).get(name)
@@ -655,8 +568,8 @@ class StepAnalysis:
         key = id(scope)
         if key not in self._locals:
             found: dict[str, Function] = {}
-            for node in _walk(scope, shallow=True):
-                if isinstance(node, _FUNCTIONS):
+            for node in walk_scope(scope, shallow=True):
+                if isinstance(node, FUNCTIONS):
                     found.setdefault(node.name, node)
             self._locals[key] = found
         return self._locals[key]
@@ -678,8 +591,8 @@ class StepAnalysis:
         names of the functions that ``torch_xla.compile`` traces)."""
         callables: set[str] = set()
         traced: set[str] = set()
-        for node in self.semantic.nodes_of(*_FUNCTIONS, ast.Assign):
-            if isinstance(node, _FUNCTIONS):
+        for node in self.semantic.nodes_of(*FUNCTIONS, ast.Assign):
+            if isinstance(node, FUNCTIONS):
                 for dec in node.decorator_list:
                     target = dec.func if isinstance(dec, ast.Call) else dec
                     if self.semantic.qualified_name(target) in COMPILE:
@@ -813,7 +726,7 @@ def _shadowed(name: str, analysis: StepAnalysis) -> bool:
 
 
 def _contains(outer: ast.AST, node: ast.AST) -> bool:
-    return any(anc is outer for anc in _self_and_ancestors(node))
+    return any(anc is outer for anc in self_and_ancestors(node))
 
 
 def _walk_region(stmt: ast.AST, semantic: Semantic, include_self: bool = False) -> Iterator[ast.AST]:
@@ -824,7 +737,7 @@ def _walk_region(stmt: ast.AST, semantic: Semantic, include_self: bool = False) 
     while stack:
         node = stack.pop()
         yield node
-        if isinstance(node, (*_FUNCTIONS, ast.ClassDef)):
+        if isinstance(node, (*FUNCTIONS, ast.ClassDef)):
             # Decorators run where the definition stands; the body does not.
             stack.extend(reversed(node.decorator_list))
             continue
@@ -891,7 +804,7 @@ class StepLoop:
 
     def _holds(self, node: ast.AST) -> bool:
         """``node`` is in a helper this loop shares with another step loop."""
-        return any(isinstance(anc, _FUNCTIONS) and id(anc) in self._reach_guard for anc in _self_and_ancestors(node))
+        return any(isinstance(anc, FUNCTIONS) and id(anc) in self._reach_guard for anc in self_and_ancestors(node))
 
     def guard_of(self, node: ast.AST) -> ast.If | None:
         """The every-N-steps guard ``node`` is under (in the loop body, in a helper, or at
@@ -969,7 +882,7 @@ class StepLoop:
                 elif isinstance(node, (ast.For, ast.AsyncFor)) and self._is_tensor(node.iter, state):
                     names.update(_target_names(node.target))
                 elif isinstance(node, ast.Return) and node.value is not None and self._is_tensor(node.value, state):
-                    func = _enclosing(node, _FUNCTIONS)
+                    func = enclosing(node, FUNCTIONS)
                     if func is not None and id(func) in helper_by_id:
                         returns.add(id(func))
                 elif isinstance(node, ast.Call):
@@ -1142,7 +1055,7 @@ def _bind_arguments(func: Function, call: ast.Call, is_tensor, names: set[str]) 
             break
         if is_tensor(arg):
             names.add(param)
-    known = _parameter_names(func)
+    known = parameter_names(func)
     for kw in call.keywords:
         if kw.arg in known and is_tensor(kw.value):
             names.add(kw.arg)
@@ -1151,7 +1064,7 @@ def _bind_arguments(func: Function, call: ast.Call, is_tensor, names: set[str]) 
 def _guard_between(node: ast.AST, owner: ast.AST) -> ast.If | None:
     """The innermost every-N-steps guard between ``node`` and ``owner`` (a loop or function)."""
     child = node
-    for anc in _self_and_ancestors(parent(node)):
+    for anc in self_and_ancestors(parent(node)):
         if anc is owner:
             return None
         if isinstance(anc, ast.If) and child in anc.body and every_n_steps_guard(anc.test):

@@ -48,7 +48,7 @@ from xlalint.linter.semantic import (
     parent,
     string_value,
 )
-from xlalint.linter.steps import _assigned_values, _is_self_attr
+from xlalint.linter.values import assigned_values, is_self_attr
 from xlalint.rules._cuda_api import (
     CUDA_BACKEND_CONSTANTS,
     CUDA_BACKENDS,
@@ -1511,7 +1511,7 @@ opt.step()
 
     def _values_of(self, name: ast.Name) -> list[ast.AST]:
         """The values assigned to ``name`` in its own scope (not in nested functions)."""
-        return list(_assigned_values(self.scope_of(name), lambda t: _is_name(t, name.id), shallow=True))
+        return list(assigned_values(self.scope_of(name), lambda t: _is_name(t, name.id), shallow=True))
 
     def _function_locals(self, func: ast.AST) -> set[str]:
         if id(func) not in self._locals:
@@ -1571,7 +1571,7 @@ opt.step()
             owner = next((a for a in ancestors(node) if isinstance(a, ast.ClassDef)), None)
             if owner is None:
                 return False
-            values = list(_assigned_values(owner, lambda t: _is_self_attr(t, node.attr)))  # type: ignore[attr-defined]
+            values = list(assigned_values(owner, lambda t: is_self_attr(t, node.attr)))  # type: ignore[attr-defined]
         else:
             return False
         return bool(values) and all(self._is_int(value) for value in values)

@@ -12,10 +12,10 @@ from __future__ import annotations
 import ast
 
 from xlalint.linter.model import InsertStatement
-from xlalint.linter.order import _is_optimizer_class
+from xlalint.linter.order import is_optimizer_class
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import dotted_name, enclosing_function, method_name, parent
-from xlalint.linter.steps import _assigned_values, _scopes, _walk
+from xlalint.linter.values import assigned_values, enclosing_scopes, walk_scope
 
 SEEDS = frozenset(
     {
@@ -249,11 +249,11 @@ xm.broadcast_master_param(model)
                 cls = next((a for a in _ancestors(use) if isinstance(a, ast.ClassDef)), None)
                 scopes = [cls] if cls is not None else []
                 matches = _matches(name)
-                values = [v for scope in scopes for v in _assigned_values(scope, matches)]
+                values = [v for scope in scopes for v in assigned_values(scope, matches)]
             else:
                 values = []
-                for scope in _scopes(use):
-                    values = list(_assigned_values(scope, _matches(name), shallow=True))
+                for scope in enclosing_scopes(use):
+                    values = list(assigned_values(scope, _matches(name), shallow=True))
                     if values:
                         break
             if values:
@@ -358,7 +358,7 @@ xm.broadcast_master_param(model)
             return build
         home = enclosing_function(build) or self.ctx.tree
         moves = []
-        for node in _walk(home, shallow=True):
+        for node in walk_scope(home, shallow=True):
             if (
                 isinstance(node, ast.Call)
                 and method_name(node) in _MOVES
@@ -380,7 +380,7 @@ def _optimizer_given(parameters: ast.Call, semantic) -> ast.Call | None:
             return None
         if isinstance(anc, ast.keyword):
             continue  # `params=model.parameters()`: the value is the argument
-        if isinstance(anc, ast.Call) and _is_optimizer_class(semantic.call_name(anc) or ""):
+        if isinstance(anc, ast.Call) and is_optimizer_class(semantic.call_name(anc) or ""):
             params = anc.args[0] if anc.args else next((k.value for k in anc.keywords if k.arg == "params"), None)
             return anc if params is child else None
         child = anc

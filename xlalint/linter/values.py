@@ -1,0 +1,114 @@
+"""What a name can hold here: the values assigned to a name or ``self.<attr>`` in a scope,
+the scopes around a node, a function's parameters and its call sites in the module.
+
+The questions every analysis and rule asks of a variable, answered flow-insensitively
+within one file (a name holds any value assigned to it anywhere in its scope).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from xlalint.linter.semantic import Semantic, parent
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# Nodes whose bodies do not run where they stand.
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def is_self_attr(target: ast.AST, attr: str) -> bool:
+    return (
+        isinstance(target, ast.Attribute)
+        and target.attr == attr
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    )
+
+
+def assigned_values(scope: ast.AST, matches, shallow: bool = False) -> Iterator[ast.expr]:
+    """Values assigned to targets that ``matches`` in ``scope`` (``a = v``, ``a: T = v``,
+    ``a, b = v1, v2``, ``with v as a``). ``shallow``: not inside nested functions."""
+    for node in _binding_statements(scope, shallow):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                yield from _match_targets(target, node.value, matches)
+        elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+            yield from _match_targets(node.target, node.value, matches)
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    yield from _match_targets(item.optional_vars, item.context_expr, matches)
+
+
+_BINDINGS = (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.With, ast.AsyncWith)
+
+
+def _binding_statements(scope: ast.AST, shallow: bool) -> list[ast.AST]:
+    """The assignments and ``with`` statements in ``scope``, found once per scope (the
+    list is kept on the scope node: names are looked up many times per module)."""
+    key = "_xlalint_bindings_shallow" if shallow else "_xlalint_bindings"
+    found = getattr(scope, key, None)
+    if found is None:
+        found = [node for node in walk_scope(scope, shallow=shallow) if isinstance(node, _BINDINGS)]
+        setattr(scope, key, found)
+    return found
+
+
+def _match_targets(target: ast.AST, value: ast.expr, matches) -> Iterator[ast.expr]:
+    if matches(target):
+        yield value
+    elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)):
+        for t, v in zip(target.elts, value.elts):
+            yield from _match_targets(t, v, matches)
+
+
+def walk_scope(scope: ast.AST, shallow: bool = False) -> Iterator[ast.AST]:
+    """The nodes of ``scope``; ``shallow`` skips nested function and class bodies."""
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        yield node
+        if shallow and isinstance(node, DEFINITIONS):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def enclosing_scopes(node: ast.AST) -> Iterator[ast.AST]:
+    """The function scopes around ``node``, innermost first, then the module."""
+    for anc in self_and_ancestors(parent(node)):
+        if isinstance(anc, (*FUNCTIONS, ast.Module)):
+            yield anc
+
+
+def parameter_names(func: Function | ast.Lambda) -> set[str]:
+    a = func.args
+    names = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+    names.update(p.arg for p in (a.vararg, a.kwarg) if p is not None)
+    return names
+
+
+def call_sites(func: Function, semantic: Semantic) -> Iterator[ast.Call]:
+    cls = enclosing(func, ast.ClassDef)
+    is_method = cls is not None and parent(func) is cls
+    for call in semantic.calls:
+        f = call.func
+        if is_method:
+            if isinstance(f, ast.Attribute) and f.attr == func.name and enclosing(call, ast.ClassDef) is cls:
+                yield call
+        elif isinstance(f, ast.Name) and f.id == func.name:
+            yield call
+
+
+def self_and_ancestors(node: ast.AST | None) -> Iterator[ast.AST]:
+    while node is not None:
+        yield node
+        node = parent(node)
+
+
+def enclosing(node: ast.AST, kind) -> ast.AST | None:
+    for anc in self_and_ancestors(parent(node)):
+        if isinstance(anc, kind):
+            return anc
+    return None
