@@ -1,14 +1,8 @@
 """XLA106 amp-clip-order: gradient clipping, unscaling and all-reduce in the wrong order.
 
 The order that works (transformers' Trainer, accelerate, the AWS Neuron and PyTorch AMP
-docs)::
-
-    scaler.scale(loss).backward()
-    xm.all_reduce("sum", xm._fetch_gradients(opt), scale=1.0 / xr.world_size())  # multi-process
-    scaler.unscale_(opt)
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    scaler.step(opt)
-    scaler.update()
+docs) is in the rule's explanation below: backward, all-reduce (multi-process),
+``unscale_``, clip, ``scaler.step``, ``scaler.update``.
 
 The order is judged along each path through the step (``xlalint.linter.order``): a
 clip in the ``else`` of ``if use_amp:`` is never compared with an ``unscale_`` in its
@@ -23,6 +17,27 @@ from xlalint.linter.model import InsertStatement, MoveStatement, ReplaceExpr
 from xlalint.linter.order import STEPS, Event, Kind, Path
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import enclosing_function, parent
+
+# The frames most examples share, so that each example shows only the lines of its step.
+CLIP = "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
+UNSCALE = "scaler.unscale_(opt)"
+XM = "import torch_xla.core.xla_model as xm"
+PER_GROUP_CLIP = ("for group in optimizer.param_groups:", '    torch.nn.utils.clip_grad_norm_(group["params"], 1.0)')
+
+
+def scaled_loop(*step: str, imports: tuple[str, ...] = (), opt: str = "opt") -> str:
+    """An example: a GradScaler loop whose body is the scaled backward, ``step``, then
+    ``scaler.step(opt)`` and ``scaler.update()``."""
+    head = ["import torch", *imports, "scaler = torch.cuda.amp.GradScaler()", "for x, y in loader:"]
+    body = ["scaler.scale(model(x, y)).backward()", *step, f"scaler.step({opt})", "scaler.update()"]
+    return "\n".join(head + ["    " + line for line in body]) + "\n"
+
+
+def process_loop(*step: str, imports: tuple[str, ...] = (XM,)) -> str:
+    """An example: a multi-process script (``_mp_fn``) whose loop body is the backward, then ``step``."""
+    head = ["import torch", *imports, "def _mp_fn(index):", "    for x, y in loader:"]
+    return "\n".join(head + ["        " + line for line in ("model(x, y).backward()", *step)]) + "\n"
+
 
 # What went wrong, in the order a finding at the same call is preferred.
 AFTER_STEP = "after-step"
@@ -195,32 +210,15 @@ scaler.update()
             """
         ),
         # Multi-process without a scaler: reduce first, then clip, then step.
-        Valid(
-            """
-            import torch
-            import torch_xla.core.xla_model as xm
-            def _mp_fn(index):
-                for x, y in loader:
-                    model(x, y).backward()
-                    xm.reduce_gradients(opt)
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                    opt.step()
-            """
-        ),
+        Valid(process_loop("xm.reduce_gradients(opt)", CLIP, "opt.step()")),
         # All-reduce right after the backward, before unscale_ and the clip.
         Valid(
-            """
-            import torch
-            import torch_xla.core.xla_model as xm
-            scaler = torch.cuda.amp.GradScaler()
-            for x, y in loader:
-                scaler.scale(model(x, y)).backward()
-                xm.all_reduce("sum", xm._fetch_gradients(opt))
-                scaler.unscale_(opt)
-                torch.nn.utils.clip_grad_value_(model.parameters(), 1.0)
-                scaler.step(opt)
-                scaler.update()
-            """
+            scaled_loop(
+                'xm.all_reduce("sum", xm._fetch_gradients(opt))',
+                UNSCALE,
+                "torch.nn.utils.clip_grad_value_(model.parameters(), 1.0)",
+                imports=(XM,),
+            )
         ),
         # Measuring the norm with max_norm=inf (for logging) clips nothing; a scheduler
         # step is not an optimizer step.
@@ -317,27 +315,8 @@ scaler.update()
         ),
         # Clipping each parameter group: the unscale_ goes before that loop, once per step.
         Invalid(
-            """
-            import torch
-            scaler = torch.cuda.amp.GradScaler()
-            for x, y in loader:
-                scaler.scale(model(x, y)).backward()
-                for group in optimizer.param_groups:
-                    torch.nn.utils.clip_grad_norm_(group["params"], 1.0)
-                scaler.step(optimizer)
-                scaler.update()
-            """,
-            fixed="""
-            import torch
-            scaler = torch.cuda.amp.GradScaler()
-            for x, y in loader:
-                scaler.scale(model(x, y)).backward()
-                scaler.unscale_(optimizer)
-                for group in optimizer.param_groups:
-                    torch.nn.utils.clip_grad_norm_(group["params"], 1.0)
-                scaler.step(optimizer)
-                scaler.update()
-            """,
+            scaled_loop(*PER_GROUP_CLIP, opt="optimizer"),
+            fixed=scaled_loop("scaler.unscale_(optimizer)", *PER_GROUP_CLIP, opt="optimizer"),
             count=1,
         ),
         # Through aliases, in a helper the loop calls, with `self.scaler`.
@@ -378,29 +357,7 @@ scaler.update()
             count=1,
         ),
         # An unscale_ after the clip is moved before it (a second one would raise).
-        Invalid(
-            """
-            import torch
-            scaler = torch.cuda.amp.GradScaler()
-            for x, y in loader:
-                scaler.scale(model(x, y)).backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                scaler.unscale_(opt)
-                scaler.step(opt)
-                scaler.update()
-            """,
-            fixed="""
-            import torch
-            scaler = torch.cuda.amp.GradScaler()
-            for x, y in loader:
-                scaler.scale(model(x, y)).backward()
-                scaler.unscale_(opt)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                scaler.step(opt)
-                scaler.update()
-            """,
-            count=1,
-        ),
+        Invalid(scaled_loop(CLIP, UNSCALE), fixed=scaled_loop(UNSCALE, CLIP), count=1),
         # The unscale_ is on one branch only; the clip on the other path is flagged
         # (no fix: inserting a second unscale_ would raise on the first path).
         Invalid(
@@ -430,94 +387,29 @@ scaler.update()
                 # keep the gradients bounded
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             """,
-            unsafe_fixed="""
-            import torch
-            scaler = torch.cuda.amp.GradScaler()
-            for x, y in loader:
-                scaler.scale(model(x, y)).backward()
-                scaler.unscale_(opt)
-                # keep the gradients bounded
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                scaler.step(opt)
-                scaler.update()
-            """,
+            unsafe_fixed=scaled_loop(UNSCALE, "# keep the gradients bounded", CLIP),
             count=1,
         ),
         # All-reduce after unscale_ and clip: moved right after the backward (unsafe).
         Invalid(
-            """
-            import torch
-            import torch_xla.core.xla_model as xm
-            scaler = torch.cuda.amp.GradScaler()
-            for x, y in loader:
-                scaler.scale(model(x, y)).backward()
-                scaler.unscale_(opt)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                xm.reduce_gradients(opt)
-                scaler.step(opt)
-                scaler.update()
-            """,
-            unsafe_fixed="""
-            import torch
-            import torch_xla.core.xla_model as xm
-            scaler = torch.cuda.amp.GradScaler()
-            for x, y in loader:
-                scaler.scale(model(x, y)).backward()
-                xm.reduce_gradients(opt)
-                scaler.unscale_(opt)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                scaler.step(opt)
-                scaler.update()
-            """,
+            scaled_loop(UNSCALE, CLIP, "xm.reduce_gradients(opt)", imports=(XM,)),
+            unsafe_fixed=scaled_loop("xm.reduce_gradients(opt)", UNSCALE, CLIP, imports=(XM,)),
             count=1,
         ),
         # Multi-process, no scaler: clip before xm.optimizer_step (unsafe rewrite).
         Invalid(
-            """
-            import torch
-            from torch_xla.core import xla_model
-            def _mp_fn(index):
-                for x, y in loader:
-                    model(x, y).backward()
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                    xla_model.optimizer_step(opt)
-            """,
-            unsafe_fixed="""
-            import torch
-            from torch_xla.core import xla_model
-            def _mp_fn(index):
-                for x, y in loader:
-                    model(x, y).backward()
-                    xla_model.reduce_gradients(opt)
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                    opt.step()
-            """,
+            process_loop(CLIP, "xla_model.optimizer_step(opt)", imports=("from torch_xla.core import xla_model",)),
+            unsafe_fixed=process_loop(
+                "xla_model.reduce_gradients(opt)", CLIP, "opt.step()", imports=("from torch_xla.core import xla_model",)
+            ),
             count=1,
         ),
         # `barrier=True` made the step a sync point: the rewrite keeps one after `opt.step()`.
         Invalid(
-            """
-            import torch
-            import torch_xla
-            import torch_xla.core.xla_model as xm
-            def _mp_fn(index):
-                for x, y in loader:
-                    model(x, y).backward()
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                    xm.optimizer_step(opt, barrier=True)
-            """,
-            unsafe_fixed="""
-            import torch
-            import torch_xla
-            import torch_xla.core.xla_model as xm
-            def _mp_fn(index):
-                for x, y in loader:
-                    model(x, y).backward()
-                    xm.reduce_gradients(opt)
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                    opt.step()
-                    torch_xla.sync()
-            """,
+            process_loop(CLIP, "xm.optimizer_step(opt, barrier=True)", imports=("import torch_xla", XM)),
+            unsafe_fixed=process_loop(
+                "xm.reduce_gradients(opt)", CLIP, "opt.step()", "torch_xla.sync()", imports=("import torch_xla", XM)
+            ),
             count=1,
         ),
     ]
