@@ -6,6 +6,7 @@ import ast
 import textwrap
 
 from xlalint.linter.config import Settings
+from xlalint.linter.context import Context
 from xlalint.linter.order import (
     EventFinder,
     Kind,
@@ -15,7 +16,6 @@ from xlalint.linter.order import (
     loop_paths,
     same_module_resolver,
 )
-from xlalint.linter.rule import Context
 from xlalint.linter.semantic import Semantic, attach_parents
 
 HEADER = "import torch\nimport torch_xla.core.xla_model as xm\nscaler = torch.cuda.amp.GradScaler()\n"
@@ -309,7 +309,7 @@ def test_micro_batch_loop_uses_the_enclosing_loop():
     tree = ast.parse(source)
     attach_parents(tree)
     ctx = Context(source, "t.py", tree, Settings())
-    ((loop, paths),) = loop_paths(ctx)
+    ((loop, paths),) = loop_paths(ctx.semantic, ctx.steps)
     assert loop.lineno == 5
     assert {tuple(e.kind for e in p) for p in paths} == {(Kind.BACKWARD, Kind.OPTIMIZER_STEP)}
 
@@ -318,7 +318,8 @@ def _loop_paths(body: str) -> list[tuple[ast.AST, list]]:
     source = HEADER + textwrap.dedent(body)
     tree = ast.parse(source)
     attach_parents(tree)
-    return loop_paths(Context(source, "t.py", tree, Settings()))
+    ctx = Context(source, "t.py", tree, Settings())
+    return loop_paths(ctx.semantic, ctx.steps)
 
 
 def test_a_closure_the_step_is_given_runs_before_the_step():

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from xlalint.linter.config import Settings
-from xlalint.linter.rule import Context
+from xlalint.linter.context import Context
 from xlalint.linter.semantic import attach_parents
 from xlalint.linter.steps import (
     StepAnalysis,
@@ -27,13 +27,20 @@ def context(source: str) -> Context:
     return Context(source, "train.py", tree, Settings())
 
 
+# The context each analysis of these tests was built from (it holds the analysis, so the
+# id stays that analysis's).
+CONTEXTS: dict[int, Context] = {}
+
+
 def analysis(source: str) -> StepAnalysis:
-    return context(source).steps
+    ctx = context(source)
+    CONTEXTS[id(ctx.steps)] = ctx
+    return ctx.steps
 
 
 def find(ctx_or_steps, text: str, kind: type = ast.AST) -> ast.AST:
     """The first (outermost) node of ``kind`` whose source is ``text``."""
-    ctx = ctx_or_steps.ctx if isinstance(ctx_or_steps, StepAnalysis) else ctx_or_steps
+    ctx = CONTEXTS[id(ctx_or_steps)] if isinstance(ctx_or_steps, StepAnalysis) else ctx_or_steps
     for node in ast.walk(ctx.tree):
         if isinstance(node, kind) and ctx.source_of(node) == text:
             return node
@@ -225,9 +232,9 @@ def test_step_closures():
     """)
     steps = ctx.steps
     closure_print = find(ctx, "print(loss.item())", ast.Call)  # the one in report() comes first
-    assert is_step_closure(closure_print, ctx)
+    assert is_step_closure(closure_print, ctx.semantic)
     lambda_item = next(n for n in ast.walk(ctx.tree) if isinstance(n, ast.Lambda)).body
-    assert is_step_closure(lambda_item, ctx) and not steps.in_step(lambda_item)
+    assert is_step_closure(lambda_item, ctx.semantic) and not steps.in_step(lambda_item)
     assert steps.in_step(find(ctx, "t.item()", ast.Call))
     assert [h.name for h in steps.loops[0].helpers] == []
 
@@ -259,13 +266,13 @@ def test_device_loader_forms():
         # A reference to the name at module level.
         probe = ast.Name(text, ast.Load())
         probe.parent = ctx.tree  # type: ignore[attr-defined]
-        assert is_device_loader(probe, ctx) is expected, text
-    assert is_device_loader(find(ctx, "self.dl", ast.Attribute), ctx)
-    assert not is_device_loader(find(ctx, "self.plain", ast.Attribute), ctx)
+        assert is_device_loader(probe, ctx.semantic) is expected, text
+    assert is_device_loader(find(ctx, "self.dl", ast.Attribute), ctx.semantic)
+    assert not is_device_loader(find(ctx, "self.plain", ast.Attribute), ctx.semantic)
     ret = find(ctx, "dl, other", ast.Tuple)
     dl, other = ret.elts
-    assert is_device_loader(dl, ctx)  # every call fills `dl` with one
-    assert not is_device_loader(other, ctx)  # one call passes a plain loader
+    assert is_device_loader(dl, ctx.semantic)  # every call fills `dl` with one
+    assert not is_device_loader(other, ctx.semantic)  # one call passes a plain loader
 
 
 def test_loop_over_device_loader_is_a_sync_point():

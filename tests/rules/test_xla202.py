@@ -50,7 +50,7 @@ def training_loader_lines(source: str) -> list[int]:
     """The lines of the DataLoader calls the multi-process analysis calls training loaders."""
     import ast
 
-    from xlalint.linter.rule import Context
+    from xlalint.linter.context import Context
     from xlalint.linter.semantic import attach_parents
 
     tree = ast.parse(source)

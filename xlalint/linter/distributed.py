@@ -25,12 +25,13 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from xlalint.linter.model import Import
 from xlalint.linter.order import STEPS, Event, EventFinder, Kind, Path, loop_paths
 from xlalint.linter.scripts import WORLD, calls_to, is_multiprocess_xla_script, uses_syncing_library
-from xlalint.linter.semantic import dotted_name, keyword, method_name, parent
-from xlalint.linter.steps import ITERATOR_WRAPPERS, MP_DEVICE_LOADER, PARALLEL_LOADER
+from xlalint.linter.semantic import Semantic, dotted_name, keyword, method_name, parent
+from xlalint.linter.steps import ITERATOR_WRAPPERS, MP_DEVICE_LOADER, PARALLEL_LOADER, StepAnalysis
 from xlalint.linter.values import (
     FUNCTIONS,
     assigned_values,
@@ -41,9 +42,6 @@ from xlalint.linter.values import (
     parameter_names,
     walk_scope,
 )
-
-if TYPE_CHECKING:
-    from xlalint.linter.rule import Context
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 DISTRIBUTED_SAMPLER = "torch.utils.data.distributed.DistributedSampler"
@@ -112,9 +110,9 @@ def _same(path: Path, event: Event) -> Event:
 class DistributedAnalysis:
     """The multi-process facts of one module, computed on first use."""
 
-    def __init__(self, ctx: Context):
-        self.ctx = ctx
-        self.semantic = ctx.semantic
+    def __init__(self, semantic: Semantic, steps: StepAnalysis):
+        self.semantic = semantic
+        self.steps = steps
 
     # -- calls by name --------------------------------------------------------------------
     @cached_property
@@ -198,7 +196,7 @@ class DistributedAnalysis:
     @cached_property
     def loop_paths(self) -> list[tuple[ast.AST, list[Path]]]:
         """For every step loop, the paths through one iteration (``order.loop_paths``)."""
-        return loop_paths(self.ctx, self.finder)
+        return loop_paths(self.semantic, self.steps, self.finder)
 
     @cached_property
     def optimizer_steps(self) -> list[OptimizerStep]:
@@ -228,7 +226,7 @@ class DistributedAnalysis:
         has no step loop, those bound to a name that says ``train`` (and not ``eval``)."""
         if not self.dataloaders:
             return []
-        loops = list({id(loop.node): loop.node for loop in self.ctx.steps.loops}.values())
+        loops = list({id(loop.node): loop.node for loop in self.steps.loops}.values())
         loops += [loop for loop, _paths in self.loop_paths if all(loop is not known for known in loops)]
         iterated: dict[int, ast.Call] = {}
         for loop in loops:
@@ -275,7 +273,7 @@ class DistributedAnalysis:
                 for arg in expr.args:
                     yield from self._loaders_of(arg, depth + 1, seen)
                 return
-            function = self.ctx.steps.resolve(expr) if name is None else None
+            function = self.steps.resolve(expr) if name is None else None
             if function is not None:
                 for node in walk_scope(function, shallow=True):
                     if isinstance(node, ast.Return):
@@ -338,7 +336,18 @@ class DistributedAnalysis:
         return False
 
 
-def world_api(ctx: Context) -> tuple[str, str, tuple]:
+class Spelling(Protocol):
+    """What :func:`world_api` asks of the rule's context (``xlalint.linter.context``)."""
+
+    @property
+    def target_version(self) -> tuple[int, int]: ...
+
+    def reference(
+        self, qualified: str, preferred: str | None = None, at: ast.AST | None = None
+    ) -> tuple[str, tuple[Import, ...]]: ...
+
+
+def world_api(ctx: Spelling) -> tuple[str, str, tuple]:
     """How to write "the number of processes" and "this process's rank" for the target
     version: ``xr.world_size()``/``xr.global_ordinal()`` (torch_xla.runtime, 2.1+),
     ``xm.xrt_world_size()``/``xm.get_ordinal()`` before."""

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 
 from xlalint.linter import noqa
 from xlalint.linter.config import Settings
+from xlalint.linter.context import Context
 from xlalint.linter.model import (
     AppendToBody,
     Finding,
@@ -28,7 +29,7 @@ from xlalint.linter.model import (
     Span,
     split_lines,
 )
-from xlalint.linter.rule import Context, Rule
+from xlalint.linter.rule import Rule
 from xlalint.linter.semantic import SCOPE_ROOTS, attach_parents
 
 SYNTAX_ERROR = ("XLA000", "syntax-error")

@@ -25,7 +25,7 @@ How paths are built:
 
 The analysis takes "the step" as plain input (a list of statements, plus how to find
 the function a call calls), so it does not depend on how step loops are found;
-:func:`step_loops` finds them (through ``ctx.steps`` when the step analysis is there).
+:func:`loop_paths` takes them from the step analysis (``xlalint.linter.steps``).
 """
 
 from __future__ import annotations
@@ -36,13 +36,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from xlalint.linter.semantic import Semantic, ancestors, dotted_name, enclosing_statement, keyword, method_name
-from xlalint.linter.steps import optimizer_closure
-
-if TYPE_CHECKING:
-    from xlalint.linter.rule import Context
+from xlalint.linter.steps import StepAnalysis, optimizer_closure
 
 MAX_PATHS = 256
 MAX_DEPTH = 4
@@ -597,7 +593,7 @@ def _calls_backward(node: ast.AST) -> bool:
 
 def find_step_loops(semantic: Semantic) -> list[ast.For | ast.AsyncFor | ast.While]:
     """The innermost loops whose body, directly or through same-module functions,
-    calls ``.backward()`` (a fallback for when ``ctx.steps`` is not available)."""
+    calls ``.backward()`` (for when no step analysis is given)."""
     resolve = same_module_resolver(semantic)
     loops = sorted(semantic.nodes_of(*LOOPS), key=lambda n: (n.lineno, n.col_offset))
     reach = {id(loop): [n for stmt in loop.body for n in _reached(stmt, resolve)] for loop in loops}
@@ -606,34 +602,19 @@ def find_step_loops(semantic: Semantic) -> list[ast.For | ast.AsyncFor | ast.Whi
     return [loop for loop in training if not any(id(n) in training_ids for n in reach[id(loop)])]
 
 
-def _step_analysis(ctx: Context):
-    """``ctx.steps`` (xlalint.linter.steps), or None when it cannot be built."""
-    try:
-        return ctx.steps
-    except Exception:  # a missing or broken step analysis must not stop this rule
-        return None
-
-
-def step_loops(ctx: Context) -> list[ast.For | ast.AsyncFor | ast.While]:
-    """The step loops, from the shared step analysis when it is there."""
-    steps = _step_analysis(ctx)
-    if steps is None:
-        return find_step_loops(ctx.semantic)
-    return [loop.node for loop in steps.loops]
-
-
-def loop_paths(ctx: Context, finder: EventFinder | None = None) -> list[tuple[ast.AST, list[Path]]]:
+def loop_paths(
+    semantic: Semantic, steps: StepAnalysis | None = None, finder: EventFinder | None = None
+) -> list[tuple[ast.AST, list[Path]]]:
     """For every step loop, the paths through one iteration of its body.
 
     When the step loop holds no optimizer step (a micro-batch loop that only calls
     ``backward()``), the enclosing loop is the one whose order matters.
     """
-    steps = _step_analysis(ctx)
-    loops = [loop.node for loop in steps.loops] if steps is not None else find_step_loops(ctx.semantic)
+    loops = [loop.node for loop in steps.loops] if steps is not None else find_step_loops(semantic)
     if not loops:
         return []
-    finder = finder or EventFinder(ctx.semantic)
-    resolve = steps.resolve if steps is not None else same_module_resolver(ctx.semantic)
+    finder = finder or EventFinder(semantic)
+    resolve = steps.resolve if steps is not None else same_module_resolver(semantic)
     analysis = OrderAnalysis(finder, resolve)
     out: list[tuple[ast.AST, list[Path]]] = []
     seen: set[int] = set()

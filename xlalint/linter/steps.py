@@ -21,11 +21,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from xlalint.linter.semantic import Semantic, dotted_name, keyword, method_name, parent, string_value
 from xlalint.linter.values import (
-    DEFINITIONS,
     FUNCTIONS,
     Function,
     assigned_values,
@@ -37,9 +35,6 @@ from xlalint.linter.values import (
     self_and_ancestors,
     walk_scope,
 )
-
-if TYPE_CHECKING:
-    from xlalint.linter.rule import Context
 
 Loop = ast.For | ast.AsyncFor | ast.While
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -205,10 +200,10 @@ def _is_equality(node: ast.expr) -> bool:
     return isinstance(node, ast.Compare) and all(isinstance(op, ast.Eq) for op in node.ops)
 
 
-def is_step_closure(node: ast.AST, ctx: Context) -> bool:
+def is_step_closure(node: ast.AST, semantic: Semantic) -> bool:
     """``node`` is inside a function or lambda passed to ``xm.add_step_closure``
     (which runs it after the next sync, when tensors have their values)."""
-    return any(_is_closure_function(anc, ctx.semantic) for anc in self_and_ancestors(node))
+    return any(_is_closure_function(anc, semantic) for anc in self_and_ancestors(node))
 
 
 def _is_closure_function(node: ast.AST, semantic: Semantic) -> bool:
@@ -250,12 +245,12 @@ def _closure_names(semantic: Semantic) -> frozenset[str]:
     return cached
 
 
-def is_device_loader(expr: ast.AST | None, ctx: Context) -> bool:
+def is_device_loader(expr: ast.AST | None, semantic: Semantic) -> bool:
     """``expr`` is (or iterates) a torch_xla device loader: ``pl.MpDeviceLoader(...)``,
     ``pl.ParallelLoader(...).per_device_loader(...)``, a variable or ``self.<attr>``
     assigned one, ``iter(...)``/``enumerate(...)``/``tqdm(...)`` of one, or a
     parameter that every call site in the module fills with one."""
-    return _DeviceLoaders(ctx.semantic).check(expr)
+    return _DeviceLoaders(semantic).check(expr)
 
 
 class _DeviceLoaders:
@@ -394,10 +389,9 @@ def _is_backward_call(call: ast.Call, semantic: Semantic) -> bool:
 class StepAnalysis:
     """The step loops of a module and the facts rules ask about them."""
 
-    def __init__(self, ctx: Context):
-        self.ctx = ctx
-        self.semantic: Semantic = ctx.semantic
-        self.tree = ctx.tree
+    def __init__(self, semantic: Semantic):
+        self.semantic = semantic
+        self.tree = semantic.tree
         self._reaches_backward: dict[int, bool] = {}
         self._training: dict[int, bool] = {}
         self._resolved: dict[int, Function | None] = {}

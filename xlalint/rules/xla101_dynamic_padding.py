@@ -29,13 +29,8 @@ from collections.abc import Callable
 from xlalint.linter.model import Import, ReplaceExpr, SetKeyword
 from xlalint.linter.rule import Invalid, Option, Rule, Valid
 from xlalint.linter.semantic import ancestors, dotted_name, enclosing_function, keyword, scope_bindings
+from xlalint.linter.tokenizers import DYNAMIC, FIXED, NONE, padding_kinds
 
-# --- what a padding value means -------------------------------------------------------
-# A padding argument is classified into a set of "kinds", one per value it can take
-# (a conditional expression or a variable assigned in several places has several).
-FIXED, DYNAMIC, NONE, UNKNOWN = "fixed", "dynamic", "none", "unknown"
-
-ENCODE_METHODS = frozenset({"__call__", "encode", "encode_plus", "batch_encode_plus"})
 COLLATORS = {
     # class name -> index of `padding` when it is passed positionally
     "DataCollatorWithPadding": 1,
@@ -51,34 +46,10 @@ TRAINERS = frozenset(
     }
 )
 PAD_SEQUENCE = "torch.nn.utils.rnn.pad_sequence"
-_TOKENIZER_NAME = re.compile(r"^(tok|([a-z_][a-z0-9_]*)?tokenizer)$")
 # Words of an identifier (snake_case and CamelCase): a condition naming `tpu`/`xla`
 # (`on_tpu`, `args.tpu`, `is_torch_xla_available()`, `DistributedType.XLA`) tests for XLA.
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _XLA_WORDS = frozenset({"tpu", "xla"})
-
-
-def _padding_kinds(node: ast.AST | None, assigned: dict[str, list[ast.AST]], depth: int = 0) -> set[str]:
-    """The kinds of padding ``node`` can stand for (None: the keyword is absent)."""
-    if isinstance(node, ast.IfExp):
-        return _padding_kinds(node.body, assigned, depth) | _padding_kinds(node.orelse, assigned, depth)
-    if isinstance(node, ast.Constant):
-        if node.value is True or node.value == "longest":
-            return {DYNAMIC}
-        if node.value is False or node.value is None or node.value == "do_not_pad":
-            return {NONE}
-        if node.value == "max_length":
-            return {FIXED}
-        return {UNKNOWN}
-    if isinstance(node, ast.Attribute) and (dotted_name(node) or "").split(".")[-2:-1] == ["PaddingStrategy"]:
-        return {"LONGEST": {DYNAMIC}, "MAX_LENGTH": {FIXED}, "DO_NOT_PAD": {NONE}}.get(node.attr, {UNKNOWN})
-    if isinstance(node, ast.Name) and node.id in assigned and depth < 3:
-        # `padding = "max_length" if ... else False` earlier in the same scope.
-        kinds: set[str] = set()
-        for value in assigned[node.id]:
-            kinds |= _padding_kinds(value, assigned, depth + 1)
-        return kinds
-    return {UNKNOWN}
 
 
 def _is_dynamic(kinds: set[str]) -> bool:
@@ -452,20 +423,11 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
 
     # -- module facts, gathered during the engine's walk (no walk of our own) ------------
     def begin(self) -> None:
-        self.tokenizer_vars: set[str] = set()
         self.trainer_classes: set[str] = set(TRAINERS)
         self.calls: list[ast.Call] = []
         self.defs: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef] = []
         self._unpadded: bool | None = None
         self._assigned: dict[ast.AST, dict[str, list[ast.AST]]] = {}
-
-    def visit_Assign(self, node: ast.Assign | ast.AnnAssign) -> None:
-        """Names (and ``self.x``) assigned a tokenizer built by transformers/tokenizers."""
-        if self._builds_tokenizer(node.value):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            self.tokenizer_vars.update(name for name in map(dotted_name, targets) if name)
-
-    visit_AnnAssign = visit_Assign
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.defs.append(node)
@@ -479,17 +441,6 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
 
     def visit_Call(self, node: ast.Call) -> None:
         self.calls.append(node)
-
-    def _builds_tokenizer(self, value: ast.AST | None) -> bool:
-        if not isinstance(value, ast.Call):
-            return False
-        qualified = self.ctx.semantic.call_name(value) or ""
-        if qualified.split(".")[0] not in {"transformers", "tokenizers"}:
-            return False
-        parts = qualified.split(".")
-        if parts[-1] == "from_pretrained":
-            return len(parts) > 1 and "Tokenizer" in parts[-2]
-        return "Tokenizer" in parts[-1]
 
     def _collate_functions(self) -> set[ast.AST]:
         """Functions and lambdas passed as ``collate_fn=`` (a class instance passed
@@ -531,23 +482,6 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
                 return True
         return False
 
-    def is_tokenizer(self, node: ast.AST) -> bool:
-        name = dotted_name(node)
-        if name is None:
-            return False
-        return name in self.tokenizer_vars or bool(_TOKENIZER_NAME.match(name.split(".")[-1]))
-
-    def tokenizer_call_kind(self, call: ast.Call) -> str | None:
-        """ "encode" for a tokenizer call, "pad" for ``tokenizer.pad(...)``, else None."""
-        if self.is_tokenizer(call.func):
-            return "encode"
-        if isinstance(call.func, ast.Attribute) and self.is_tokenizer(call.func.value):
-            if call.func.attr in ENCODE_METHODS:
-                return "encode"
-            if call.func.attr == "pad":
-                return "pad"
-        return None
-
     def assigned_in_scope(self, node: ast.AST) -> dict[str, list[ast.AST]]:
         """Values assigned to plain names in the function around ``node`` (or the module)."""
         scope: ast.AST = enclosing_function(node) or self.ctx.tree
@@ -569,12 +503,12 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
         if self._unpadded is None:
             self._unpadded = False
             for call in self.calls:
-                if self.tokenizer_call_kind(call) != "encode":
+                if self.ctx.tokenizers.call_kind(call) != "encode":
                     continue
                 if any(kw.arg is None for kw in call.keywords):  # **kwargs may carry padding
                     continue
                 kw = keyword(call, "padding")
-                kinds = {NONE} if kw is None else _padding_kinds(kw.value, self.assigned_in_scope(call))
+                kinds = {NONE} if kw is None else padding_kinds(kw.value, self.assigned_in_scope(call))
                 if kinds == {NONE}:
                     self._unpadded = True
                     break
@@ -588,7 +522,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
         lengths = {
             self.segment(kw.value): kw.value
             for call in self.calls
-            if self.tokenizer_call_kind(call) == "encode"
+            if self.ctx.tokenizers.call_kind(call) == "encode"
             and (kw := keyword(call, "max_length")) is not None
             and not _is_none(kw.value)  # None: the model's own maximum
         }
@@ -636,7 +570,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
                 check(call)
 
     def checker_for(self, node: ast.Call) -> Callable[[ast.Call], None] | None:
-        kind = self.tokenizer_call_kind(node)
+        kind = self.ctx.tokenizers.call_kind(node)
         if kind is not None:
             return lambda call: self.check_tokenizer_call(call, kind)
         qualified = self.ctx.semantic.call_name(node) or ""
@@ -660,7 +594,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
 
     def check_tokenizer_call(self, call: ast.Call, kind: str) -> None:
         kw = keyword(call, "padding")
-        if kw is None or not _is_dynamic(_padding_kinds(kw.value, self.assigned_in_scope(call))):
+        if kw is None or not _is_dynamic(padding_kinds(kw.value, self.assigned_in_scope(call))):
             return
         span = self.ctx.span(call)
         n = self.fixed_length(call)
@@ -695,7 +629,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
         value = kw.value if kw is not None else positional
         if any(k.arg is None for k in call.keywords) and value is None:
             return  # **kwargs may carry padding
-        kinds = {DYNAMIC} if value is None else _padding_kinds(value, self.assigned_in_scope(call))
+        kinds = {DYNAMIC} if value is None else padding_kinds(value, self.assigned_in_scope(call))
         if not _is_dynamic(kinds):
             return
         span = self.ctx.span(call)

@@ -5,8 +5,9 @@ ones as they are unless ``truncation`` is on: every input longer than ``max_leng
 brings a new sequence length, hence a new XLA graph (and a batch that cannot be
 stacked with the others).
 
-Tokenizers are recognised as XLA101 recognises them (a name ``tok``/``tokenizer``/
-``*_tokenizer``, or a variable assigned a transformers/tokenizers tokenizer);
+Tokenizers are recognised as XLA101 recognises them (``xlalint.linter.tokenizers``: a
+name ``tok``/``tokenizer``/``*_tokenizer``, or a variable assigned a
+transformers/tokenizers tokenizer);
 ``tokenizer.pad(...)`` takes no ``truncation`` and is not checked.
 """
 
@@ -16,8 +17,9 @@ import ast
 
 from xlalint.linter.model import SetKeyword
 from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import dotted_name, enclosing_function, keyword
-from xlalint.rules.xla101_dynamic_padding import _TOKENIZER_NAME, ENCODE_METHODS, FIXED, _padding_kinds, on_non_xla_path
+from xlalint.linter.semantic import enclosing_function, keyword
+from xlalint.linter.tokenizers import FIXED, padding_kinds
+from xlalint.rules.xla101_dynamic_padding import on_non_xla_path
 
 # Values of `truncation=` that switch it off; any other value (True, a strategy such as
 # "only_first", a variable) is taken to truncate.
@@ -135,23 +137,15 @@ enc = tokenizer(texts, padding="max_length", max_length=128, truncation=True)
     ]
 
     def begin(self) -> None:
-        self.tokenizer_vars: set[str] = set()
         self.calls: list[ast.Call] = []
         self._assigned: dict[ast.AST, dict[str, list[ast.AST]]] = {}
-
-    def visit_Assign(self, node: ast.Assign | ast.AnnAssign) -> None:
-        if _builds_tokenizer(self.ctx.semantic.call_name(node.value) if isinstance(node.value, ast.Call) else None):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            self.tokenizer_vars.update(name for name in map(dotted_name, targets) if name)
-
-    visit_AnnAssign = visit_Assign
 
     def visit_Call(self, node: ast.Call) -> None:
         self.calls.append(node)
 
     def finish(self) -> None:
         for call in self.calls:
-            if self._is_encode_call(call):
+            if self.ctx.tokenizers.call_kind(call) == "encode":
                 self.check(call)
 
     def check(self, call: ast.Call) -> None:
@@ -160,7 +154,7 @@ enc = tokenizer(texts, padding="max_length", max_length=128, truncation=True)
         padding = keyword(call, "padding")
         old_style = keyword(call, "pad_to_max_length")
         if padding is not None:
-            if FIXED not in _padding_kinds(padding.value, self._assigned_in_scope(call)):
+            if FIXED not in padding_kinds(padding.value, self._assigned_in_scope(call)):
                 return
             shown = padding
         elif old_style is not None and isinstance(old_style.value, ast.Constant) and old_style.value.value is True:
@@ -184,21 +178,6 @@ enc = tokenizer(texts, padding="max_length", max_length=128, truncation=True)
                 SetKeyword(self.ctx.span(call), "truncation", "True"),
             ),
         )
-
-    def _is_encode_call(self, call: ast.Call) -> bool:
-        if self._is_tokenizer(call.func):
-            return True
-        return (
-            isinstance(call.func, ast.Attribute)
-            and call.func.attr in ENCODE_METHODS
-            and self._is_tokenizer(call.func.value)
-        )
-
-    def _is_tokenizer(self, node: ast.AST) -> bool:
-        name = dotted_name(node)
-        if name is None:
-            return False
-        return name in self.tokenizer_vars or bool(_TOKENIZER_NAME.match(name.split(".")[-1]))
 
     def _assigned_in_scope(self, node: ast.AST) -> dict[str, list[ast.AST]]:
         """Values assigned to plain names in the function around ``node``, and for the
@@ -233,13 +212,3 @@ def _module_level(tree: ast.AST):
             continue
         yield node
         stack.extend(ast.iter_child_nodes(node))
-
-
-def _builds_tokenizer(qualified: str | None) -> bool:
-    """``AutoTokenizer.from_pretrained``, ``BertTokenizerFast(...)``, ... from transformers/tokenizers."""
-    parts = (qualified or "").split(".")
-    if parts[0] not in {"transformers", "tokenizers"}:
-        return False
-    if parts[-1] == "from_pretrained":
-        return len(parts) > 1 and "Tokenizer" in parts[-2]
-    return "Tokenizer" in parts[-1]
