@@ -97,4 +97,18 @@ class Context:
         return Span(start.line, start.col, end.end_line, end.end_col)
 
     def source_of(self, node: ast.AST) -> str:
-        return ast.get_source_segment(self.source, node) or ""
+        """The source text of ``node``, as ``ast.get_source_segment`` gives it, from line
+        offsets found once per file (that function splits the whole file on every call)."""
+        if getattr(node, "end_lineno", None) is None or getattr(node, "end_col_offset", None) is None:
+            return ""
+        span = Span.of(node, self.lines)
+        starts = self._line_starts
+        return self.source[starts[span.line - 1] + span.col : starts[span.end_line - 1] + span.end_col]
+
+    @cached_property
+    def _line_starts(self) -> list[int]:
+        """Where each physical line starts in ``source`` (a character offset)."""
+        starts = [0]
+        for line in split_lines(self.source, keepends=True):
+            starts.append(starts[-1] + len(line))
+        return starts

@@ -8,7 +8,8 @@ what keeps a check instant while still resolving ``xm.mark_step`` to
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections import ChainMap
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -152,7 +153,7 @@ class ScopeNames:
     file counts as taken: the code could go anywhere.
     """
 
-    def __init__(self, visible: dict[str, str], every_name: frozenset[str]):
+    def __init__(self, visible: Mapping[str, str], every_name: frozenset[str]):
         self.visible = visible
         self.every_name = every_name
 
@@ -359,13 +360,14 @@ class Semantic:
         ``None``, every name bound anywhere in the file. See :class:`ScopeNames`."""
         if node is None:
             return self._names_anywhere
-        visible = dict(self._module_bindings)
         scopes = [a for a in ancestors(node) if isinstance(a, _SCOPES)]
-        # Outermost first, so inner bindings win; a class body is seen only from itself.
-        for depth in range(len(scopes) - 1, -1, -1):
-            if depth == 0 or not isinstance(scopes[depth], ast.ClassDef):
-                visible.update(self._scope_bindings(scopes[depth]))
-        return ScopeNames(visible, self._every_name)
+        # Innermost first, so inner bindings win; a class body is seen only from itself.
+        # Chained, not merged: a copy of the module's names per fix made a module's
+        # check quadratic in its number of functions.
+        inner = [
+            self._scope_bindings(s) for depth, s in enumerate(scopes) if depth == 0 or not isinstance(s, ast.ClassDef)
+        ]
+        return ScopeNames(ChainMap(*inner, self._module_bindings), self._every_name)
 
     @cached_property
     def _names_anywhere(self) -> ScopeNames:
@@ -409,6 +411,36 @@ class Semantic:
     def calls(self) -> list[ast.Call]:
         """Every call in the module, in source order."""
         return self.nodes_of(ast.Call)
+
+    def calls_named(self, name: str) -> list[ast.Call]:
+        """The calls of ``name(...)`` or ``<anything>.name(...)``, in source order."""
+        return self._calls_by_called_name.get(name, [])
+
+    def method_calls(self, cls: ast.ClassDef, name: str) -> list[ast.Call]:
+        """The calls ``<x>.name(...)`` whose nearest enclosing class is ``cls``, in source order."""
+        return self._attribute_calls_by_class.get((id(cls), name), [])
+
+    @cached_property
+    def _attribute_calls_by_class(self) -> dict[tuple[int, str], list[ast.Call]]:
+        index: dict[tuple[int, str], list[ast.Call]] = {}
+        for call in self.calls:
+            if isinstance(call.func, ast.Attribute):
+                cls = next((a for a in ancestors(call) if isinstance(a, ast.ClassDef)), None)
+                if cls is not None:
+                    index.setdefault((id(cls), call.func.attr), []).append(call)
+        return index
+
+    @cached_property
+    def _calls_by_called_name(self) -> dict[str, list[ast.Call]]:
+        # Built once per module: asking "who calls f" of every function by scanning
+        # every call would make a module's check quadratic in its size.
+        index: dict[str, list[ast.Call]] = {}
+        for call in self.calls:
+            func = call.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if name is not None:
+                index.setdefault(name, []).append(call)
+        return index
 
     def qualified_name(self, node: ast.AST) -> str | None:
         """The fully qualified name of a name/attribute chain rooted in an import.

@@ -90,15 +90,13 @@ def parameter_names(func: Function | ast.Lambda) -> set[str]:
 
 
 def call_sites(func: Function, semantic: Semantic) -> Iterator[ast.Call]:
+    """The calls of ``func`` in the module: ``func(...)``, or for a method
+    ``<x>.func(...)`` within its class."""
     cls = enclosing(func, ast.ClassDef)
-    is_method = cls is not None and parent(func) is cls
-    for call in semantic.calls:
-        f = call.func
-        if is_method:
-            if isinstance(f, ast.Attribute) and f.attr == func.name and enclosing(call, ast.ClassDef) is cls:
-                yield call
-        elif isinstance(f, ast.Name) and f.id == func.name:
-            yield call
+    if cls is not None and parent(func) is cls:
+        yield from semantic.method_calls(cls, func.name)  # type: ignore[arg-type]
+    else:
+        yield from (call for call in semantic.calls_named(func.name) if isinstance(call.func, ast.Name))
 
 
 def self_and_ancestors(node: ast.AST | None) -> Iterator[ast.AST]:
