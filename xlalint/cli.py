@@ -133,11 +133,11 @@ class Invocation:
         }
         from xlalint.rules import rules_by_code
 
-        known = list(rules_by_code())
+        known = rules_by_code()
         for key in ("select", "ignore", "extend_select"):
             if self.overrides[key]:
                 validate_selectors(self.overrides[key], known, f"--{key.replace('_', '-')}")
-        self.finder = ConfigFinder(config)
+        self.finder = ConfigFinder(config, known)
 
     def settings(self, path: Path) -> Settings:
         return self.finder.for_path(path.absolute()).with_overrides(**self.overrides)
@@ -196,6 +196,10 @@ def _run(
         _report_add_noqa(reports)
         return
 
+    # As ruff: a walk that found nothing says so (on stderr) rather than "All checks passed!".
+    nothing_found = not use_stdin and not reports
+    if nothing_found:
+        typer.echo("warning: No Python files found under the given path(s)", err=True)
     fmt = output_format.value
     findings = sorted((f for r in reports for f in r.findings), key=lambda f: f.sort_key())
     fixed = [f for r in reports for f in r.fixed]
@@ -228,7 +232,7 @@ def _run(
             print(rendered, file=out)
         if fmt in ("text", "concise") and show_fixes:
             _print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
-        if fmt == "text" and not quiet:
+        if fmt == "text" and not quiet and not nothing_found:
             print(reporters.summary(findings, unsafe, fixed=len(fixed), command="fix" if fix else "check"), file=out)
     for report in reports:
         if report.error:
