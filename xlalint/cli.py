@@ -291,7 +291,11 @@ def _stdin_report(
     anything went wrong, so that an editor's buffer is never blanked or re-encoded."""
     name = stdin_filename or "-"
     settings = invocation.settings(Path(stdin_filename) if stdin_filename else Path.cwd() / "-")
-    data = sys.stdin.buffer.read()
+    try:
+        data = sourcefile.read_stream(sys.stdin.buffer)
+    except sourcefile.SourceError as exc:
+        # Nothing on stdout: `fix -` would echo a truncated buffer back to the editor.
+        raise fail(f"stdin: {exc}") from None
     try:
         original = sourcefile.decode(data, name)
     except sourcefile.SourceError as exc:

@@ -24,6 +24,7 @@ import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import BinaryIO
 
 MAX_BYTES = 8 * 1024 * 1024
 
@@ -75,7 +76,7 @@ def decode(data: bytes, name: str = "<stdin>") -> SourceFile:
         raise SourceError("file is binary (it contains NUL bytes), not Python source")
     bom = data.startswith(codecs.BOM_UTF8)
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        encoding, cookie_lines = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
         message = str(exc.msg if hasattr(exc, "msg") else exc)
         if "invalid or missing encoding declaration" in message:
@@ -83,6 +84,11 @@ def decode(data: bytes, name: str = "<stdin>") -> SourceFile:
         raise SourceError(f"cannot decode: {message}") from None
     if encoding == "utf-8-sig":
         encoding = "utf-8"
+    elif not _source_encoding(encoding, cookie_lines):
+        raise SourceError(
+            f"encoding problem: {encoding} (the coding declaration names an encoding Python cannot read source in)",
+            len(cookie_lines),
+        )
     body = data[len(codecs.BOM_UTF8) :] if bom else data
     try:
         text = body.decode(encoding)
@@ -94,6 +100,35 @@ def decode(data: bytes, name: str = "<stdin>") -> SourceFile:
     except LookupError:
         raise SourceError(f"unknown encoding `{encoding}` in the coding declaration") from None
     return SourceFile(text, encoding, bom)
+
+
+def _source_encoding(encoding: str, cookie_lines: list[bytes]) -> bool:
+    """Whether Python runs a file that declares ``encoding``: its tokenizer reads the
+    declaration as ASCII, so the encoding must read those lines the same way. ``utf-16``
+    and ``utf-32`` read ASCII as something else, ``rot13`` or ``hex`` are not text
+    encodings at all; Python stops with "encoding problem" on all of them."""
+    lines = b"".join(cookie_lines)
+    if not lines.isascii():
+        return True  # decoding the file says what is wrong with it
+    try:
+        return lines.decode(encoding) == lines.decode("ascii")
+    except LookupError:
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            return True  # an unknown encoding: decoding says so
+        return False  # a codec, but not a text encoding
+    except (UnicodeError, ValueError, TypeError):
+        return False
+
+
+def read_stream(stream: BinaryIO, limit: int = MAX_BYTES) -> bytes:
+    """At most ``limit`` bytes of ``stream`` (stdin): one byte more is an error, not a
+    read that grows until memory runs out (``check - < /dev/zero``)."""
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise SourceError(f"input is too large to check (over the {limit / 2**20:g} MiB limit)")
+    return data
 
 
 def read_regular(path: Path, limit: int) -> bytes:
