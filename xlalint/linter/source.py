@@ -4,8 +4,9 @@ A file is read once as bytes; its encoding (PEP 263 cookie, UTF-8 by default), B
 and newline style are remembered so that a fix writes it back byte-for-byte the
 same apart from the fix. Only regular files are read, and never more than the size
 limit. Writes are atomic: a temp file in the same folder, then a rename, with the
-original permissions; a read-only file, or one that changed since it was read, is not
-written.
+original permissions, owner and group (a file with several hard links is written in
+place instead, once the new bytes are complete); a read-only file, or one that changed
+since it was read, is not written.
 """
 
 from __future__ import annotations
@@ -205,9 +206,14 @@ def _unchanged(path: Path, original: SourceFile) -> bool:
 
 
 def write_atomic(path: Path, original: SourceFile, text: str) -> None:
-    """Replace ``path`` with ``text`` in the original's encoding, BOM and mode, unless
-    the file is read-only or changed since it was read (then nothing is written and
-    :class:`SourceError` says why)."""
+    """Replace ``path`` with ``text`` in the original's encoding, BOM, mode, owner and
+    group, unless the file is read-only or changed since it was read (then nothing is
+    written and :class:`SourceError` says why).
+
+    A file with one link gets a temp file and a rename (a reader never sees half of
+    it). A file with more than one hard link is written in place once the new bytes
+    are complete and checked, as ruff does: a rename would split it from its other
+    names."""
     try:
         data = original.encode(text)
     except UnicodeEncodeError:
@@ -215,19 +221,24 @@ def write_atomic(path: Path, original: SourceFile, text: str) -> None:
     # Through a symbolic link to the file it names: the link itself stays a link.
     path = Path(os.path.realpath(path))
     try:
-        mode = stat.S_IMODE(path.stat().st_mode)
+        info = path.stat()
     except FileNotFoundError:
         raise SourceError("the file was removed during the run") from None
+    mode = stat.S_IMODE(info.st_mode)
     if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
         # Renaming over it would work (the folder is writable), but the user said no.
         raise SourceError("read-only")
+    if info.st_nlink > 1:
+        _write_in_place(path, original, data)
+        return
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            _keep_owner(handle.fileno(), info)
+            os.fchmod(handle.fileno(), mode)  # after fchown, which clears set-id bits
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
         if not _unchanged(path, original):
             raise SourceError("the file changed while it was being fixed (run `fix` again)")
         os.replace(tmp, path)
@@ -235,6 +246,30 @@ def write_atomic(path: Path, original: SourceFile, text: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _write_in_place(path: Path, original: SourceFile, data: bytes) -> None:
+    if not _unchanged(path, original):
+        raise SourceError("the file changed while it was being fixed (run `fix` again)")
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.truncate()
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _keep_owner(fd: int, info: os.stat_result) -> None:
+    """The temp file gets the original's owner and group where we may give them (the
+    owner takes privilege; a group we belong to does not)."""
+    for uid in (info.st_uid, -1):
+        try:
+            os.fchown(fd, uid, info.st_gid)
+            return
+        except PermissionError:
+            continue
+        except OSError:
+            return  # a file system without owners
 
 
 TEMP_SUFFIX = ".xlalint-tmp"
