@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from xlalint import __version__
-from xlalint.linter import reporters
+from xlalint.linter import reporters, stopping
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import ConfigError, ConfigFinder, Settings, parse_target_version, validate_selectors
 from xlalint.linter.runner import FileReport, Job, internal_error, process_all, process_text
@@ -180,18 +180,24 @@ def _run(
             )
             reports = [stdin_report]
         else:
-            reports = _file_reports(
-                invocation,
-                paths or ["."],
-                fix=fix,
-                unsafe=unsafe,
-                write=not diff,
-                no_cache=no_cache,
-                force_exclude=force_exclude,
-                add_noqa=add_noqa,
-            )
+            with stopping.stop_on_signals():
+                reports = _file_reports(
+                    invocation,
+                    paths or ["."],
+                    fix=fix,
+                    unsafe=unsafe,
+                    write=not diff,
+                    no_cache=no_cache,
+                    force_exclude=force_exclude,
+                    add_noqa=add_noqa,
+                )
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    except stopping.Interrupted as stop:
+        # Stopped at once: the gate is closed (nothing more is written), workers are gone.
+        stop.written = stopping.GATE.close()
+        typer.echo(stop.message(), err=True)
+        raise typer.Exit(stop.exit_code) from None
     if add_noqa:
         _report_add_noqa(reports)
         return

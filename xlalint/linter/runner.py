@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xlalint import __version__
-from xlalint.linter import findings_json
+from xlalint.linter import findings_json, stopping
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import SYNTAX_ERROR, error_finding, lint_source
@@ -196,19 +196,58 @@ def cached_report(job: Job) -> FileReport | None:
 
 
 def process_all(jobs: Sequence[Job]) -> list[FileReport]:
+    stopping.GATE.open()
     writing = {Path(os.path.realpath(job.path)).parent for job in jobs if job.fix and job.write}
     if writing:
         sourcefile.remove_stale_temps(sorted(writing))
     # Cached files first, here: a warm rerun then starts no process pool.
     reports: list[FileReport | None] = [cached_report(job) for job in jobs]
     pending = [job for job, report in zip(jobs, reports) if report is None]
-    cores = os.cpu_count() or 1
-    if len(pending) < PARALLEL_THRESHOLD or cores < 2:
-        done = [process(job) for job in pending]
-    else:
-        from concurrent.futures import ProcessPoolExecutor  # only when there is work to share
-
-        with ProcessPoolExecutor(max_workers=cores) as pool:
-            done = list(pool.map(process, pending, chunksize=max(1, len(pending) // (4 * cores))))
+    cores = available_cores()
+    try:
+        if len(pending) < PARALLEL_THRESHOLD or cores < 2:
+            done = [process(job) for job in pending]
+        else:
+            done = _in_pool(pending, cores)
+    except stopping.Interrupted as stop:
+        stop.written = stopping.GATE.close()  # first: from here on nothing is written
+        stopping.stop_workers()
+        raise
     computed = iter(done)
     return [report if report is not None else next(computed) for report in reports]
+
+
+def available_cores() -> int:
+    """The cores this process may run on (``taskset``, a container's CPU set), as ruff
+    counts them: more workers than that only share the same cores."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _process_chunk(jobs: Sequence[Job]) -> list[FileReport]:
+    return [process(job) for job in jobs]
+
+
+def _in_pool(jobs: Sequence[Job], cores: int) -> list[FileReport]:
+    from concurrent.futures import ProcessPoolExecutor  # only when there is work to share
+
+    pool = ProcessPoolExecutor(max_workers=cores, initializer=stopping.worker_init, initargs=stopping.GATE.share())
+    try:
+        # Chunks submitted one by one rather than pool.map, whose iterator cancels the
+        # pending futures when interrupted, which the pool then fails to mark broken.
+        size = max(1, len(jobs) // (4 * cores))
+        chunks = [pool.submit(_process_chunk, jobs[i : i + size]) for i in range(0, len(jobs), size)]
+        results = [report for chunk in chunks for report in chunk.result()]
+    except stopping.Interrupted:
+        stopping.GATE.close()  # before anything that would wait for the workers' files
+        stopping.stop_workers()
+        # Not cancel_futures: the pool, seeing its workers gone, fails the pending ones itself.
+        pool.shutdown(wait=False)
+        raise
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return results

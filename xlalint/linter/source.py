@@ -27,6 +27,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
+from xlalint.linter.stopping import GATE
+
 MAX_BYTES = 8 * 1024 * 1024
 
 
@@ -241,7 +243,7 @@ def write_atomic(path: Path, original: SourceFile, text: str) -> None:
             os.fsync(handle.fileno())
         if not _unchanged(path, original):
             raise SourceError("the file changed while it was being fixed (run `fix` again)")
-        os.replace(tmp, path)
+        GATE.commit(lambda: os.replace(tmp, path))
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -253,10 +255,14 @@ def _write_in_place(path: Path, original: SourceFile, data: bytes) -> None:
         raise SourceError("the file changed while it was being fixed (run `fix` again)")
     fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0))
     with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-        handle.truncate()
-        handle.flush()
-        os.fsync(handle.fileno())
+
+        def write() -> None:
+            handle.write(data)
+            handle.truncate()
+            handle.flush()
+            os.fsync(handle.fileno())
+
+        GATE.commit(write)
 
 
 def _keep_owner(fd: int, info: os.stat_result) -> None:
