@@ -138,9 +138,14 @@ class Invocation:
             if self.overrides[key]:
                 validate_selectors(self.overrides[key], known, f"--{key.replace('_', '-')}")
         self.finder = ConfigFinder(config, known)
+        self._with_overrides: dict[int, tuple[Settings, Settings]] = {}
 
     def settings(self, path: Path) -> Settings:
-        return self.finder.for_path(path.absolute()).with_overrides(**self.overrides)
+        found = self.finder.for_path(path.absolute())
+        # One object per config file: the cache keys jobs that share it at the cost of one.
+        if id(found) not in self._with_overrides:
+            self._with_overrides[id(found)] = (found, found.with_overrides(**self.overrides))
+        return self._with_overrides[id(found)][1]
 
 
 def _run(
@@ -255,9 +260,14 @@ def _run(
 def _file_reports(
     invocation: Invocation, paths: list[str], *, fix, unsafe, write, no_cache, force_exclude, add_noqa=False
 ) -> list[FileReport]:
+    from xlalint.linter.cache import FOLDER_NAME as CACHE_FOLDER
+    from xlalint.linter.cache import project_root
     from xlalint.linter.files import discover
 
-    cache_dir = None if no_cache or fix or add_noqa else str(Path.cwd() / ".xlalint_cache")
+    cache_dir = None
+    if not (no_cache or fix or add_noqa):
+        root = project_root(invocation.finder.for_path(Path.cwd()).root, Path.cwd())
+        cache_dir = str(root / CACHE_FOLDER)
     jobs = [
         Job(
             str(path),

@@ -330,12 +330,15 @@ class ConfigFinder:
     explicit: Path | None
     rules: Mapping[str, DeclaresOptions]
     _by_dir: dict[Path, Settings] = field(default_factory=dict)
+    _by_given: dict[Path, Settings] = field(default_factory=dict)
 
     def for_path(self, path: Path) -> Settings:
         if self.explicit is not None:
             return self._explicit_settings()
-        folder = (path if path.is_dir() else path.parent).resolve()
-        return self._for_dir(folder)
+        folder = path if path.is_dir() else path.parent
+        if folder not in self._by_given:  # a walk asks once per file: resolve once per folder
+            self._by_given[folder] = self._for_dir(folder.resolve())
+        return self._by_given[folder]
 
     def _explicit_settings(self) -> Settings:
         key = Path("<explicit>")

@@ -178,6 +178,14 @@ def _too_large(size: int, more: bool = False) -> SourceError:
 
 
 def read(path: Path) -> SourceFile:
+    before, data = read_file(path)
+    decoded = decode(data, str(path))
+    return replace(decoded, fingerprint=Fingerprint.of(before, data))
+
+
+def read_file(path: Path) -> tuple[os.stat_result, bytes]:
+    """The bytes of the source file ``path``, and its ``stat`` from before the read
+    (what a write checks against; what the cache keys on)."""
     try:
         before = os.stat(path)
         data = read_regular(path, MAX_BYTES)
@@ -189,8 +197,7 @@ def read(path: Path) -> SourceFile:
         raise SourceError("cannot read: is a directory") from None
     except OSError as exc:
         raise SourceError(f"cannot read: {exc.strerror or exc}") from None
-    decoded = decode(data, str(path))
-    return replace(decoded, fingerprint=Fingerprint.of(before, data))
+    return before, data
 
 
 def _unchanged(path: Path, original: SourceFile) -> bool:
