@@ -9,15 +9,11 @@ name the key.
 
 from __future__ import annotations
 
-import fnmatch
 import functools
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
-
-import tomllib
 
 DEFAULT_TARGET = (2, 9)
 KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "per-file-ignores", "target-version", "rules"}
@@ -167,6 +163,9 @@ class GlobSet:
     the path is in."""
 
     def __init__(self, globs: tuple[str, ...]):
+        import fnmatch  # only a config with globs pays for it
+        import re
+
         self.whole = re.compile("|".join(fnmatch.translate(g) + "|" + fnmatch.translate(f"{g}/*") for g in globs))
         self.part = re.compile("|".join(fnmatch.translate(g) for g in globs))
 
@@ -298,6 +297,8 @@ def _validate_rule_tables(settings: Settings, source: str, known: Mapping[str, D
 def load_file(path: Path, rules: Mapping[str, DeclaresOptions]) -> Settings | None:
     """Settings from one config file, checked against the known ``rules``; None for a
     pyproject.toml without xlalint."""
+    import tomllib  # only a run that finds a config file pays for the TOML parser
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:

@@ -19,7 +19,6 @@ import io
 import os
 import re
 import stat
-import tempfile
 import time
 import tokenize
 from collections.abc import Iterable
@@ -240,6 +239,8 @@ def write_atomic(path: Path, original: SourceFile, text: str) -> None:
     if info.st_nlink > 1:
         _write_in_place(path, original, data)
         return
+    import tempfile  # only a fix writes: a check does not pay for its import
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
