@@ -13,6 +13,7 @@ from xlalint.linter.fixing import fix_source
 from xlalint.linter.model import Import
 from xlalint.linter.semantic import ImportTable
 from xlalint.linter.source import SourceError, decode, write_atomic
+from xlalint.rules import rules_by_code
 
 
 def codes(source: str, settings: Settings | None = None) -> list[tuple[int, str]]:
@@ -179,27 +180,27 @@ def test_fix_that_never_converges_is_reported(monkeypatch):
 def test_config_discovery_and_unknown_keys(tmp_path):
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pyproject.toml").write_text('[tool.xlalint]\nignore = ["XLA104"]\ntarget-version = "2.3"\n')
-    settings = ConfigFinder().for_path(tmp_path / "pkg" / "train.py")
+    settings = ConfigFinder(None, rules_by_code()).for_path(tmp_path / "pkg" / "train.py")
     assert settings.ignore == ("XLA104",) and settings.target_version == (2, 3)
     assert "XLA104" not in settings.enabled_codes(["XLA104", "XLA101"])
 
     (tmp_path / "pkg" / "xlalint.toml").write_text('select = ["XLA1"]\nbogus = 1\n')
     with pytest.raises(ConfigError, match="unknown key `bogus`"):
-        ConfigFinder().for_path(tmp_path / "pkg" / "train.py")
+        ConfigFinder(None, rules_by_code()).for_path(tmp_path / "pkg" / "train.py")
 
 
 def test_config_rule_options_are_checked(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[tool.xlalint.rules.XLA104]\nnope = 1\n")
     with pytest.raises(ConfigError, match="unknown option `nope` for rule XLA104"):
-        ConfigFinder().for_path(tmp_path / "train.py")
+        ConfigFinder(None, rules_by_code()).for_path(tmp_path / "train.py")
     (tmp_path / "pyproject.toml").write_text("[tool.xlalint.rules.XLA999]\n")
     with pytest.raises(ConfigError, match="unknown rule `XLA999`"):
-        ConfigFinder().for_path(tmp_path / "train.py")
+        ConfigFinder(None, rules_by_code()).for_path(tmp_path / "train.py")
 
 
 def test_per_file_ignores(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.xlalint.per-file-ignores]\n"scripts/*" = ["XLA104"]\n')
-    settings = ConfigFinder().for_path(tmp_path / "scripts" / "a.py")
+    settings = ConfigFinder(None, rules_by_code()).for_path(tmp_path / "scripts" / "a.py")
     source = "import torch\nx = torch.ones(1).cuda()\n"
     assert lint_source(source, str(tmp_path / "scripts" / "a.py"), settings) == []
     assert lint_source(source, str(tmp_path / "train.py"), settings) != []

@@ -35,9 +35,11 @@ from xlalint.linter.model import (
     SetKeyword,
     Span,
     UnwrapWith,
+    split_lines,
 )
 
 CUDA = "import torch\nx = torch.ones(2).cuda()\n"
+STAMP = findings_json.FileStamp("a.py", 10, 20, "0" * 64)
 FIXED = "import torch\nimport torch_xla\n\nx = torch.ones(2).to(torch_xla.device())\n"
 
 
@@ -72,23 +74,24 @@ def test_cache_entries_are_json_data(project):
 def test_entries_written_by_other_rule_code_are_not_used(project, monkeypatch):
     """A rule edited without a version bump (a checkout, a development install) must
     not be answered from the entries its old code wrote."""
-    from xlalint.linter import runner
+    from xlalint.linter import cache
 
     (project / "a.py").write_text(CUDA)
     [entry] = (run("check", "a.py"), cache_entries(project))[1]
-    entry.write_bytes(findings_json.dumps(entry.name, []))  # what "old code" would have found
+    stamp, _ = findings_json.loads(entry.read_bytes(), entry.name)
+    entry.write_bytes(findings_json.dumps(entry.name, stamp, []))  # what "old code" would have found
     assert run("check", "a.py").exit_code == 0  # the same code: the entry answers
-    monkeypatch.setattr(runner, "code_fingerprint", lambda: "rules/xla104_cuda_device.py:1:2")
+    monkeypatch.setattr(cache, "code_fingerprint", lambda: "rules/xla104_cuda_device.py:1:2")
     result = run("check", "a.py")
     assert result.exit_code == 1 and "XLA104" in result.stdout
 
 
 def test_the_code_fingerprint_follows_the_rule_modules():
-    from xlalint.linter import runner
+    from xlalint.linter import cache
     from xlalint.rules import xla104_cuda_device
 
     stat = os.stat(xla104_cuda_device.__file__)
-    assert f"rules/xla104_cuda_device.py:{stat.st_size}:{stat.st_mtime_ns}" in runner.code_fingerprint().split("\n")
+    assert f"rules/xla104_cuda_device.py:{stat.st_size}:{stat.st_mtime_ns}" in cache.code_fingerprint().split("\n")
 
 
 class _Payload:
@@ -137,8 +140,9 @@ def _fix_of_every_kind() -> Fix:
 def test_every_operation_survives_the_round_trip():
     finding = Finding("XLA999", "demo", "msg é", "a.py", Span(2, 0, 2, 3), _fix_of_every_kind(), 2, (1, 2))
     plain = Finding("XLA104", "cuda-device", "m", "a.py", Span(1, 0, 1, 1))
-    data = findings_json.dumps("k", [finding, plain])
-    [back, plain_back] = findings_json.loads(data, "k", line_count=2)
+    data = findings_json.dumps("k", STAMP, [finding, plain])
+    stamp, [back, plain_back] = findings_json.loads(data, "k")
+    assert stamp == STAMP
     assert back == finding and back.noqa_lines == (1, 2) and plain_back == plain
 
 
@@ -148,16 +152,18 @@ def test_real_findings_survive_the_round_trip():
     for rule in all_rules():
         for example in rule.INVALID:
             findings = lint_source(example.code, "t.py", Settings())
-            data = findings_json.dumps("k", findings)
-            assert findings_json.loads(data, "k", line_count=example.code.count("\n") + 1) == findings
+            data = findings_json.dumps("k", STAMP, findings)
+            assert findings_json.loads(data, "k") == (STAMP, findings)
+            findings_json.check_against(findings, "t.py", split_lines(example.code))  # within the file
 
 
 def _entry(findings: list) -> bytes:
-    return json.dumps({"format": findings_json.FORMAT, "key": "KEY", "findings": findings}).encode()
+    entry = {"format": findings_json.FORMAT, "key": "KEY", "file": "FILE", "findings": findings}
+    return json.dumps(entry).encode()
 
 
 def _good() -> dict:
-    return json.loads(findings_json.dumps("KEY", lint_source(CUDA, "a.py", Settings())))["findings"][0]
+    return json.loads(findings_json.dumps("KEY", STAMP, lint_source(CUDA, "a.py", Settings())))["findings"][0]
 
 
 def _with(path: tuple, value) -> bytes:
@@ -178,9 +184,9 @@ CORRUPT = {
     "not JSON": b"{'findings': [}",
     "a list": b"[]",
     "an empty object": b"{}",
-    "no findings key": json.dumps({"format": 1, "key": "KEY"}).encode(),
-    "another key": json.dumps({"format": 1, "key": "OTHER", "findings": []}).encode(),
-    "another format": json.dumps({"format": 99, "key": "KEY", "findings": []}).encode(),
+    "no findings key": json.dumps({"format": findings_json.FORMAT, "key": "KEY", "file": "FILE"}).encode(),
+    "another key": _entry([]).replace(b'"KEY"', b'"OTHER"'),
+    "another format": _entry([]).replace(b'"format": 2', b'"format": 99'),
     "findings not a list": _entry({"a": 1}),  # type: ignore[arg-type]
     "a finding that is a string": _entry(["XLA104"]),
     "a line as a string": _with(("span", "line"), "2"),
@@ -207,10 +213,11 @@ def test_a_corrupt_entry_is_a_miss_and_is_rewritten(project, name):
     expected = run("check", "a.py")
     [entry] = cache_entries(project)
     key = entry.name
-    entry.write_bytes(CORRUPT[name].replace(b"KEY", key.encode()))
+    stamp = json.dumps(json.loads(entry.read_bytes())["file"]).encode()  # the real file's
+    entry.write_bytes(CORRUPT[name].replace(b"KEY", key.encode()).replace(b'"FILE"', stamp))
     result = run("check", "a.py")
     assert (result.exit_code, result.stdout) == (expected.exit_code, expected.stdout)
-    assert findings_json.loads(entry.read_bytes(), key, 3) == lint_source(CUDA, "a.py", Settings())
+    assert findings_json.loads(entry.read_bytes(), key)[1] == lint_source(CUDA, "a.py", Settings())
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])

@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from xlalint import __version__
-from xlalint.linter import reporters
+from xlalint.linter import reporters, stopping
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import ConfigError, ConfigFinder, Settings, parse_target_version, validate_selectors
 from xlalint.linter.runner import FileReport, Job, internal_error, process_all, process_text
@@ -133,14 +133,19 @@ class Invocation:
         }
         from xlalint.rules import rules_by_code
 
-        known = list(rules_by_code())
+        known = rules_by_code()
         for key in ("select", "ignore", "extend_select"):
             if self.overrides[key]:
                 validate_selectors(self.overrides[key], known, f"--{key.replace('_', '-')}")
-        self.finder = ConfigFinder(config)
+        self.finder = ConfigFinder(config, known)
+        self._with_overrides: dict[int, tuple[Settings, Settings]] = {}
 
     def settings(self, path: Path) -> Settings:
-        return self.finder.for_path(path.absolute()).with_overrides(**self.overrides)
+        found = self.finder.for_path(path.absolute())
+        # One object per config file: the cache keys jobs that share it at the cost of one.
+        if id(found) not in self._with_overrides:
+            self._with_overrides[id(found)] = (found, found.with_overrides(**self.overrides))
+        return self._with_overrides[id(found)][1]
 
 
 def _run(
@@ -180,22 +185,32 @@ def _run(
             )
             reports = [stdin_report]
         else:
-            reports = _file_reports(
-                invocation,
-                paths or ["."],
-                fix=fix,
-                unsafe=unsafe,
-                write=not diff,
-                no_cache=no_cache,
-                force_exclude=force_exclude,
-                add_noqa=add_noqa,
-            )
+            with stopping.stop_on_signals():
+                reports = _file_reports(
+                    invocation,
+                    paths or ["."],
+                    fix=fix,
+                    unsafe=unsafe,
+                    write=not diff,
+                    no_cache=no_cache,
+                    force_exclude=force_exclude,
+                    add_noqa=add_noqa,
+                )
     except ConfigError as exc:
         raise fail(str(exc)) from None
+    except stopping.Interrupted as stop:
+        # Stopped at once: the gate is closed (nothing more is written), workers are gone.
+        stop.written = stopping.GATE.close()
+        typer.echo(stop.message(), err=True)
+        raise typer.Exit(stop.exit_code) from None
     if add_noqa:
         _report_add_noqa(reports)
         return
 
+    # As ruff: a walk that found nothing says so (on stderr) rather than "All checks passed!".
+    nothing_found = not use_stdin and not reports
+    if nothing_found:
+        typer.echo("warning: No Python files found under the given path(s)", err=True)
     fmt = output_format.value
     findings = sorted((f for r in reports for f in r.findings), key=lambda f: f.sort_key())
     fixed = [f for r in reports for f in r.fixed]
@@ -228,7 +243,7 @@ def _run(
             print(rendered, file=out)
         if fmt in ("text", "concise") and show_fixes:
             _print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
-        if fmt == "text" and not quiet:
+        if fmt == "text" and not quiet and not nothing_found:
             print(reporters.summary(findings, unsafe, fixed=len(fixed), command="fix" if fix else "check"), file=out)
     for report in reports:
         if report.error:
@@ -245,9 +260,14 @@ def _run(
 def _file_reports(
     invocation: Invocation, paths: list[str], *, fix, unsafe, write, no_cache, force_exclude, add_noqa=False
 ) -> list[FileReport]:
+    from xlalint.linter.cache import FOLDER_NAME as CACHE_FOLDER
+    from xlalint.linter.cache import project_root
     from xlalint.linter.files import discover
 
-    cache_dir = None if no_cache or fix or add_noqa else str(Path.cwd() / ".xlalint_cache")
+    cache_dir = None
+    if not (no_cache or fix or add_noqa):
+        root = project_root(invocation.finder.for_path(Path.cwd()).root, Path.cwd())
+        cache_dir = str(root / CACHE_FOLDER)
     jobs = [
         Job(
             str(path),
@@ -287,7 +307,11 @@ def _stdin_report(
     anything went wrong, so that an editor's buffer is never blanked or re-encoded."""
     name = stdin_filename or "-"
     settings = invocation.settings(Path(stdin_filename) if stdin_filename else Path.cwd() / "-")
-    data = sys.stdin.buffer.read()
+    try:
+        data = sourcefile.read_stream(sys.stdin.buffer)
+    except sourcefile.SourceError as exc:
+        # Nothing on stdout: `fix -` would echo a truncated buffer back to the editor.
+        raise fail(f"stdin: {exc}") from None
     try:
         original = sourcefile.decode(data, name)
     except sourcefile.SourceError as exc:

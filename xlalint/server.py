@@ -33,6 +33,7 @@ from xlalint.linter.config import ConfigError, ConfigFinder, Settings
 from xlalint.linter.engine import SYNTAX_ERROR, lint_source
 from xlalint.linter.model import Finding, split_lines
 from xlalint.linter.notebook import CellText, NotebookError, code_cell, split_module
+from xlalint.rules import rules_by_code
 
 FIX_ALL = "source.fixAll.xlalint"
 # VS Code asks for this kind on a notebook (`notebook.codeActionsOnSave`); its edits may span cells.
@@ -67,7 +68,7 @@ class XlalintServer(LanguageServer):
         count at once); None, after telling the user, when the config is broken."""
         path = Path(to_fs_path(uri) or "") if uri.startswith("file:") else Path.cwd() / "untitled.py"
         try:
-            settings = ConfigFinder(None).for_path(path.absolute())
+            settings = ConfigFinder(None, rules_by_code()).for_path(path.absolute())
         except ConfigError as exc:
             self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"xlalint: {exc}"))
             return None

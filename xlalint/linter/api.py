@@ -9,12 +9,13 @@ from xlalint.linter import engine, fixing
 from xlalint.linter.config import ConfigFinder, Settings
 from xlalint.linter.fixing import FixResult
 from xlalint.linter.model import Finding
+from xlalint.rules import rules_by_code
 
 __all__ = ["Finding", "FixResult", "fix_source", "lint_source", "settings_for"]
 
 
 def settings_for(path: str | Path, config: str | Path | None = None) -> Settings:
-    finder = ConfigFinder(Path(config) if config else None)
+    finder = ConfigFinder(Path(config) if config else None, rules_by_code())
     return finder.for_path(Path(path).absolute())
 
 

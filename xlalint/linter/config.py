@@ -9,14 +9,11 @@ name the key.
 
 from __future__ import annotations
 
-import contextlib
-import fnmatch
-from collections.abc import Iterable
+import functools
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
-
-import tomllib
+from typing import Any, Protocol
 
 DEFAULT_TARGET = (2, 9)
 KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "per-file-ignores", "target-version", "rules"}
@@ -49,6 +46,13 @@ DEFAULT_EXCLUDE = (
 
 class ConfigError(Exception):
     """A configuration problem, said in one line."""
+
+
+class DeclaresOptions(Protocol):
+    """What config needs to know of a rule: the options it declares. The caller passes
+    the known rules in (``rules_by_code()``); config does not import the rule catalog."""
+
+    options: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -89,9 +93,10 @@ class Settings:
                 enabled = (enabled | {c for c, on in decided.items() if on}) - {
                     c for c, on in decided.items() if not on
                 }
-        if path is not None:
+        if path is not None and self.per_file_ignores:
+            names = PathNames(path, self.root)
             for glob, ignored in self.per_file_ignores:
-                if self._glob_matches(glob, path):
+                if _globs((glob,)).matches(names):
                     enabled -= {c for c in codes if _matches_any(c, ignored)}
         return enabled
 
@@ -108,19 +113,9 @@ class Settings:
         return values
 
     def is_excluded(self, path: Path) -> bool:
-        return any(self._glob_matches(glob, str(path)) for glob in self.exclude)
-
-    def _glob_matches(self, glob: str, path: str) -> bool:
-        candidate = Path(path).resolve()
-        names = [candidate.name, candidate.as_posix()]
-        if self.root:
-            with contextlib.suppress(ValueError):
-                names.append(candidate.relative_to(Path(self.root).resolve()).as_posix())
-        else:
-            names.append(Path(path).as_posix())
-        return any(fnmatch.fnmatch(name, glob) or fnmatch.fnmatch(name, f"{glob}/*") for name in names) or any(
-            fnmatch.fnmatch(part, glob) for part in candidate.parts
-        )
+        if not self.exclude:
+            return False
+        return _globs(self.exclude).matches(PathNames(str(path), self.root))
 
     def with_overrides(
         self,
@@ -139,6 +134,48 @@ class Settings:
         if target_version is not None:
             changes["target_version"] = target_version
         return replace(self, **changes)
+
+
+class PathNames:
+    """The names a glob is matched against, worked out once per path: the file name, the
+    absolute path (links resolved), the path relative to the config's folder (or as
+    given), and each folder on the way."""
+
+    def __init__(self, path: str, root: str | None):
+        candidate = Path(path).resolve()
+        self.whole = [candidate.name, candidate.as_posix()]
+        if root:
+            if candidate.is_relative_to(_resolved(root)):
+                self.whole.append(candidate.relative_to(_resolved(root)).as_posix())
+        else:
+            self.whole.append(Path(path).as_posix())
+        self.parts = candidate.parts
+
+
+@functools.lru_cache(maxsize=64)
+def _resolved(root: str) -> Path:
+    return Path(root).resolve()
+
+
+class GlobSet:
+    """Globs as ``fnmatch`` reads them (``*`` crosses ``/`` too), compiled into one
+    pattern once: a glob matches a path when it matches one of its names, or a folder
+    the path is in."""
+
+    def __init__(self, globs: tuple[str, ...]):
+        import fnmatch  # only a config with globs pays for it
+        import re
+
+        self.whole = re.compile("|".join(fnmatch.translate(g) + "|" + fnmatch.translate(f"{g}/*") for g in globs))
+        self.part = re.compile("|".join(fnmatch.translate(g) for g in globs))
+
+    def matches(self, names: PathNames) -> bool:
+        return any(self.whole.match(name) for name in names.whole) or any(self.part.match(part) for part in names.parts)
+
+
+@functools.lru_cache(maxsize=256)
+def _globs(globs: tuple[str, ...]) -> GlobSet:
+    return GlobSet(globs)
 
 
 def _specificity(selector: str) -> int:
@@ -176,11 +213,16 @@ def validate_selectors(selectors: Iterable[str], known_codes: Iterable[str], wha
     for sel in selectors:
         if sel == "ALL":
             continue
+        if not sel.strip():
+            # It would select every code (each starts with ""), as no user means.
+            raise ConfigError(f"{what}: an empty rule selector (write `ALL` for every rule)")
         if not any(code.startswith(sel) for code in known):
             raise ConfigError(f"{what}: unknown rule selector `{sel}`")
 
 
-def settings_from_table(table: object, source: str, root: str | None) -> Settings:
+def settings_from_table(
+    table: object, source: str, root: str | None, known_rules: Mapping[str, DeclaresOptions]
+) -> Settings:
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: the xlalint settings must be a table, got {_kind(table)}")
     unknown = sorted(set(table) - KNOWN_KEYS)
@@ -203,7 +245,8 @@ def settings_from_table(table: object, source: str, root: str | None) -> Setting
         if not isinstance(options, dict):
             raise ConfigError(f"{source}: `rules.{code}` must be a table of options, got {_kind(options)}")
     settings = Settings(
-        select=codes("select", table.get("select", [])) or ("ALL",),
+        # `select = []` selects nothing (as in ruff); only a missing `select` means ALL.
+        select=codes("select", table["select"]) if "select" in table else ("ALL",),
         ignore=codes("ignore", table.get("ignore", [])),
         extend_select=codes("extend-select", table.get("extend-select", [])),
         exclude=codes("exclude", table.get("exclude", [])),
@@ -213,7 +256,7 @@ def settings_from_table(table: object, source: str, root: str | None) -> Setting
         root=root,
         source=source,
     )
-    _validate_rule_tables(settings, source)
+    _validate_rule_tables(settings, source, known_rules)
     return settings
 
 
@@ -232,10 +275,7 @@ def _kind(value: object) -> str:
     return f"{names.get(type(value), type(value).__name__)} ({value!r})"[:120]
 
 
-def _validate_rule_tables(settings: Settings, source: str) -> None:
-    from xlalint.rules import rules_by_code
-
-    known = rules_by_code()
+def _validate_rule_tables(settings: Settings, source: str, known: Mapping[str, DeclaresOptions]) -> None:
     for code, _ in settings.rule_settings:
         if code not in known:
             raise ConfigError(f"{source}: unknown rule `{code}` in [rules]")
@@ -254,8 +294,11 @@ def _validate_rule_tables(settings: Settings, source: str) -> None:
         validate_selectors(selectors, known, f"{source}: {sel_key}")
 
 
-def load_file(path: Path) -> Settings | None:
-    """Settings from one config file; None for a pyproject.toml without xlalint."""
+def load_file(path: Path, rules: Mapping[str, DeclaresOptions]) -> Settings | None:
+    """Settings from one config file, checked against the known ``rules``; None for a
+    pyproject.toml without xlalint."""
+    import tomllib  # only a run that finds a config file pays for the TOML parser
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -277,21 +320,26 @@ def load_file(path: Path) -> Settings | None:
         table = tool.get("xlalint", data)
     else:
         table = data
-    return settings_from_table(table, str(path), str(path.parent.resolve()))
+    return settings_from_table(table, str(path), str(path.parent.resolve()), rules)
 
 
 @dataclass
 class ConfigFinder:
-    """Finds (and caches per folder) the settings that apply to a path."""
+    """Finds (and caches per folder) the settings that apply to a path, checking rule
+    codes and options against ``rules`` (code -> rule, e.g. ``rules_by_code()``)."""
 
-    explicit: Path | None = None
+    explicit: Path | None
+    rules: Mapping[str, DeclaresOptions]
     _by_dir: dict[Path, Settings] = field(default_factory=dict)
+    _by_given: dict[Path, Settings] = field(default_factory=dict)
 
     def for_path(self, path: Path) -> Settings:
         if self.explicit is not None:
             return self._explicit_settings()
-        folder = (path if path.is_dir() else path.parent).resolve()
-        return self._for_dir(folder)
+        folder = path if path.is_dir() else path.parent
+        if folder not in self._by_given:  # a walk asks once per file: resolve once per folder
+            self._by_given[folder] = self._for_dir(folder.resolve())
+        return self._by_given[folder]
 
     def _explicit_settings(self) -> Settings:
         key = Path("<explicit>")
@@ -299,7 +347,7 @@ class ConfigFinder:
             assert self.explicit is not None
             if not self.explicit.is_file():
                 raise ConfigError(f"{self.explicit}: config file not found")
-            self._by_dir[key] = load_file(self.explicit) or Settings(source=str(self.explicit))
+            self._by_dir[key] = load_file(self.explicit, self.rules) or Settings(source=str(self.explicit))
         return self._by_dir[key]
 
     def _for_dir(self, folder: Path) -> Settings:
@@ -309,7 +357,7 @@ class ConfigFinder:
         for name in ("xlalint.toml", "pyproject.toml"):
             candidate = folder / name
             if candidate.is_file():
-                settings = load_file(candidate)
+                settings = load_file(candidate, self.rules)
                 if settings is not None:
                     break
         if settings is None:

@@ -6,6 +6,10 @@ reading one rebuilds the dataclasses of :mod:`xlalint.linter.model` field by fie
 from their type annotations, rejecting anything else: a missing or extra field, a
 wrong type, an unknown operation, a line beyond the file, a number out of range.
 Whatever is rejected raises :class:`InvalidEntry` (and the caller treats it as a miss).
+
+An entry also says which file it describes (:class:`FileStamp`: path, size, mtime and
+content hash), and :func:`check_against` holds its findings to that file: its path,
+and lines and columns within its text.
 """
 
 from __future__ import annotations
@@ -20,38 +24,86 @@ from typing import Any
 from xlalint.linter import model
 from xlalint.linter.model import Finding
 
-FORMAT = 1
+FORMAT = 2
 # Columns and lines beyond this are not from a real file (the size limit is 8 MiB).
 MAX_INT = 2**31 - 1
+# Sizes and nanosecond times of a file.
+MAX_STAMP = 2**63 - 1
 
 
 class InvalidEntry(ValueError):
     """Cached data that is not what this version of xlalint writes."""
 
 
-def dumps(key: str, findings: list[Finding]) -> bytes:
-    entry = {"format": FORMAT, "key": key, "findings": [_encode(f) for f in findings]}
+@dataclasses.dataclass(frozen=True)
+class FileStamp:
+    """The file an entry describes: its path as checked, and what it held."""
+
+    path: str
+    size: int
+    mtime_ns: int  # 0: unknown (the file was too fresh to trust its time)
+    sha256: str
+
+
+def dumps(key: str, stamp: FileStamp, findings: list[Finding]) -> bytes:
+    entry = {
+        "format": FORMAT,
+        "key": key,
+        "file": dataclasses.asdict(stamp),
+        "findings": [_encode(f) for f in findings],
+    }
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
 
 
-def loads(data: bytes, key: str, line_count: int) -> list[Finding]:
-    """The findings in ``data``, checked to be well-formed and to belong to ``key``
-    (a file of ``line_count`` lines)."""
+def loads(data: bytes, key: str) -> tuple[FileStamp, list[Finding]]:
+    """The file stamp and findings in ``data``, checked to be well-formed and to
+    belong to ``key``; :func:`check_against` then holds them to the file itself."""
     try:
         entry = json.loads(data.decode("utf-8", "surrogatepass"))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise InvalidEntry(f"not JSON: {type(exc).__name__}") from None
-    if not isinstance(entry, dict) or set(entry) != {"format", "key", "findings"}:
+    if not isinstance(entry, dict) or set(entry) != {"format", "key", "file", "findings"}:
         raise InvalidEntry("not a cache entry")
     if entry["format"] != FORMAT or entry["key"] != key:
         raise InvalidEntry("another format or another file's entry")
+    stamp = entry["file"]
+    if (
+        not isinstance(stamp, dict)
+        or set(stamp) != {"path", "size", "mtime_ns", "sha256"}
+        or not isinstance(stamp["path"], str)
+        or not all(_stamp_int(stamp[name]) for name in ("size", "mtime_ns"))
+        or not (isinstance(stamp["sha256"], str) and len(stamp["sha256"]) == 64)
+    ):
+        raise InvalidEntry("not a file stamp")
     findings = _decode(entry["findings"], tuple[Finding, ...], "findings")
-    last_line = line_count + 1  # a finding may sit at the end of the last line
+    return FileStamp(**stamp), list(findings)
+
+
+def _stamp_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_STAMP
+
+
+def check_against(findings: list[Finding], path: str, lines: list[str]) -> None:
+    """Raise :class:`InvalidEntry` unless every finding is about ``path`` and every
+    position in it (fixes included) is within ``lines``, the file's text."""
     for finding in findings:
+        if finding.path != path:
+            raise InvalidEntry(f"a finding about another file: {finding.path!r}")
+        for row in (finding.noqa_row, *finding.noqa_lines):
+            if row is not None and not 1 <= row <= len(lines) + 1:
+                raise InvalidEntry(f"a noqa line beyond the file: {row}")
         for span in _spans(finding):
-            if span.line > last_line or span.end_line > last_line or span.line < 1:
+            if not (_within(span.line, span.col, lines) and _within(span.end_line, span.end_col, lines)):
                 raise InvalidEntry(f"a span beyond the file: {span}")
-    return list(findings)
+            if (span.end_line, span.end_col) < (span.line, span.col):
+                raise InvalidEntry(f"a span that ends before it starts: {span}")
+
+
+def _within(line: int, col: int, lines: list[str]) -> bool:
+    # A position may sit at the end of a line, or at the start of the line after the last.
+    if 1 <= line <= len(lines):
+        return col <= len(lines[line - 1])
+    return line == len(lines) + 1 and col == 0
 
 
 def _encode(value: Any) -> Any:

@@ -3,26 +3,21 @@ pool when there are enough files to pay for it."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import hashlib
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xlalint import __version__
-from xlalint.linter import findings_json
+from xlalint.linter import cache, stopping
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import SYNTAX_ERROR, error_finding, lint_source
 from xlalint.linter.fixing import describe
-from xlalint.linter.model import Finding, line_count
+from xlalint.linter.model import Finding
 
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 12
-# A cache entry larger than this was not written by xlalint (8 MiB of source at most).
-MAX_ENTRY_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -55,68 +50,6 @@ class Job:
     add_noqa: bool = False
 
 
-@functools.cache
-def code_fingerprint() -> str:
-    """The name, size and modification time of every module that decides findings and
-    fixes: an edited rule (a checkout, a development install, a patched release with
-    the same version number) must not be answered from entries its old code wrote.
-    Statting some forty files costs a quarter of a millisecond; hashing them, more."""
-    package = Path(__file__).resolve().parent.parent
-    parts = []
-    for folder in ("linter", "rules", "fixers"):
-        with os.scandir(package / folder) as entries:
-            for entry in entries:
-                if entry.name.endswith(".py"):
-                    stat = entry.stat()
-                    parts.append(f"{folder}/{entry.name}:{stat.st_size}:{stat.st_mtime_ns}")
-    return "\n".join(sorted(parts))
-
-
-class Cache:
-    """Findings of unchanged files, keyed by (xlalint version and code, settings, path,
-    source)."""
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-
-    @staticmethod
-    def key(job: Job, text: str) -> str:
-        digest = hashlib.sha256()
-        for part in (__version__, code_fingerprint(), repr(job.settings), job.path, text):
-            digest.update(part.encode("utf-8", "surrogatepass"))
-            digest.update(b"\0")
-        return digest.hexdigest()
-
-    def get(self, key: str, text: str) -> list[Finding] | None:
-        """The cached findings for ``key``, or None. Entries come from the working
-        tree, so they are untrusted: anything unreadable or not exactly what ``put``
-        writes is a miss (and is rewritten by the next ``put``)."""
-        try:
-            data = sourcefile.read_regular(self.folder / key[:2] / key, MAX_ENTRY_BYTES)
-            return findings_json.loads(data, key, line_count(text))
-        except (OSError, sourcefile.SourceError, findings_json.InvalidEntry):
-            return None
-
-    def put(self, key: str, findings: list[Finding]) -> None:
-        folder = self.folder / key[:2]
-        tmp = folder / f".{key}.{os.getpid()}.tmp"
-        try:
-            if not self.folder.exists():
-                self.folder.mkdir(parents=True, exist_ok=True)
-                (self.folder / ".gitignore").write_text("# Automatically created by xlalint.\n*\n")
-                (self.folder / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
-            folder.mkdir(exist_ok=True)
-            if self.folder.is_symlink() or folder.is_symlink():
-                return  # shipped by someone else to make us write elsewhere
-            with open(tmp, "xb") as handle:
-                handle.write(findings_json.dumps(key, findings))
-            os.replace(tmp, folder / key)  # over whatever was there, a corrupt entry included
-        except (OSError, ValueError):
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            # A cache that cannot be written is only slower.
-
-
 def process(job: Job) -> FileReport:
     path = Path(job.path)
     if path.suffix == ".ipynb":
@@ -143,14 +76,12 @@ def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False)
     if job.add_noqa:
         return _add_noqa(job, original, lint_source(text, job.path, job.settings))
     if not job.fix:
-        cache = Cache(Path(job.cache_dir)) if job.cache_dir and not stdin else None
-        key = Cache.key(job, text) if cache else ""
-        cached = cache.get(key, text) if cache else None
-        if cached is not None:
-            return FileReport(job.path, cached, source=text)
+        # The cache was asked before (``cached_report``): here only the answer is kept.
         findings = lint_source(text, job.path, job.settings)
-        if cache:
-            cache.put(key, findings)
+        fingerprint = original.fingerprint
+        if job.cache_dir and not stdin and fingerprint is not None:
+            entry = cache.file_stamp(job.path, fingerprint.size, fingerprint.mtime_ns, fingerprint.sha256)
+            cache.Cache(Path(job.cache_dir)).put(cache.entry_key(job.settings, job.path), entry, findings)
         return FileReport(job.path, findings, source=text)
     from xlalint.linter.fixing import fix_source
 
@@ -187,28 +118,77 @@ def cached_report(job: Job) -> FileReport | None:
     if job.fix or job.add_noqa or not job.cache_dir or job.path.endswith(".ipynb"):
         return None
     try:
-        original = sourcefile.read(Path(job.path))
+        info = os.stat(job.path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return None
+
+    def read() -> tuple[bytes, str]:
+        _, data = sourcefile.read_file(Path(job.path))
+        return data, sourcefile.decode(data, job.path).text
+
+    key = cache.entry_key(job.settings, job.path)
+    try:
+        found = cache.Cache(Path(job.cache_dir)).get(key, job.path, info, read)
     except sourcefile.SourceError:
         return None
-    key = Cache.key(job, original.text)
-    findings = Cache(Path(job.cache_dir)).get(key, original.text)
-    return None if findings is None else FileReport(job.path, findings, source=original.text)
+    return None if found is None else FileReport(job.path, found[0], source=found[1])
 
 
 def process_all(jobs: Sequence[Job]) -> list[FileReport]:
+    stopping.GATE.open()
     writing = {Path(os.path.realpath(job.path)).parent for job in jobs if job.fix and job.write}
     if writing:
         sourcefile.remove_stale_temps(sorted(writing))
     # Cached files first, here: a warm rerun then starts no process pool.
     reports: list[FileReport | None] = [cached_report(job) for job in jobs]
     pending = [job for job, report in zip(jobs, reports) if report is None]
-    cores = os.cpu_count() or 1
-    if len(pending) < PARALLEL_THRESHOLD or cores < 2:
-        done = [process(job) for job in pending]
-    else:
-        from concurrent.futures import ProcessPoolExecutor  # only when there is work to share
-
-        with ProcessPoolExecutor(max_workers=cores) as pool:
-            done = list(pool.map(process, pending, chunksize=max(1, len(pending) // (4 * cores))))
+    cores = available_cores()
+    try:
+        if len(pending) < PARALLEL_THRESHOLD or cores < 2:
+            done = [process(job) for job in pending]
+        else:
+            done = _in_pool(pending, cores)
+    except stopping.Interrupted as stop:
+        stop.written = stopping.GATE.close()  # first: from here on nothing is written
+        stopping.stop_workers()
+        raise
     computed = iter(done)
     return [report if report is not None else next(computed) for report in reports]
+
+
+def available_cores() -> int:
+    """The cores this process may run on (``taskset``, a container's CPU set), as ruff
+    counts them: more workers than that only share the same cores."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _process_chunk(jobs: Sequence[Job]) -> list[FileReport]:
+    return [process(job) for job in jobs]
+
+
+def _in_pool(jobs: Sequence[Job], cores: int) -> list[FileReport]:
+    from concurrent.futures import ProcessPoolExecutor  # only when there is work to share
+
+    pool = ProcessPoolExecutor(max_workers=cores, initializer=stopping.worker_init, initargs=stopping.GATE.share())
+    try:
+        # Chunks submitted one by one rather than pool.map, whose iterator cancels the
+        # pending futures when interrupted, which the pool then fails to mark broken.
+        size = max(1, len(jobs) // (4 * cores))
+        chunks = [pool.submit(_process_chunk, jobs[i : i + size]) for i in range(0, len(jobs), size)]
+        results = [report for chunk in chunks for report in chunk.result()]
+    except stopping.Interrupted:
+        stopping.GATE.close()  # before anything that would wait for the workers' files
+        stopping.stop_workers()
+        # Not cancel_futures: the pool, seeing its workers gone, fails the pending ones itself.
+        pool.shutdown(wait=False)
+        raise
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return results

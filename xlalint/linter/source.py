@@ -4,8 +4,9 @@ A file is read once as bytes; its encoding (PEP 263 cookie, UTF-8 by default), B
 and newline style are remembered so that a fix writes it back byte-for-byte the
 same apart from the fix. Only regular files are read, and never more than the size
 limit. Writes are atomic: a temp file in the same folder, then a rename, with the
-original permissions; a read-only file, or one that changed since it was read, is not
-written.
+original permissions, owner and group (a file with several hard links is written in
+place instead, once the new bytes are complete); a read-only file, or one that changed
+since it was read, is not written.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ import io
 import os
 import re
 import stat
-import tempfile
 import time
 import tokenize
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import BinaryIO
+
+from xlalint.linter.stopping import GATE
 
 MAX_BYTES = 8 * 1024 * 1024
 
@@ -75,7 +78,7 @@ def decode(data: bytes, name: str = "<stdin>") -> SourceFile:
         raise SourceError("file is binary (it contains NUL bytes), not Python source")
     bom = data.startswith(codecs.BOM_UTF8)
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        encoding, cookie_lines = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
         message = str(exc.msg if hasattr(exc, "msg") else exc)
         if "invalid or missing encoding declaration" in message:
@@ -83,6 +86,11 @@ def decode(data: bytes, name: str = "<stdin>") -> SourceFile:
         raise SourceError(f"cannot decode: {message}") from None
     if encoding == "utf-8-sig":
         encoding = "utf-8"
+    elif not _source_encoding(encoding, cookie_lines):
+        raise SourceError(
+            f"encoding problem: {encoding} (the coding declaration names an encoding Python cannot read source in)",
+            len(cookie_lines),
+        )
     body = data[len(codecs.BOM_UTF8) :] if bom else data
     try:
         text = body.decode(encoding)
@@ -94,6 +102,35 @@ def decode(data: bytes, name: str = "<stdin>") -> SourceFile:
     except LookupError:
         raise SourceError(f"unknown encoding `{encoding}` in the coding declaration") from None
     return SourceFile(text, encoding, bom)
+
+
+def _source_encoding(encoding: str, cookie_lines: list[bytes]) -> bool:
+    """Whether Python runs a file that declares ``encoding``: its tokenizer reads the
+    declaration as ASCII, so the encoding must read those lines the same way. ``utf-16``
+    and ``utf-32`` read ASCII as something else, ``rot13`` or ``hex`` are not text
+    encodings at all; Python stops with "encoding problem" on all of them."""
+    lines = b"".join(cookie_lines)
+    if not lines.isascii():
+        return True  # decoding the file says what is wrong with it
+    try:
+        return lines.decode(encoding) == lines.decode("ascii")
+    except LookupError:
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            return True  # an unknown encoding: decoding says so
+        return False  # a codec, but not a text encoding
+    except (UnicodeError, ValueError, TypeError):
+        return False
+
+
+def read_stream(stream: BinaryIO, limit: int = MAX_BYTES) -> bytes:
+    """At most ``limit`` bytes of ``stream`` (stdin): one byte more is an error, not a
+    read that grows until memory runs out (``check - < /dev/zero``)."""
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise SourceError(f"input is too large to check (over the {limit / 2**20:g} MiB limit)")
+    return data
 
 
 def read_regular(path: Path, limit: int) -> bytes:
@@ -140,6 +177,14 @@ def _too_large(size: int, more: bool = False) -> SourceError:
 
 
 def read(path: Path) -> SourceFile:
+    before, data = read_file(path)
+    decoded = decode(data, str(path))
+    return replace(decoded, fingerprint=Fingerprint.of(before, data))
+
+
+def read_file(path: Path) -> tuple[os.stat_result, bytes]:
+    """The bytes of the source file ``path``, and its ``stat`` from before the read
+    (what a write checks against; what the cache keys on)."""
     try:
         before = os.stat(path)
         data = read_regular(path, MAX_BYTES)
@@ -151,8 +196,7 @@ def read(path: Path) -> SourceFile:
         raise SourceError("cannot read: is a directory") from None
     except OSError as exc:
         raise SourceError(f"cannot read: {exc.strerror or exc}") from None
-    decoded = decode(data, str(path))
-    return replace(decoded, fingerprint=Fingerprint.of(before, data))
+    return before, data
 
 
 def _unchanged(path: Path, original: SourceFile) -> bool:
@@ -170,9 +214,14 @@ def _unchanged(path: Path, original: SourceFile) -> bool:
 
 
 def write_atomic(path: Path, original: SourceFile, text: str) -> None:
-    """Replace ``path`` with ``text`` in the original's encoding, BOM and mode, unless
-    the file is read-only or changed since it was read (then nothing is written and
-    :class:`SourceError` says why)."""
+    """Replace ``path`` with ``text`` in the original's encoding, BOM, mode, owner and
+    group, unless the file is read-only or changed since it was read (then nothing is
+    written and :class:`SourceError` says why).
+
+    A file with one link gets a temp file and a rename (a reader never sees half of
+    it). A file with more than one hard link is written in place once the new bytes
+    are complete and checked, as ruff does: a rename would split it from its other
+    names."""
     try:
         data = original.encode(text)
     except UnicodeEncodeError:
@@ -180,26 +229,61 @@ def write_atomic(path: Path, original: SourceFile, text: str) -> None:
     # Through a symbolic link to the file it names: the link itself stays a link.
     path = Path(os.path.realpath(path))
     try:
-        mode = stat.S_IMODE(path.stat().st_mode)
+        info = path.stat()
     except FileNotFoundError:
         raise SourceError("the file was removed during the run") from None
+    mode = stat.S_IMODE(info.st_mode)
     if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
         # Renaming over it would work (the folder is writable), but the user said no.
         raise SourceError("read-only")
+    if info.st_nlink > 1:
+        _write_in_place(path, original, data)
+        return
+    import tempfile  # only a fix writes: a check does not pay for its import
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            _keep_owner(handle.fileno(), info)
+            os.fchmod(handle.fileno(), mode)  # after fchown, which clears set-id bits
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
         if not _unchanged(path, original):
             raise SourceError("the file changed while it was being fixed (run `fix` again)")
-        os.replace(tmp, path)
+        GATE.commit(lambda: os.replace(tmp, path))
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _write_in_place(path: Path, original: SourceFile, data: bytes) -> None:
+    if not _unchanged(path, original):
+        raise SourceError("the file changed while it was being fixed (run `fix` again)")
+    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "wb") as handle:
+
+        def write() -> None:
+            handle.write(data)
+            handle.truncate()
+            handle.flush()
+            os.fsync(handle.fileno())
+
+        GATE.commit(write)
+
+
+def _keep_owner(fd: int, info: os.stat_result) -> None:
+    """The temp file gets the original's owner and group where we may give them (the
+    owner takes privilege; a group we belong to does not)."""
+    for uid in (info.st_uid, -1):
+        try:
+            os.fchown(fd, uid, info.st_gid)
+            return
+        except PermissionError:
+            continue
+        except OSError:
+            return  # a file system without owners
 
 
 TEMP_SUFFIX = ".xlalint-tmp"
