@@ -1,5 +1,6 @@
 """What a rule may know about the module being checked: its text, tree, settings, the
-semantic layer, and the analyses (``steps``, ``distributed``) built on first use.
+semantic layer, and the analyses (``steps``, ``distributed``, ``tokenizers``) built on
+first use.
 
 The analyses are given what they need (the semantic layer, each other), never the
 context: this module imports them, they do not import it.
@@ -47,7 +48,7 @@ class Context:
     def distributed(self) -> DistributedAnalysis:
         """The multi-process analysis (training loaders, optimizer steps and gradient
         reduction, model wrappers), built on first use."""
-        return DistributedAnalysis(self.semantic, self.steps)
+        return DistributedAnalysis(self.semantic, lambda: self.steps)
 
     @cached_property
     def tokenizers(self) -> Tokenizers:

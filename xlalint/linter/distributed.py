@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol
@@ -110,9 +110,15 @@ def _same(path: Path, event: Event) -> Event:
 class DistributedAnalysis:
     """The multi-process facts of one module, computed on first use."""
 
-    def __init__(self, semantic: Semantic, steps: StepAnalysis):
+    def __init__(self, semantic: Semantic, step_analysis: Callable[[], StepAnalysis]):
+        """``step_analysis``: gives the module's step analysis, asked only by the facts
+        that need it (most rules ask only which calls the file makes)."""
         self.semantic = semantic
-        self.steps = steps
+        self._step_analysis = step_analysis
+
+    @property
+    def steps(self) -> StepAnalysis:
+        return self._step_analysis()
 
     # -- calls by name --------------------------------------------------------------------
     @cached_property

@@ -1,0 +1,99 @@
+"""What keeps a check linear in the file (issue 22): the per-file work is done once, not
+once per function or per finding. Asserted on structure, never on timings
+(``bench/linear_check.py`` measures them)."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections import ChainMap
+
+from xlalint.linter.config import Settings
+from xlalint.linter.context import Context
+from xlalint.linter.engine import lint_source
+from xlalint.linter.semantic import Semantic, attach_parents
+from xlalint.linter.values import call_sites
+
+# `é` and `\r\n`: columns are UTF-8 byte offsets in `ast`, lines end three ways.
+SOURCE = (
+    "import torch\r\n"
+    "def step(model, x):\r\n"
+    "    loss = model(x, 'é')\r"
+    "    print(loss.item(), {'é': [\n"
+    "        1]})\n"
+    "class Trainer:\n"
+    "    def fit(self, loader):\n"
+    "        for x in loader:\n"
+    "            self.step(x)\n"
+    "    def step(self, x):\n"
+    "        return step(self.model, x)\n"
+)
+
+
+def context(source: str) -> Context:
+    tree = ast.parse(source)
+    return Context(source, "t.py", tree, Settings(), attach_parents(tree))
+
+
+def test_source_of_gives_what_get_source_segment_gives_without_calling_it(monkeypatch):
+    ctx = context(SOURCE)
+    nodes = list(ast.walk(ctx.tree))
+    expected = [ast.get_source_segment(SOURCE, node) or "" for node in nodes]
+
+    def splits_the_file_again(*args, **kwargs):
+        raise AssertionError("source_of must not split the file on every call")
+
+    monkeypatch.setattr(ast, "get_source_segment", splits_the_file_again)
+    assert [ctx.source_of(node) for node in nodes] == expected
+    assert "{'é': [\n        1]}" in expected
+
+
+def test_call_sites_read_an_index_built_once_per_module(monkeypatch):
+    functions = 40
+    source = "".join(f"def f{i}(x):\n    return f{i - 1}(x) if {i} else g(x)\n" for i in range(functions))
+    source += "class C:\n    def m(self):\n        self.m()\n        other.m()\n"
+    tree = ast.parse(source)
+    attach_parents(tree)
+    semantic = Semantic(tree)
+    reads = []
+    every_call = Semantic.calls.fget
+    monkeypatch.setattr(Semantic, "calls", property(lambda self: reads.append(1) or every_call(self)))
+    defs = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)]
+    sites = {d.name: [ast.unparse(c) for c in call_sites(d, semantic)] for d in defs}
+    assert sites["f3"] == ["f3(x)"] and sites[f"f{functions - 1}"] == []
+    assert sites["m"] == ["self.m()", "other.m()"]  # both calls are within class C
+    # One pass over the module's calls for plain calls, one for method calls: not one
+    # per function.
+    assert len(reads) == 2
+
+
+def test_scope_names_chain_the_module_names_instead_of_copying_them():
+    ctx = context(SOURCE)
+    semantic = ctx.semantic
+    calls = [n for n in ast.walk(ctx.tree) if isinstance(n, ast.Call)]
+    in_method = next(c for c in calls if isinstance(c.func, ast.Name) and c.func.id == "step")
+    first, second = semantic.names_at(calls[0]), semantic.names_at(in_method)
+    assert isinstance(first.visible, ChainMap) and isinstance(second.visible, ChainMap)
+    assert first.visible.maps[-1] is second.visible.maps[-1]  # the module's, shared
+    # Inner scopes still win and the class body is not seen from its methods: in
+    # `C.step`, `x` is its parameter, `step` the module's function, `loader` unbound.
+    assert not second.free("x") and not second.free("step") and second.free("loader")
+
+
+def test_a_file_of_step_functions_is_checked_with_the_same_findings_per_function():
+    block = textwrap.dedent(
+        """
+        def train_{i}(model, loader, opt):
+            device = xm.xla_device()
+            for step, (x, y) in enumerate(loader):
+                loss = model(x.to(device), y.to(device))
+                loss.backward()
+                opt.step()
+                xm.mark_step()
+                print(step, loss.item())
+        """
+    )
+    header = "import torch\nimport torch_xla.core.xla_model as xm\n"
+    few = lint_source(header + "".join(block.format(i=i) for i in range(2)), "t.py", Settings())
+    many = lint_source(header + "".join(block.format(i=i) for i in range(20)), "t.py", Settings())
+    assert len(many) == 10 * len(few) and {f.code for f in few} >= {"XLA102"}
