@@ -34,7 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from xlalint.linter import source as sourcefile
+from xlalint.linter.engine import error_finding, lint_source
+from xlalint.linter.file_report import FileReport, internal_error
+from xlalint.linter.fixing import fix_source
 from xlalint.linter.model import Finding, Span, split_lines
+from xlalint.linter.noqa import add_noqa
 
 # A cell magic whose body is Python: the body is checked; any other cell magic's is not.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "memit", "mprun"})
@@ -516,11 +520,8 @@ def _with_final_newline(text: str) -> str:
 
 
 def process_notebook(job, original: sourcefile.SourceFile | None = None, stdin: bool = False):
-    """Check, fix or ``--add-noqa`` one notebook (a ``runner.Job``) into a ``FileReport``
+    """Check, fix or ``--add-noqa`` one notebook (a ``runner.Job``) into a :class:`FileReport`
     whose findings are located in their cells and whose sources are :class:`CellText`."""
-    from xlalint.linter.engine import error_finding
-    from xlalint.linter.runner import FileReport, internal_error
-
     try:
         if original is None:
             original = sourcefile.read(Path(job.path))
@@ -539,11 +540,6 @@ def process_notebook(job, original: sourcefile.SourceFile | None = None, stdin: 
 
 
 def _process(job, original: sourcefile.SourceFile, notebook: Notebook, *, write: bool):
-    from xlalint.linter.engine import lint_source
-    from xlalint.linter.fixing import fix_source
-    from xlalint.linter.noqa import add_noqa
-    from xlalint.linter.runner import FileReport
-
     module = notebook.module
     if not notebook.is_python:  # an R or Julia notebook: nothing of ours to check
         return FileReport(job.path, [], source=module)
