@@ -15,30 +15,38 @@ every cell they change.
 
 Positions: our columns count characters; LSP's count UTF-16 code units (its default
 encoding), so columns are converted per line.
+
+Linting runs off the message loop, in a child process (:class:`LintProcess`; see
+``server_lint.py``), so the loop always reads the next message: ``shutdown`` is answered
+and ``exit`` exits while a big document is linted. The newest version of a document wins: a lint not started yet
+is replaced by a newer one, and a result for a version that is no longer current is
+dropped, never published. A document over the CLI's size limit is not linted (a
+diagnostic says so). Every request gets an answer: one whose params are missing or do
+not fit its method, or that names a document that was never opened, gets a JSON-RPC
+error, and no error carries a traceback.
 """
 
 from __future__ import annotations
 
-import enum
+import asyncio
 import logging
-from pathlib import Path
+import multiprocessing
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.lsp.server import LanguageServer
-from pygls.uris import to_fs_path
+from pygls.protocol import LanguageServerProtocol
 from pygls.workspace import TextDocument
 
-from xlalint import __version__
-from xlalint.linter.config import ConfigError, ConfigFinder, Settings
-from xlalint.linter.engine import SYNTAX_ERROR, lint_source
-from xlalint.linter.model import Finding, split_lines
-from xlalint.linter.notebook import CellText, NotebookError, code_cell, split_module
-from xlalint.rules import rules_by_code
+from xlalint import __version__, server_lint
+from xlalint.server_lint import FIX_ALL, NOTEBOOK_FIX_ALL, CellSnapshot, Message
 
-FIX_ALL = "source.fixAll.xlalint"
-# VS Code asks for this kind on a notebook (`notebook.codeActionsOnSave`); its edits may span cells.
-NOTEBOOK_FIX_ALL = "notebook.source.fixAll.xlalint"
-SOURCE = "xlalint"
 NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
     notebook_selector=[
         types.NotebookDocumentFilterWithCells(
@@ -51,6 +59,115 @@ NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
 log = logging.getLogger(__name__)
 
 
+class LintFailed(Exception):
+    """The lint process raised (a bug in a rule or a fix) or died; said in one line."""
+
+
+class LintProcess:
+    """Runs ``server_lint`` calls in a child process, one at a time, in the order asked
+    (a daemon thread here waits for each answer, so nothing waits on the loop). Work is
+    keyed: work not started yet is replaced by newer work with the same key (a document's
+    URI), in its place in the queue. The child is started on the first call, again if
+    it dies, and killed by ``stop``; it dies with this process."""
+
+    def __init__(self) -> None:
+        self._pending: dict[object, tuple[Callable, tuple, Callable[[Any, str | None], None]]] = {}
+        self._ready = threading.Condition()
+        self._stopped = False
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._connection = None
+        threading.Thread(target=self._run, name="xlalint-lint", daemon=True).start()
+
+    def submit(self, key: object, function: Callable, args: tuple, done: Callable[[Any, str | None], None]) -> None:
+        """Call ``function(*args)`` in the lint process; then ``done(result, None)``, or
+        ``done(None, why)`` if it failed. ``done`` runs on this object's thread."""
+        with self._ready:
+            if not self._stopped:
+                self._pending[key] = (function, args, done)
+                self._ready.notify()
+
+    def stop(self) -> None:
+        """Drop what is pending and kill the lint under way."""
+        with self._ready:
+            self._stopped = True
+            self._pending.clear()
+            self._ready.notify()
+        if self._process is not None:
+            self._process.kill()
+
+    def _run(self) -> None:
+        while True:
+            with self._ready:
+                while not self._pending and not self._stopped:
+                    self._ready.wait()
+                if self._stopped:
+                    return
+                key = next(iter(self._pending))
+                function, args, done = self._pending.pop(key)
+            try:
+                ok, reply = self._call(function, args)
+            except Exception as exc:  # it died (or `stop` killed it), or a call could not be sent
+                if self._process is not None:
+                    self._process.kill()
+                self._process = None
+                ok, reply = False, f"the lint process failed ({type(exc).__name__}: {exc})"
+            if not self._stopped:
+                done(reply, None) if ok else done(None, reply)
+
+    def _call(self, function: Callable, args: tuple) -> tuple[bool, Any]:
+        if self._process is None or not self._process.is_alive():
+            # Not forked: this process has threads (pygls' reader), which a fork would copy mid-step.
+            context = multiprocessing.get_context("spawn")
+            parent, child = context.Pipe()
+            self._process = context.Process(target=server_lint.serve, args=(child,), daemon=True, name="xlalint-lint")
+            self._process.start()
+            child.close()
+            self._connection = parent
+        self._connection.send((function, args))
+        return self._connection.recv()
+
+
+@dataclass(frozen=True)
+class _UnreadableRequest:
+    """A request whose params could not be read as its method's."""
+
+    id: Any
+    method: str
+    missing: bool
+
+
+class XlalintProtocol(LanguageServerProtocol):
+    """pygls' protocol, made to answer every request. pygls drops a request whose params
+    do not fit its method (it shows a message instead) and one after ``shutdown``, and
+    puts the traceback of a failed handler in the error's ``data``."""
+
+    def structure_message(self, data: dict[str, Any]):
+        try:
+            return super().structure_message(data)
+        except JsonRpcException:
+            if "id" in data and isinstance(data.get("method"), str):
+                return _UnreadableRequest(data["id"], data["method"], data.get("params") is None)
+            raise
+
+    def handle_message(self, message) -> None:
+        if isinstance(message, _UnreadableRequest):
+            what = "no params" if message.missing else "params that do not fit it"
+            error = JsonRpcInvalidParams(f"{message.method}: the request has {what}")
+            self._send_response(message.id, error=error.to_response_error())
+            return
+        method, msg_id = getattr(message, "method", None), getattr(message, "id", None)
+        if self._shutdown and method not in (None, types.EXIT) and msg_id is not None:
+            error = JsonRpcInvalidRequest(f"{method}: the server is shutting down")
+            self._send_response(msg_id, error=error.to_response_error())
+            return
+        super().handle_message(message)
+
+    def _send_response(self, msg_id, result=None, error: types.ResponseError | None = None) -> None:
+        if error is not None and error.data is not None:  # a traceback is for our log, not the client
+            error = types.ResponseError(code=error.code, message=error.message)
+        super()._send_response(msg_id, result, error)
+
+
 class XlalintServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__(
@@ -58,148 +175,121 @@ class XlalintServer(LanguageServer):
             __version__,
             text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
             notebook_document_sync=NOTEBOOK_SYNC,
+            protocol_cls=XlalintProtocol,
         )
         self.unsafe_fixes = False
         # Notebook URI -> the cell URIs last published, so that cells that left get cleared.
         self.published_cells: dict[str, set[str]] = {}
+        self.linter = LintProcess()
+        self.loop: asyncio.AbstractEventLoop | None = None  # the message loop
+        self.shutting_down = False
 
-    def settings(self, uri: str) -> Settings | None:
-        """The settings for the document's path (a fresh lookup, so edits to the config
-        count at once); None, after telling the user, when the config is broken."""
-        path = Path(to_fs_path(uri) or "") if uri.startswith("file:") else Path.cwd() / "untitled.py"
-        try:
-            settings = ConfigFinder(None, rules_by_code()).for_path(path.absolute())
-        except ConfigError as exc:
-            self.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"xlalint: {exc}"))
-            return None
-        return None if settings.is_excluded(path) else settings
+    # Documents are read, and messages written, on the loop only: the lint thread hands
+    # its results over with `in_loop`.
+    def in_loop(self, function: Callable, *args) -> None:
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(function, *args)
 
-    def lint(self, source: str, uri: str) -> tuple[list[Finding], Settings | None]:
-        settings = self.settings(uri)
-        if settings is None:
-            return [], None
-        path = to_fs_path(uri) if uri.startswith("file:") else None
-        try:
-            return lint_source(source, path or "<stdin>", settings), settings
-        except Exception as exc:  # a bug in a rule: say so, keep serving
-            self.window_log_message(types.LogMessageParams(types.MessageType.Error, f"xlalint: {exc!r}"))
-            return [], settings
+    def tell(self, messages: list[Message]) -> None:
+        for message in messages:
+            if message.show:
+                self.window_show_message(types.ShowMessageParams(message.kind, message.text))
+            else:
+                self.window_log_message(types.LogMessageParams(message.kind, message.text))
 
-    def findings(self, document: TextDocument) -> list[Finding]:
-        if document.uri.endswith(".ipynb"):
-            return []  # a notebook's JSON: its cells come as a notebook document
-        return self.lint(document.source, document.uri)[0]
+    def open_document(self, uri: str) -> TextDocument | None:
+        return self.workspace.text_documents.get(unquote(uri))
+
+    def lint(self, key: object, function: Callable, args: tuple, then: Callable[[Any], None]) -> None:
+        """Run ``function(*args)`` in the lint process; ``then(result)`` on the loop, after
+        its messages are sent."""
+
+        def done(reply, failure: str | None) -> None:
+            if failure is not None:
+                self.in_loop(self.tell, [Message(types.MessageType.Error, f"xlalint: {failure}")])
+                return
+            result, messages = reply
+            self.in_loop(self.tell, messages)
+            self.in_loop(then, result)
+
+        self.loop = asyncio.get_running_loop()
+        self.linter.submit(key, function, args, done)
+
+    async def ask(self, function: Callable, *args) -> Any:
+        """The result of ``function(*args)``, run in the lint process, for a request."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+
+        def settle(reply, failure: str | None) -> None:
+            if not future.done():
+                future.set_exception(LintFailed(failure)) if failure is not None else future.set_result(reply)
+
+        self.loop = loop
+        self.linter.submit(object(), function, args, lambda *outcome: loop.call_soon_threadsafe(settle, *outcome))
+        result, messages = await future
+        self.tell(messages)
+        return result
 
     def publish(self, uri: str) -> None:
+        """Lint the document (or the notebook it is a cell of) as it is now."""
         notebook = self.workspace.get_notebook_document(cell_uri=uri)
         if notebook is not None:  # a cell is linted with the rest of its notebook
             self.publish_notebook(notebook.uri)
             return
-        document = self.workspace.get_text_document(uri)
-        lines = split_lines(document.source)
-        diagnostics = [diagnostic(f, lines) for f in self.findings(document)]
+        document = self.open_document(uri)
+        if document is None:
+            return
+        if server_lint.too_large(document.source) is not None:  # said here, not sent to the lint process
+            diagnostics, messages = server_lint.lint_document(uri, document.source)
+            self.tell(messages)
+            self.publish_current(uri, document.version, diagnostics)
+            return
+        then = partial(self.publish_current, uri, document.version)
+        self.lint(uri, server_lint.lint_document, (uri, document.source), then)
+
+    def publish_current(self, uri: str, version: int | None, diagnostics: list[types.Diagnostic]) -> None:
+        document = self.open_document(uri)
+        if self.shutting_down or document is None or document.version != version:
+            return  # stale: closed, or a newer version is on its way
         self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, version=document.version, diagnostics=diagnostics)
+            types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics)
         )
-
-    def wanted(self, finding: Finding) -> bool:
-        return finding.fix is not None and (finding.fix.applicability == "safe" or self.unsafe_fixes)
-
-    # -- notebooks ------------------------------------------------------------------
-    def notebook_module(self, notebook: types.NotebookDocument) -> tuple[CellText, dict[int, str]]:
-        """The module of the notebook's Python code cells, as ``xlalint check nb.ipynb``
-        builds it (cells numbered from the top, markdown included), and cell number -> URI."""
-        cells, uris = [], {}
-        for number, cell in enumerate(notebook.cells, 1):
-            if cell.kind != types.NotebookCellKind.Code:
-                continue
-            document = self.workspace.get_text_document(cell.document)
-            if document.language_id not in (None, "python"):
-                continue
-            code = code_cell(number, document.source)
-            if code is not None:
-                cells.append(code)
-                uris[number] = cell.document
-        return CellText(tuple(cells)), uris
 
     def publish_notebook(self, notebook_uri: str) -> None:
         notebook = self.workspace.get_notebook_document(notebook_uri=notebook_uri)
-        if notebook is None:
+        if notebook is not None:
+            then = partial(self.publish_notebook_current, notebook_uri, notebook.version)
+            self.lint(notebook_uri, server_lint.lint_notebook, (notebook_uri, self.notebook_cells(notebook)), then)
+
+    def publish_notebook_current(self, notebook_uri: str, version: int, published: list) -> None:
+        notebook = self.workspace.get_notebook_document(notebook_uri=notebook_uri)
+        if self.shutting_down or notebook is None or notebook.version != version:
             return
-        module, uris = self.notebook_module(notebook)
-        by_cell: dict[str, list[Finding]] = {}
-        for finding in self.lint(module, notebook_uri)[0]:
-            located = module.to_cell(finding)
-            if located.cell in uris:
-                by_cell.setdefault(uris[located.cell], []).append(located)
-        cell_uris = [cell.document for cell in notebook.cells if cell.kind == types.NotebookCellKind.Code]
-        for uri in cell_uris:
-            document = self.workspace.get_text_document(uri)
-            lines = split_lines(document.source)
-            diagnostics = [diagnostic(f, lines) for f in by_cell.get(uri, [])]
+        if any(getattr(self.open_document(cell.uri), "version", None) != cell.version for cell, _ in published):
+            return  # a cell changed since: its lint is on its way
+        for cell, diagnostics in published:
             self.text_document_publish_diagnostics(
-                types.PublishDiagnosticsParams(uri=uri, version=document.version, diagnostics=diagnostics)
+                types.PublishDiagnosticsParams(uri=cell.uri, version=cell.version, diagnostics=diagnostics)
             )
-        self.clear(self.published_cells.get(notebook_uri, set()) - set(cell_uris))
-        self.published_cells[notebook_uri] = set(cell_uris)
+        cell_uris = {cell.uri for cell, _ in published}
+        self.clear(self.published_cells.get(notebook_uri, set()) - cell_uris)
+        self.published_cells[notebook_uri] = cell_uris
 
     def clear(self, uris) -> None:
         for uri in sorted(uris):
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
-    def notebook_edits(self, module: CellText, fixed: str, uris: dict[int, str]) -> dict[str, list[types.TextEdit]]:
-        """The edits, per cell URI, that turn the notebook's cells into those of ``fixed``;
-        {} when the fix would move code between cells or touch a magic line."""
-        try:
-            cells = split_module(fixed, module.cells)
-        except NotebookError:
-            return {}
-        before = module.cell_texts()
-        return {uris[c.number]: edits(before[c.number], c.text) for c in cells if c.text != before[c.number]}
-
-
-def _utf16(lines: list[str], line: int, col: int) -> types.Position:
-    """A 1-based line and 0-based character column as an LSP position."""
-    text = lines[line - 1] if 0 < line <= len(lines) else ""
-    prefix = text[:col]
-    return types.Position(line=max(line - 1, 0), character=len(prefix.encode("utf-16-le")) // 2)
-
-
-def diagnostic(finding: Finding, lines: list[str]) -> types.Diagnostic:
-    s = finding.span
-    error = finding.code == SYNTAX_ERROR[0]
-    return types.Diagnostic(
-        range=types.Range(start=_utf16(lines, s.line, s.col), end=_utf16(lines, s.end_line, s.end_col)),
-        message=finding.message,
-        severity=types.DiagnosticSeverity.Error if error else types.DiagnosticSeverity.Warning,
-        code=finding.code,
-        source=SOURCE,
-        data={"fixable": finding.fix is not None, "name": finding.name},
-    )
-
-
-def edits(before: str, after: str) -> list[types.TextEdit]:
-    """The LSP edits that turn ``before`` into ``after``."""
-    from xlalint.fixers.apply import text_edits
-
-    lines = split_lines(before)
-    return [
-        types.TextEdit(
-            range=types.Range(
-                start=_utf16(lines, e.start[0], e.start[1] - 1),
-                end=_utf16(lines, e.end[0], e.end[1] - 1),
-            ),
-            new_text=e.content,
-        )
-        for e in text_edits(before, after)
-    ]
-
-
-def _overlaps(diag: types.Diagnostic, wanted: types.Range) -> bool:
-    def key(p: types.Position) -> tuple[int, int]:
-        return (p.line, p.character)
-
-    return key(diag.range.start) <= key(wanted.end) and key(wanted.start) <= key(diag.range.end)
+    def notebook_cells(self, notebook: types.NotebookDocument) -> list[CellSnapshot]:
+        """The notebook's code cells as they are now."""
+        cells = []
+        for number, cell in enumerate(notebook.cells, 1):
+            document = self.open_document(cell.document)
+            if cell.kind != types.NotebookCellKind.Code or document is None:
+                continue
+            python = document.language_id in (None, "python")
+            cells.append(CellSnapshot(number, cell.document, document.version, document.source, python))
+        return cells
 
 
 def create_server() -> XlalintServer:
@@ -209,6 +299,11 @@ def create_server() -> XlalintServer:
     def initialize(ls: XlalintServer, params: types.InitializeParams) -> None:
         options = params.initialization_options
         ls.unsafe_fixes = bool(isinstance(options, dict) and options.get("unsafeFixes"))
+
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: XlalintServer, *args) -> None:
+        ls.shutting_down = True  # nothing more is published
+        ls.linter.stop()
 
     # Open, change and save all mean: lint the document (or the notebook) as it is now.
     def publish_document(ls: XlalintServer, params) -> None:
@@ -241,124 +336,26 @@ def create_server() -> XlalintServer:
         types.TEXT_DOCUMENT_CODE_ACTION,
         types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL, NOTEBOOK_FIX_ALL]),
     )
-    def code_action(ls: XlalintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
-        from xlalint.fixers.apply import apply_fixes
-        from xlalint.linter.fixing import fix_source
-
+    async def code_action(ls: XlalintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        # The documents are read here, on the loop; the linting is done in the lint process.
         uri = params.text_document.uri
+        document = ls.open_document(uri)
+        if document is None:
+            raise JsonRpcInvalidParams(f"{uri} is not open: code actions are for open documents")
         notebook = ls.workspace.get_notebook_document(cell_uri=uri)
-        if notebook is not None:
-            return notebook_code_actions(ls, notebook, params)
-        document = ls.workspace.get_text_document(uri)
-        source = document.source
-        findings = [f for f in ls.findings(document) if ls.wanted(f)]
-        if not findings:
-            return []
-        only = params.context.only
-        want_quick = only is None or any(str(k).startswith("quickfix") for k in only)
-        want_all = only is None or any(FIX_ALL.startswith(str(k)) for k in only)
-        lines = split_lines(source)
-        actions: list[types.CodeAction] = []
-        if want_quick:
-            for finding in findings:
-                diag = diagnostic(finding, lines)
-                if not _overlaps(diag, params.range):
-                    continue
-                assert finding.fix is not None
-                fixed, used = apply_fixes(source, [finding.fix])
-                if not used or fixed == source:
-                    continue
-                actions.append(
-                    types.CodeAction(
-                        title=f"xlalint ({finding.code}): {finding.fix.message}",
-                        kind=types.CodeActionKind.QuickFix,
-                        diagnostics=[diag],
-                        is_preferred=finding.fix.applicability == "safe",
-                        edit=types.WorkspaceEdit(changes={uri: edits(source, fixed)}),
-                    )
+        try:
+            if notebook is not None:
+                cells = ls.notebook_cells(notebook)
+                return await ls.ask(
+                    server_lint.notebook_code_actions, notebook.uri, cells, document.source, params, ls.unsafe_fixes
                 )
-        if want_all:
-            settings = ls.settings(uri)
-            if settings is not None:
-                result = fix_source(source, document.path, settings, unsafe=ls.unsafe_fixes)
-                if result.error is None and result.source != source:
-                    actions.append(
-                        types.CodeAction(
-                            title="xlalint: fix all auto-fixable problems",
-                            kind=FIX_ALL,
-                            edit=types.WorkspaceEdit(changes={uri: edits(source, result.source)}),
-                        )
-                    )
-        return actions
+            return await ls.ask(
+                server_lint.document_code_actions, uri, document.source, document.path, params, ls.unsafe_fixes
+            )
+        except LintFailed as exc:  # an error answer, not a traceback
+            raise JsonRpcInternalError(f"xlalint: {exc}") from None
 
     return server
-
-
-def _kind(kind) -> str:
-    # `str()` of lsprotocol's CodeActionKind members is their Python name, not the kind.
-    return kind.value if isinstance(kind, enum.Enum) else str(kind)
-
-
-def _asked(kind: str, only: list) -> bool:
-    """Whether ``kind`` is one of the kinds the client asked for (a kind covers its
-    sub-kinds: ``source.fixAll`` asks for ``source.fixAll.xlalint``)."""
-    return any(kind == _kind(k) or kind.startswith(f"{_kind(k)}.") for k in only)
-
-
-def notebook_code_actions(
-    ls: XlalintServer, notebook: types.NotebookDocument, params: types.CodeActionParams
-) -> list[types.CodeAction]:
-    """The code actions on one cell of a notebook: a quick fix per fixable finding in the
-    cell's range, and fix-all, each with the edits to every cell it changes."""
-    from xlalint.fixers.apply import apply_fixes
-    from xlalint.linter.fixing import fix_source
-
-    uri = params.text_document.uri
-    module, uris = ls.notebook_module(notebook)
-    findings, settings = ls.lint(module, notebook.uri)
-    findings = [f for f in findings if ls.wanted(f)]
-    if not findings or settings is None:
-        return []
-    only = params.context.only
-    lines = split_lines(ls.workspace.get_text_document(uri).source)
-    actions: list[types.CodeAction] = []
-    if only is None or any(_kind(k).startswith("quickfix") for k in only):
-        for finding in findings:
-            located = module.to_cell(finding)
-            if uris.get(located.cell) != uri:
-                continue
-            diag = diagnostic(located, lines)
-            if not _overlaps(diag, params.range):
-                continue
-            assert finding.fix is not None
-            fixed, used = apply_fixes(module, [finding.fix])
-            changes = ls.notebook_edits(module, fixed, uris) if used else {}
-            if changes:
-                actions.append(
-                    types.CodeAction(
-                        title=f"xlalint ({finding.code}): {finding.fix.message}",
-                        kind=types.CodeActionKind.QuickFix,
-                        diagnostics=[diag],
-                        is_preferred=finding.fix.applicability == "safe",
-                        edit=types.WorkspaceEdit(changes=changes),
-                    )
-                )
-    # Fix-all on a cell fixes the notebook: the module is one program, and the imports
-    # a fix needs go to the first cells. With no kind asked for, one such action is enough.
-    kinds = [FIX_ALL] if only is None else [kind for kind in (FIX_ALL, NOTEBOOK_FIX_ALL) if _asked(kind, only)]
-    if kinds:
-        result = fix_source(module, to_fs_path(notebook.uri) or "<stdin>", settings, unsafe=ls.unsafe_fixes)
-        changes = ls.notebook_edits(module, result.source, uris) if result.error is None else {}
-        if changes:
-            actions += [
-                types.CodeAction(
-                    title="xlalint: fix all auto-fixable problems",
-                    kind=kind,
-                    edit=types.WorkspaceEdit(changes=changes),
-                )
-                for kind in kinds
-            ]
-    return actions
 
 
 def start() -> None:

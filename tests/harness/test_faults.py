@@ -6,6 +6,7 @@ before the run (torch and torch_xla installed and matching) still apply.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -149,6 +150,58 @@ def test_a_setsid_grandchild_left_behind_is_killed(tmp_path, run_xlalint, wait_u
     assert outcome.status == 0
     assert "the script left processes running; they were killed" in outcome.stdout
     assert wait_until_gone(_pids(pid_file)[1]), "a setsid'd grandchild outlived the run"
+
+
+# A grandchild in its own session with an empty environment: neither the script's
+# process group nor the run's token (an environment variable) finds it.
+LEAVES_AN_UNMARKED_SETSID_GRANDCHILD = """\
+import subprocess, sys
+subprocess.run(["sh", "-c", f"setsid env -i sleep 300 >/dev/null 2>&1 & echo $! > {sys.argv[1]}"], check=True)
+"""
+
+
+def test_a_setsid_grandchild_with_an_empty_environment_is_killed(tmp_path, run_xlalint, wait_until_gone):
+    script = _script(tmp_path, LEAVES_AN_UNMARKED_SETSID_GRANDCHILD)
+    pid_file = tmp_path / "sleeper.pid"
+    outcome = run_xlalint(script, fix=False, script_args=[str(pid_file)])
+    sleeper = int(pid_file.read_text())
+    try:
+        assert outcome.status == 0, outcome.stderr
+        assert wait_until_gone(sleeper, 2), "an orphan in its own session with `env -i` outlived the run"
+        assert f"the script left processes running; they were killed (pid {sleeper})" in outcome.stdout
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(sleeper, signal.SIGKILL)
+
+
+def test_without_a_subreaper_the_report_does_not_claim_what_it_cannot_know(
+    tmp_path, run_xlalint, wait_until_gone, monkeypatch
+):
+    from xlalint.harness import cleanup
+
+    monkeypatch.setattr(cleanup, "_subreaper", lambda: None)  # as on a system without prctl
+    script = _script(tmp_path, LEAVES_AN_UNMARKED_SETSID_GRANDCHILD)
+    pid_file = tmp_path / "sleeper.pid"
+    outcome = run_xlalint(script, fix=False, script_args=[str(pid_file)])
+    sleeper = int(pid_file.read_text())
+    try:
+        assert "they were killed" not in outcome.stdout
+        assert "cannot be found on this system; any such process was not killed" in outcome.stdout
+    finally:
+        with contextlib.suppress(OSError):
+            os.kill(sleeper, signal.SIGKILL)
+
+
+def test_a_process_that_survives_sigkill_is_reported_as_not_killed():
+    from xlalint.harness.cleanup import Leftovers
+    from xlalint.harness.results import RunResult
+
+    run = RunResult("fixed", "fixed", 0, 1.0, None, [], leftovers=Leftovers(killed=(10,), not_killed=(11, 12)))
+    assert run.leftover_notes() == [
+        "the script left processes running; they were killed (pid 10)",
+        "the script left processes running that could not be killed: pid 11, 12 still running",
+    ]
+    assert run.to_json()["leftovers"] == {"killed": [10], "not_killed": [11, 12], "tracked": True}
 
 
 def _start_xlalint_run(tmp_path: Path, pid_file: Path) -> tuple[subprocess.Popen, Path]:

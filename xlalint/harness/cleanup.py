@@ -17,13 +17,24 @@ So:
   (left by a kill before this module existed, or a machine crash) is removed by the
   next run.
 
-A script that starts processes with an emptied environment (``env={}``) hides them
-from the token; those in the child's process group are still killed with it.
+- for the duration of a run ``xlalint run`` is a child subreaper (Linux
+  ``prctl(PR_SET_CHILD_SUBREAPER)``): a process whose parent dies is reparented to it,
+  not to init, so every process the script started stays in its process tree, even one
+  in a new session with an emptied environment (``setsid env -i ...``), which neither
+  the group nor the token finds. At the end of a run the tree is killed with the rest
+  (:class:`ScriptProcesses`), and the report says which processes were killed and which
+  could not be.
+
+Without a subreaper (not Linux), a process in a new session with an emptied
+environment cannot be found; the report says so rather than claim it was killed. When
+``xlalint run`` itself is SIGKILLed, the subreaper dies with it and the watchdog finds
+processes by their token only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import secrets
@@ -32,6 +43,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 TOKEN_ENV = "XLALINT_RUN_TOKEN"
@@ -99,23 +113,6 @@ def marked_processes(token: str) -> list[int]:
     return found
 
 
-def kill_marked(token: str) -> list[int]:
-    """SIGKILL every process with ``token``, until none is left; returns those killed."""
-    killed: list[int] = []
-    for _ in range(_KILL_ROUNDS):
-        found = [pid for pid in marked_processes(token) if pid not in killed or _alive(pid)]
-        if not found:
-            break
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                continue
-            if pid not in killed:
-                killed.append(pid)
-    return killed
-
-
 def _alive(pid: int) -> bool:
     """Running; a zombie (dead, waiting for its parent to reap it) is not."""
     try:
@@ -123,6 +120,145 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state not in ("Z", "X")
+
+
+# <linux/prctl.h>
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
+_DEATH_WAIT_S = 2.0  # for SIGKILLed processes to be gone (one in the kernel takes a moment)
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """The processes a run left running when its script ended, and what became of them."""
+
+    killed: tuple[int, ...] = ()
+    #: Found but still running after SIGKILL (another user's, or stuck in the kernel).
+    not_killed: tuple[int, ...] = ()
+    #: Whether every descendant could be found (a subreaper); if not, one that left the
+    #: process group and the token's environment may still run, unseen.
+    tracked: bool = True
+
+
+class ScriptProcesses:
+    """Every process of one run of the script, found through the process tree.
+
+    While open, this process is a child subreaper: orphans among the script's
+    descendants are reparented to it. The script's processes are then the descendants
+    of the child and of the new children of this process (those reparented to it)."""
+
+    def __init__(self) -> None:
+        self.tracked = False
+        self._previous: int | None = None
+        self._children_before: set[int] = set()
+
+    def __enter__(self) -> ScriptProcesses:
+        self._previous = _subreaper()
+        if self._previous is not None and (self._previous or _set_subreaper(1)):
+            self.tracked = True
+        self._children_before = set(_children(os.getpid(), _parents()))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous == 0 and self.tracked:
+            _set_subreaper(0)
+
+    def find(self, child: int, also: Iterable[int] = ()) -> set[int]:
+        """The running processes of the script other than ``child`` itself (its
+        descendants and the orphans reparented to us), with those in ``also``."""
+        parents = _parents()
+        adopted = set(_children(os.getpid(), parents)) - self._children_before - {child}
+        found = _descendants({child} | adopted, parents) | adopted | set(also)
+        return {pid for pid in found - {child, os.getpid()} if _alive(pid)}
+
+    def kill(self, child: int, find_more=lambda: ()) -> Leftovers:
+        """SIGKILL the script's processes (``find`` with ``find_more()``, looked up again
+        after each round: a process may fork while it is killed) and reap those
+        reparented to us; returns which died and which did not."""
+        signalled: set[int] = set()
+        for _ in range(_KILL_ROUNDS):
+            found = self.find(child, find_more())
+            if not found:
+                break
+            for pid in found:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                    signalled.add(pid)
+            self._reap(child)
+        deadline = time.monotonic() + _DEATH_WAIT_S
+        while any(_alive(pid) for pid in signalled) and time.monotonic() < deadline:
+            time.sleep(0.02)
+            self._reap(child)
+        remaining = self.find(child, find_more())
+        not_killed = sorted(remaining | {pid for pid in signalled if _alive(pid)})
+        killed = sorted(signalled - set(not_killed))
+        return Leftovers(tuple(killed), tuple(not_killed), self.tracked)
+
+    def _reap(self, child: int) -> None:
+        """Collect the exit status of dead orphans reparented to us (else they stay
+        zombies of this process); never the child's, which its Popen waits for."""
+        for pid in set(_children(os.getpid(), _parents())) - self._children_before - {child}:
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def _subreaper() -> int | None:
+    """This process's child-subreaper flag; None where there is none (not Linux)."""
+    libc = _libc() if sys.platform.startswith("linux") else None
+    if libc is None:
+        return None
+    flag = ctypes.c_int(0)
+    if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
+        return None
+    return flag.value
+
+
+def _set_subreaper(value: int) -> bool:
+    libc = _libc()
+    return libc is not None and libc.prctl(_PR_SET_CHILD_SUBREAPER, value, 0, 0, 0) == 0
+
+
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every process (Linux /proc; {} elsewhere)."""
+    parents = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as file:
+                # "pid (comm) state ppid ...": comm may hold spaces and ")", so split after the last.
+                parents[int(name)] = int(file.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return parents
+
+
+def _children(pid: int, parents: dict[int, int]) -> list[int]:
+    return [child for child, parent in parents.items() if parent == pid]
+
+
+def _descendants(roots: set[int], parents: dict[int, int]) -> set[int]:
+    by_parent: dict[int, list[int]] = {}
+    for pid, parent in parents.items():
+        by_parent.setdefault(parent, []).append(pid)
+    found, pending = set(), list(roots)
+    while pending:
+        for pid in by_parent.get(pending.pop(), ()):
+            if pid not in found:
+                found.add(pid)
+                pending.append(pid)
+    return found
 
 
 class Watchdog:

@@ -93,8 +93,7 @@ def format_run(run: RunResult) -> list[str]:
     if run.stdout_tail:
         lines.append("  its output ended with:")
         lines.extend(f"    {line}" for line in run.stdout_tail.splitlines())
-    if run.stopped_leftovers:
-        lines.append("  note: the script left processes running; they were killed")
+    lines.extend(f"  note: {note}" for note in run.leftover_notes())
     lines.extend(f"  note: {note}" for note in run.notes)
     lines.extend(_steps_lines(run))
     metrics = run.metrics

@@ -6,6 +6,8 @@ import signal
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from xlalint.harness.cleanup import Leftovers
+
 if TYPE_CHECKING:
     from xlalint.harness.shapes import ShapeChange
 
@@ -130,7 +132,8 @@ class RunResult:
     stderr_tail: str = ""
     stdout_tail: str = ""
     import_error: str | None = None  # torch/torch_xla failed to import in the child
-    stopped_leftovers: bool = False  # processes the script left behind were killed
+    #: The processes the script left running when it ended, and what became of them.
+    leftovers: Leftovers = field(default_factory=Leftovers)
     notes: list[str] = field(default_factory=list)
     #: Results that look like success but are not what was asked, e.g. "no XLA
     #: computation ran" (the script chose the CPU).
@@ -168,6 +171,23 @@ class RunResult:
             return "exit status 0"
         return f"failed with exit status {self.exit_code}"
 
+    def leftover_notes(self) -> list[str]:
+        """What the report says of the processes the script left running: only those
+        found and seen to die are said to be killed."""
+        left, notes = self.leftovers, []
+        if left.killed:
+            pids = ", ".join(map(str, left.killed))
+            notes.append(f"the script left processes running; they were killed (pid {pids})")
+        if left.not_killed:
+            pids = ", ".join(map(str, left.not_killed))
+            notes.append(f"the script left processes running that could not be killed: pid {pids} still running")
+        if not left.tracked:
+            notes.append(
+                "processes the script started in a new session with an emptied environment cannot be "
+                "found on this system; any such process was not killed"
+            )
+        return notes
+
     def to_json(self) -> dict:
         metrics = self.metrics
 
@@ -190,6 +210,11 @@ class RunResult:
             "steps_per_s": _rounded(self.steps.per_second) if self.steps else None,
             "peak_memory_bytes": self.steps.peak_memory_bytes if self.steps else None,
             "fixed_files": list(self.fixed_files),
+            "leftovers": {
+                "killed": list(self.leftovers.killed),
+                "not_killed": list(self.leftovers.not_killed),
+                "tracked": self.leftovers.tracked,
+            },
         }
 
 

@@ -82,8 +82,12 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
     echo = _Echo([stdout_path, stderr_path], settings.echo_to)
 
     timed_out = False
-    stopped_leftovers = False
-    with open(stdout_path, "wb") as stdout, open(stderr_path, "wb") as stderr:
+    leftovers = cleanup.Leftovers()
+    with (
+        open(stdout_path, "wb") as stdout,
+        open(stderr_path, "wb") as stderr,
+        cleanup.ScriptProcesses() as processes,
+    ):
         started = time.monotonic()
         child = subprocess.Popen(
             command,
@@ -93,6 +97,7 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
             stderr=stderr,
             start_new_session=True,  # its own process group, killed as a whole
         )
+        script_ended = False
         try:
             while not _has_exited(child):
                 elapsed = time.monotonic() - started
@@ -105,16 +110,21 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
                     settings.on_tick(elapsed)
                 time.sleep(_POLL_S)
             wall_s = time.monotonic() - started
-            stopped_leftovers = bool(_other_group_members(child.pid)) or any(
-                pid != child.pid for pid in (cleanup.marked_processes(settings.token) if settings.token else [])
-            )
+            script_ended = not timed_out
         finally:
             # Also on KeyboardInterrupt/SystemExit here. The leader is a zombie until
             # reaped, so its group id cannot have been reused yet: kill whatever the
-            # script left running (launcher workers, `sleep`s...), then reap it.
-            _kill_group(child.pid)
-            if settings.token:
-                cleanup.kill_marked(settings.token)  # those that left the group (setsid)
+            # script left running (launcher workers, `sleep`s...): its process tree
+            # (orphans included), its group and those with its token, then reap it.
+            def marked() -> list[int]:
+                return _other_group_members(child.pid) + (
+                    cleanup.marked_processes(settings.token) if settings.token else []
+                )
+
+            killed = processes.kill(child.pid, marked)
+            _kill_group(child.pid)  # without /proc, the group is all that can be found
+            if script_ended:
+                leftovers = killed
             child.wait()
             echo.pump()
 
@@ -132,7 +142,7 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
         stderr_tail=_tail(stderr_path, STDERR_TAIL_LINES),
         stdout_tail=_tail(stdout_path, STDOUT_TAIL_LINES),
         import_error=_import_error(out_dir),
-        stopped_leftovers=stopped_leftovers and not timed_out,
+        leftovers=leftovers,
         notes=notes,
         warnings=_warnings(metrics) if exit_ok and not version.native else [],
         native=version.native,

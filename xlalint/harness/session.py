@@ -15,6 +15,8 @@ script's processes and removes the temporary folder (see ``cleanup.py``).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import sys
 import threading
@@ -107,6 +109,8 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
     except (OSError, SyntaxError, UnicodeDecodeError) as error:
         raise HarnessEnvironmentError(f"{display_path}: cannot read: {error}") from error
     modules = prepare.read_local_modules(script, display_path)
+    if options.json_path is not None:
+        _refuse_output_over_the_program(options.json_path, script)
 
     python = environment.child_python()
     probe = environment.probe_interpreter(python)
@@ -154,6 +158,23 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         local_modules=prepared.original.modules,
         comparison_skipped=prepared.comparison_skipped,
     )
+
+
+def _refuse_output_over_the_program(output: Path, script: Path) -> None:
+    """``--json`` must not name the script or one of its local modules (readable or
+    not), under whatever name: a symlink, ``./``, another hard link to the file."""
+    from xlalint.harness.local_modules import find_local_modules
+
+    try:
+        target = os.stat(output)
+    except OSError:
+        return  # no such file yet: it cannot be one of the program's
+    for path in [script, *(module.path for module in find_local_modules(script))]:
+        with contextlib.suppress(OSError):
+            same = os.stat(path)
+            if (same.st_dev, same.st_ino) == (target.st_dev, target.st_ino):
+                what = "the script" if path == script else f"the script's local module {path}"
+                raise UsageError(f"--json {output} is {what}; write the report to another file")
 
 
 def _run_versions(

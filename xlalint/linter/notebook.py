@@ -10,9 +10,9 @@ treated the same way; a cell under any other cell magic (``%%bash``,
 ``%%writefile``) is not Python and is left out.
 
 The file is plain JSON (nbformat's schema is not needed to read or write it): a fix
-rewrites only the ``source`` of code cells and writes the JSON back with the layout it
-was read with (indent, key order, ASCII escaping, trailing newline), so outputs,
-metadata and cell ids are kept as they were.
+rewrites only the ``source`` of the code cells it changes, in place in the JSON text,
+and every other character stays as it was (``notebook_json``): outputs, metadata, cell
+ids, numbers and escapes, layout.
 
 Findings are located in their cell (``cell N``, line and column within it). Formats
 that must point into the file itself (SARIF) also get the position in the file's JSON
@@ -22,19 +22,27 @@ escapes counted (:meth:`CellText.file_region`).
 
 from __future__ import annotations
 
-import bisect
 import difflib
 import io
 import json
 import re
 import tokenize
 from dataclasses import dataclass, replace
-from json.decoder import scanstring
 from pathlib import Path
-from typing import Any
 
 from xlalint.linter import source as sourcefile
+from xlalint.linter.engine import error_finding, lint_source
+from xlalint.linter.file_report import FileReport, internal_error
+from xlalint.linter.fixing import fix_source
 from xlalint.linter.model import Finding, Span, split_lines
+from xlalint.linter.noqa import add_noqa
+from xlalint.linter.notebook_json import (
+    NotebookError,
+    SourceString,
+    file_position,
+    replace_sources,
+    source_strings,
+)
 
 # A cell magic whose body is Python: the body is checked; any other cell magic's is not.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "memit", "mprun"})
@@ -48,43 +56,6 @@ _MAGIC_PLACEHOLDER = re.compile(r"^([ \t]*)(?:pass  )?# xlalint-notebook-magic$"
 _MAGIC_ASSIGNMENT = re.compile(r"^[\w.\[\], \t]+=[ \t]*[%!]")
 
 
-class NotebookError(Exception):
-    """A notebook that cannot be checked or written back, said in one line."""
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How the JSON was written, so that it is written back the same way."""
-
-    indent: int | str | None = 1
-    ensure_ascii: bool = False
-    separators: tuple[str, str] = (",", ": ")
-    trailing_newline: bool = True
-    crlf: bool = False
-
-    @classmethod
-    def of(cls, text: str) -> Layout:
-        indent: int | str | None = None
-        first_break = text.find("\n")
-        if first_break != -1:
-            following = text[first_break + 1 :]
-            stripped = following.lstrip(" \t")
-            lead = following[: len(following) - len(stripped)]
-            indent = "\t" if lead.startswith("\t") else len(lead)
-        if indent is None:
-            separators = (", ", ": ") if '", "' in text or '": ' in text else (",", ":")
-        else:
-            separators = (",", ": ")
-        ensure_ascii = text.isascii() and re.search(r"\\u(?!00[0-7])[0-9a-fA-F]{4}", text) is not None
-        return cls(indent, ensure_ascii, separators, text.endswith("\n"), "\r\n" in text)
-
-    def dump(self, data: Any) -> str:
-        text = json.dumps(data, indent=self.indent, ensure_ascii=self.ensure_ascii, separators=self.separators)
-        text = text + "\n" if self.trailing_newline else text
-        # JSON escapes the newlines inside strings, so every newline left is layout.
-        return text.replace("\n", "\r\n") if self.crlf else text
-
-
 @dataclass(frozen=True)
 class CellSource:
     """One code cell as it stands in the module."""
@@ -93,17 +64,6 @@ class CellSource:
     text: str  # the cell's source as the user wrote it
     python: str  # the same with IPython lines replaced by placeholders
     magics: tuple[str, ...]  # the IPython lines the placeholders stand for, in order
-
-
-@dataclass(frozen=True)
-class SourceString:
-    """One JSON string of a cell's ``source`` as it stands in the notebook file."""
-
-    start: int  # offset of its first character in the cell's source
-    length: int  # its length, decoded
-    line: int  # 1-based line of the file
-    column: int  # 0-based column of the character after the opening quote
-    raw: str  # the JSON text between the quotes, escapes and all
 
 
 class CellText(str):
@@ -157,7 +117,7 @@ class CellText(str):
         s = finding.span
         start = _offset(cell.text, s.line, s.col)
         end = max(_offset(cell.text, s.end_line, s.end_col), start)
-        return (*_file_position(strings, start, after=False), *_file_position(strings, end, after=end > start))
+        return (*file_position(strings, start, after=False), *file_position(strings, end, after=end > start))
 
     def locate(self, line: int) -> tuple[int, int]:
         """Module line -> (cell number, line within the cell); the marker line counts as the
@@ -195,8 +155,7 @@ class Notebook:
             raise NotebookError("notebook is not valid JSON: nested too deeply") from None
         if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
             raise NotebookError("is not a Jupyter notebook (no `cells` list at the top level)")
-        self.data = data
-        self.layout = Layout.of(text)
+        self.data, self.text = data, text
         metadata = data.get("metadata")
         info = metadata.get("language_info") if isinstance(metadata, dict) else None
         self.language = str(info.get("name", "python") if isinstance(info, dict) else "python").lower()
@@ -222,20 +181,14 @@ class Notebook:
         return self.language in ("python", "python3", "ipython", "ipython3")
 
     def render(self, fixed_module: str) -> tuple[str, CellText]:
-        """The notebook's JSON with the code cells of ``fixed_module``, and the fixed module
-        as a :class:`CellText`. Raises NotebookError when the fix moved code across cells."""
+        """The notebook's JSON with the code cells of ``fixed_module`` (only the sources of
+        the cells it changes rewritten), and the fixed module as a :class:`CellText`.
+        Raises NotebookError when the fix moved code across cells or the sources cannot
+        be rewritten exactly (see ``notebook_json``)."""
         fixed_cells = split_module(fixed_module, self.module.cells)
-        data = self.data
         before = self.module.cell_texts()
-        for cell in fixed_cells:
-            if cell.text == before[cell.number]:
-                continue
-            entry = data["cells"][cell.number - 1]
-            if isinstance(entry.get("source"), list):
-                entry["source"] = split_lines(cell.text, keepends=True)
-            else:
-                entry["source"] = cell.text
-        text = self.layout.dump(data)
+        changed = {cell.number: cell.text for cell in fixed_cells if cell.text != before[cell.number]}
+        text = replace_sources(self.text, changed)
         return text, CellText(tuple(fixed_cells), text)
 
 
@@ -253,127 +206,6 @@ def _offset(text: str, line: int, col: int) -> int:
         return len(text)
     body = lines[line - 1].rstrip("\r\n")
     return sum(len(part) for part in lines[: line - 1]) + min(col, len(body))
-
-
-def _file_position(strings: tuple[SourceString, ...], offset: int, *, after: bool) -> tuple[int, int]:
-    """The file line and 1-based column of the character at ``offset`` of the cell's
-    source, or (``after``) of the position just after the character before it, which
-    stays on that character's line when the source is a list of lines."""
-    if after:
-        piece = next((p for p in strings if p.start < offset <= p.start + p.length), strings[-1])
-    else:
-        piece = next((p for p in strings if p.start <= offset < p.start + p.length), strings[-1])
-    index = max(0, min(offset - piece.start, piece.length))
-    return piece.line, piece.column + _raw_index(piece.raw, index) + 1
-
-
-def _raw_index(raw: str, index: int) -> int:
-    """Where the ``index``-th character of a JSON string's value starts in its JSON text."""
-    if "\\" not in raw:
-        return index
-    position = 0
-    for _ in range(index):
-        if raw[position] != "\\":
-            position += 1
-        elif raw[position + 1] != "u":
-            position += 2
-        elif 0xD800 <= int(raw[position + 2 : position + 6], 16) < 0xDC00 and _LOW_SURROGATE.match(raw, position + 6):
-            position += 12  # a surrogate pair is one character
-        else:
-            position += 6
-    return position
-
-
-_LOW_SURROGATE = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
-_JSON_SPACE = re.compile(r"[ \t\n\r]*")
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-
-
-def source_strings(text: str) -> dict[int, tuple[SourceString, ...]]:
-    """Where the strings of each cell's ``source`` are in a notebook's JSON text, by
-    1-based cell number. ``json`` gives no positions, so the text is scanned: the
-    ``cells`` list and each cell's ``source`` are walked, everything else (outputs) is
-    skipped with the C decoder. {} if the text is not laid out as a notebook."""
-    try:
-        return _SourceScanner(text).notebook()
-    except (ValueError, IndexError):
-        return {}
-
-
-class _SourceScanner:
-    def __init__(self, text: str):
-        self.text = text
-        self.decoder = json.JSONDecoder()
-        # JSON strings escape their line breaks: every break in the text is layout.
-        self.line_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(text)]
-        self.cells: dict[int, tuple[SourceString, ...]] = {}
-
-    def notebook(self) -> dict[int, tuple[SourceString, ...]]:
-        self.object(0, lambda key, i: self.array(i, self.cell) if key == "cells" else self.skip(i))
-        return self.cells
-
-    def cell(self, index: int, i: int) -> int:
-        if self.text[i] != "{":
-            return self.skip(i)
-        return self.object(i, lambda key, j: self.source(index + 1, j) if key == "source" else self.skip(j))
-
-    def source(self, number: int, i: int) -> int:
-        strings: list[SourceString] = []
-        start = 0
-
-        def string(_: int, j: int) -> int:
-            nonlocal start
-            if self.text[j] != '"':
-                raise ValueError("a source line is not a string")
-            value, end = scanstring(self.text, j + 1)
-            line = bisect.bisect_right(self.line_starts, j)
-            column = j + 1 - self.line_starts[line - 1]
-            strings.append(SourceString(start, len(value), line, column, self.text[j + 1 : end - 1]))
-            start += len(value)
-            return end
-
-        end = string(0, i) if self.text[i] == '"' else self.array(i, string) if self.text[i] == "[" else self.skip(i)
-        self.cells[number] = tuple(strings)
-        return end
-
-    def space(self, i: int) -> int:
-        match = _JSON_SPACE.match(self.text, i)
-        assert match is not None  # the pattern matches the empty string
-        return match.end()
-
-    def expect(self, i: int, char: str) -> int:
-        i = self.space(i)
-        if self.text[i] != char:
-            raise ValueError(f"expected {char!r} at {i}")
-        return i + 1
-
-    def skip(self, i: int) -> int:
-        return self.decoder.raw_decode(self.text, self.space(i))[1]
-
-    def object(self, i: int, member) -> int:
-        """Read the object at ``i``; ``member(key, start)`` reads each value and returns
-        where it ends. Returns where the object ends."""
-        i = self.space(self.expect(i, "{"))
-        if self.text[i] == "}":
-            return i + 1
-        while True:
-            key, i = scanstring(self.text, self.expect(i, '"'))
-            i = self.space(member(key, self.space(self.expect(i, ":"))))
-            if self.text[i] == "}":
-                return i + 1
-            i = self.expect(i, ",")
-
-    def array(self, i: int, item) -> int:
-        """Read the array at ``i``; ``item(index, start)`` reads each element."""
-        i = self.space(self.expect(i, "["))
-        if self.text[i] == "]":
-            return i + 1
-        index = 0
-        while True:
-            i = self.space(item(index, self.space(i)))
-            if self.text[i] == "]":
-                return i + 1
-            i, index = self.expect(i, ","), index + 1
 
 
 def _to_python(source: str) -> tuple[str | None, tuple[str, ...]]:
@@ -516,11 +348,8 @@ def _with_final_newline(text: str) -> str:
 
 
 def process_notebook(job, original: sourcefile.SourceFile | None = None, stdin: bool = False):
-    """Check, fix or ``--add-noqa`` one notebook (a ``runner.Job``) into a ``FileReport``
+    """Check, fix or ``--add-noqa`` one notebook (a ``runner.Job``) into a :class:`FileReport`
     whose findings are located in their cells and whose sources are :class:`CellText`."""
-    from xlalint.linter.engine import error_finding
-    from xlalint.linter.runner import FileReport, internal_error
-
     try:
         if original is None:
             original = sourcefile.read(Path(job.path))
@@ -539,11 +368,6 @@ def process_notebook(job, original: sourcefile.SourceFile | None = None, stdin: 
 
 
 def _process(job, original: sourcefile.SourceFile, notebook: Notebook, *, write: bool):
-    from xlalint.linter.engine import lint_source
-    from xlalint.linter.fixing import fix_source
-    from xlalint.linter.noqa import add_noqa
-    from xlalint.linter.runner import FileReport
-
     module = notebook.module
     if not notebook.is_python:  # an R or Julia notebook: nothing of ours to check
         return FileReport(job.path, [], source=module)

@@ -6,37 +6,19 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from xlalint.linter import cache, stopping
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import Settings
-from xlalint.linter.engine import SYNTAX_ERROR, error_finding, lint_source
-from xlalint.linter.fixing import describe
+from xlalint.linter.engine import error_finding, lint_source
+from xlalint.linter.file_report import FileReport, internal_error
 from xlalint.linter.model import Finding
+from xlalint.linter.notebook import process_notebook
 
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 12
-
-
-@dataclass
-class FileReport:
-    path: str
-    findings: list[Finding] = field(default_factory=list)  # what remains
-    fixed: list[Finding] = field(default_factory=list)  # what a fix applied
-    source: str | None = None
-    fixed_source: str | None = None
-    error: str | None = None  # a fix that could not be written, and why
-    noqa_added: int = 0  # lines given a noqa comment by --add-noqa
-
-    @property
-    def unreadable(self) -> bool:
-        return any(f.code == SYNTAX_ERROR[0] for f in self.findings)
-
-    @property
-    def changed(self) -> bool:
-        return self.fixed_source is not None and self.fixed_source != self.source
 
 
 @dataclass(frozen=True)
@@ -53,8 +35,6 @@ class Job:
 def process(job: Job) -> FileReport:
     path = Path(job.path)
     if path.suffix == ".ipynb":
-        from xlalint.linter.notebook import process_notebook
-
         return process_notebook(job)
     try:
         original = sourcefile.read(path)
@@ -64,11 +44,6 @@ def process(job: Job) -> FileReport:
         return process_text(job, original)
     except Exception as exc:  # a bug in a rule costs one file, not the run
         return internal_error(job.path, exc, original.text)
-
-
-def internal_error(path: str, exc: BaseException, text: str | None = None) -> FileReport:
-    message = f"internal error while checking: {describe(exc)}"
-    return FileReport(path, [error_finding(path, message)], source=text)
 
 
 def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False) -> FileReport:

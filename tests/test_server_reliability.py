@@ -1,0 +1,181 @@
+"""`xlalint server` under load and malformed traffic, driven over stdio with raw JSON-RPC:
+linting runs off the message loop (shutdown and exit are answered while a big document
+is linted), the newest version of a document wins, the CLI's size limit applies, and
+every request gets an answer, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from xlalint.linter.source import MAX_BYTES
+
+ROOT = Path(__file__).resolve().parents[1]
+# About 40 bytes a function: a document of many of them takes seconds to lint.
+FUNCTION = "def step{}(x):\n    return x.cuda()\n"
+
+
+def code(size: int) -> str:
+    parts, total, n = ["import torch\n"], 0, 0
+    while total < size:
+        parts.append(FUNCTION.format(n))
+        total += len(parts[-1])
+        n += 1
+    return "".join(parts)
+
+
+class Server:
+    """`xlalint server` as a child process, spoken to in raw JSON-RPC."""
+
+    def __init__(self, cwd: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "xlalint.cli", "server"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=cwd,
+            env=env,
+        )
+        self.received: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.request("initialize", {"capabilities": {}, "rootUri": cwd.as_uri()}, id=0)
+        assert "result" in self.answer(0)
+        self.notify("initialized", {})
+
+    def _read(self) -> None:
+        out = self.process.stdout
+        assert out is not None
+        while True:
+            length = 0
+            while (line := out.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            if not line:
+                self.received.put(None)
+                return
+            self.received.put(json.loads(out.read(length)))
+
+    def send(self, message: dict) -> None:
+        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        assert self.process.stdin is not None
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        self.process.stdin.flush()
+
+    def request(self, method: str, params=None, *, id: int) -> None:
+        self.send({"id": id, "method": method, **({} if params is None else {"params": params})})
+
+    def notify(self, method: str, params: dict) -> None:
+        self.send({"method": method, "params": params})
+
+    def next(self, wanted, timeout: float) -> dict:
+        """The next message ``wanted(message)`` accepts, within ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                message = self.received.get(timeout=left)
+            except queue.Empty:
+                break
+            assert message is not None, "the server closed its output"
+            if wanted(message):
+                return message
+        raise AssertionError(f"nothing within {timeout} s")
+
+    def answer(self, id: int, timeout: float = 60) -> dict:
+        return self.next(lambda m: m.get("id") == id and "method" not in m, timeout)
+
+    def diagnostics(self, uri: str, timeout: float = 60) -> dict:
+        return self.next(
+            lambda m: m.get("method") == "textDocument/publishDiagnostics" and m["params"]["uri"] == uri, timeout
+        )["params"]
+
+    def open(self, uri: str, text: str, version: int = 1) -> None:
+        item = {"uri": uri, "languageId": "python", "version": version, "text": text}
+        self.notify("textDocument/didOpen", {"textDocument": item})
+
+    def change(self, uri: str, text: str, version: int) -> None:
+        self.notify(
+            "textDocument/didChange",
+            {"textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]},
+        )
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture
+def server(tmp_path):
+    running = Server(tmp_path)
+    yield running
+    running.stop()
+
+
+def code_action_params(uri: str) -> dict:
+    zero = {"line": 0, "character": 0}
+    return {"textDocument": {"uri": uri}, "range": {"start": zero, "end": zero}, "context": {"diagnostics": []}}
+
+
+def test_shutdown_and_exit_are_answered_while_a_big_document_is_linted(server, tmp_path):
+    server.open((tmp_path / "big.py").as_uri(), code(MAX_BYTES // 2))  # tens of seconds of linting
+    time.sleep(1)  # the lint is under way
+    started = time.monotonic()
+    server.request("shutdown", id=1)
+    assert server.answer(1, timeout=10) == {"jsonrpc": "2.0", "id": 1, "result": None}
+    server.notify("exit", {})
+    assert server.process.wait(timeout=20) == 0
+    assert time.monotonic() - started < 25
+
+
+def test_the_newest_version_wins_and_stale_results_are_never_published(server, tmp_path):
+    uri = (tmp_path / "train.py").as_uri()
+    server.open(uri, code(300_000))  # version 1 takes a while...
+    server.change(uri, "import torch\nx = torch.ones(2).cuda()\n", version=2)  # ...and is outdated at once
+    server.change(uri, "import torch\ny = 1\nx = torch.ones(2).cuda()\n", version=3)
+    published = server.diagnostics(uri, timeout=120)
+    assert published["version"] == 3
+    assert [(d["code"], d["range"]["start"]["line"]) for d in published["diagnostics"]] == [("XLA104", 2)]
+    # The server is answering, and nothing for version 1 or 2 comes after version 3.
+    server.request("shutdown", id=1)
+    server.answer(1, timeout=30)
+    while not server.received.empty():
+        message = server.received.get()
+        assert message is None or message.get("method") != "textDocument/publishDiagnostics", message
+
+
+def test_a_document_over_the_size_limit_is_not_linted_and_says_why(server, tmp_path):
+    uri = (tmp_path / "huge.py").as_uri()
+    server.open(uri, code(MAX_BYTES + 1024))
+    published = server.diagnostics(uri, timeout=60)
+    [note] = published["diagnostics"]
+    assert note["message"].startswith("xlalint: not checked: file is too large to check (")
+    assert "the limit is 8 MiB" in note["message"] and note["severity"] == 3  # information
+    server.request("shutdown", id=1)
+    server.answer(1, timeout=10)
+
+
+def test_every_request_gets_an_error_answer_without_a_traceback(server, tmp_path):
+    server.request("textDocument/codeAction", id=1)  # no params
+    server.send({"id": 2, "method": "textDocument/codeAction", "params": {"textDocument": 3}})  # wrong shape
+    server.request("textDocument/codeAction", code_action_params((tmp_path / "never.py").as_uri()), id=3)
+    (tmp_path / "on_disk.py").write_text("import torch\nx = torch.ones(2).cuda()\n")
+    server.request("textDocument/codeAction", code_action_params((tmp_path / "on_disk.py").as_uri()), id=4)
+    errors = {id: server.answer(id, timeout=30)["error"] for id in (1, 2, 3, 4)}
+    assert {id: error["code"] for id, error in errors.items()} == {1: -32602, 2: -32602, 3: -32602, 4: -32602}
+    assert "no params" in errors[1]["message"] and "not open" in errors[3]["message"]
+    assert all("data" not in error for error in errors.values()), errors
+    server.request("shutdown", id=5)
+    server.answer(5, timeout=10)
+    server.request("textDocument/codeAction", code_action_params((tmp_path / "on_disk.py").as_uri()), id=6)
+    assert server.answer(6, timeout=10)["error"]["code"] == -32600  # after shutdown: InvalidRequest
+    server.notify("exit", {})
+    assert server.process.wait(timeout=20) == 0
