@@ -92,7 +92,11 @@ def test_json_lines_and_concise(tmp_path, cli):
     lines = out(cli("check", "--output-format", "json-lines", "train.py", cwd=tmp_path)).splitlines()
     assert len(lines) == 2 and all(json.loads(line)["code"] == "XLA104" for line in lines)
     concise = out(cli("check", "--output-format", "concise", "train.py", cwd=tmp_path)).splitlines()
-    assert len(concise) == 2 and concise[0].startswith("train.py:3:9: XLA104")
+    # As ruff's concise: one line a finding, then the summary (which -q leaves out).
+    assert len(concise) == 4 and concise[0].startswith("train.py:3:9: XLA104") and concise[2] == "Found 2 errors."
+    quiet = out(cli("check", "-q", "--output-format", "concise", "train.py", cwd=tmp_path)).splitlines()
+    assert quiet == concise[:2]
+    assert out(cli("check", "--output-format", "text", "train.py", cwd=tmp_path)).splitlines() == concise
 
 
 def test_github_annotations(tmp_path, cli):

@@ -34,8 +34,9 @@ app = typer.Typer(
 
 
 class OutputFormat(str, Enum):
-    text = "text"
+    full = "full"
     concise = "concise"
+    text = "text"  # concise's old name
     json = "json"
     json_lines = "json-lines"
     github = "github"
@@ -88,14 +89,26 @@ Ignore = Annotated[
 ExtendSelect = Annotated[
     list[str] | None, typer.Option("--extend-select", help="Codes to enable on top of select.", metavar="CODES")
 ]
-Format = Annotated[OutputFormat, typer.Option("--output-format", help="How to print findings.")]
+Format = Annotated[
+    OutputFormat | None,
+    typer.Option(
+        "--output-format",
+        help="How to print findings. Default: full (code frames) on a terminal, concise (one line each) otherwise.",
+        show_default=False,
+    ),
+]
 # metavar="": a flag takes no value, so its help shows none (typer would print `<bool>`).
 Statistics = Annotated[
     bool, typer.Option("--statistics", help="Count findings per rule instead of listing them.", metavar="")
 ]
 ExitZero = Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when findings remain.", metavar="")]
 ShowFixes = Annotated[
-    bool, typer.Option("--show-fixes", help="List the fixes applied (or available) per file.", metavar="")
+    bool,
+    typer.Option(
+        "--show-fixes",
+        help="Show each fix as a diff (full format); list the fixes applied (or available) per file (concise).",
+        metavar="",
+    ),
 ]
 StdinFilename = Annotated[
     str | None,
@@ -152,7 +165,7 @@ def _run(
     select,
     ignore,
     extend_select,
-    output_format: OutputFormat,
+    output_format: OutputFormat | None,
     statistics: bool,
     exit_zero: bool,
     show_fixes: bool,
@@ -196,7 +209,6 @@ def _run(
         _report_add_noqa(reports)
         return
 
-    fmt = output_format.value
     findings = sorted((f for r in reports for f in r.findings), key=lambda f: f.sort_key())
     fixed = [f for r in reports for f in r.fixed]
     out = sys.stdout
@@ -207,6 +219,7 @@ def _run(
         sys.stdout.buffer.write(stdin_output)
         sys.stdout.buffer.flush()
         out = sys.stderr
+    fmt = output_format.value if output_format is not None else "full" if _is_terminal(out) else "concise"
     if diff:
         _print_diffs(reports, out)
     elif statistics:
@@ -220,15 +233,23 @@ def _run(
                 for r in reports
                 if r.source is not None
             }
-            if fmt in ("json", "json-lines", "sarif", "github")
+            if fmt in ("json", "json-lines", "sarif", "github", "full")
             else None
         )
-        rendered = reporters.render(fmt, findings, sources=sources, unsafe=unsafe)
-        if rendered:
-            print(rendered, file=out)
-        if fmt in ("text", "concise") and show_fixes:
-            _print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
-        if fmt == "text" and not quiet:
+        if fmt == "full":
+            from xlalint.linter.full_format import render_full, use_color
+
+            out.flush()
+            render_full(findings, sources or {}, unsafe=unsafe, show_fixes=show_fixes, out=out, color=use_color(out))
+            if show_fixes and fix:
+                _print_fixes(reports, fixed=True, unsafe=unsafe, out=out)
+        else:
+            rendered = reporters.render(fmt, findings, sources=sources, unsafe=unsafe)
+            if rendered:
+                print(rendered, file=out)
+            if fmt in ("text", "concise") and show_fixes:
+                _print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
+        if fmt in ("full", "concise", "text") and not quiet:
             print(reporters.summary(findings, unsafe, fixed=len(fixed), command="fix" if fix else "check"), file=out)
     for report in reports:
         if report.error:
@@ -240,6 +261,11 @@ def _run(
         raise typer.Exit(1 if any(r.changed for r in reports) and not exit_zero else 0)
     if findings and not exit_zero:
         raise typer.Exit(1)
+
+
+def _is_terminal(stream) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def _file_reports(
@@ -375,7 +401,7 @@ def check(
     select: Select = None,
     ignore: Ignore = None,
     extend_select: ExtendSelect = None,
-    output_format: Format = OutputFormat.text,
+    output_format: Format = None,
     statistics: Statistics = False,
     exit_zero: ExitZero = False,
     show_fixes: ShowFixes = False,
@@ -415,7 +441,7 @@ def fix_command(
     select: Select = None,
     ignore: Ignore = None,
     extend_select: ExtendSelect = None,
-    output_format: Format = OutputFormat.text,
+    output_format: Format = None,
     statistics: Statistics = False,
     exit_zero: ExitZero = False,
     show_fixes: ShowFixes = False,
