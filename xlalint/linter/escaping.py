@@ -28,8 +28,13 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff\ufffe\uffff]")
 
 
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def _escape(match: re.Match) -> str:
     char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
     code = ord(char)
     if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8, kept by surrogateescape
         return f"\\x{code - 0xDC00:02x}"
