@@ -514,7 +514,9 @@ def server() -> None:
     import importlib.util
 
     if importlib.util.find_spec("pygls") is None or importlib.util.find_spec("lsprotocol") is None:
-        raise fail("the language server needs pygls and lsprotocol: pip install 'xlalint[server]'")
+        from xlalint.install_hint import install_command
+
+        raise fail(f"the language server needs pygls and lsprotocol: {install_command('server')}")
     from xlalint.server import start
 
     start()
