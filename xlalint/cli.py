@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from xlalint import __version__
+from xlalint.help_format import Command, Group
 from xlalint.linter import reporters
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import ConfigError, ConfigFinder, Settings, parse_target_version, validate_selectors
@@ -23,6 +24,7 @@ from xlalint.linter.runner import FileReport, Job, internal_error, process_all, 
 
 app = typer.Typer(
     name="xlalint",
+    cls=Group,
     help="A linter and autofixer for PyTorch/XLA training scripts.",
     no_args_is_help=True,
     add_completion=False,
@@ -74,7 +76,9 @@ def _codes(values: list[str] | None) -> tuple[str, ...] | None:
 # Options shared by `check` and `fix` -------------------------------------------------------
 Paths = Annotated[
     list[str] | None,
-    typer.Argument(help="Files or folders to check (default: .); - reads stdin.", show_default=False, metavar="PATH"),
+    typer.Argument(
+        help="Files or folders to check (default: .); - reads stdin.", show_default=False, metavar="[FILES]..."
+    ),
 ]
 Select = Annotated[
     list[str] | None,
@@ -221,7 +225,7 @@ def _run(
         out = sys.stderr
     fmt = output_format.value if output_format is not None else "full" if _is_terminal(out) else "concise"
     if diff:
-        _print_diffs(reports, out)
+        _print_diffs(reports, out, quiet=quiet)
     elif statistics:
         print(reporters.statistics(findings, unsafe, as_json=fmt == "json"), file=out)
     else:
@@ -341,7 +345,7 @@ def _stdin_report(
         return report, data
 
 
-def _print_diffs(reports: list[FileReport], out) -> None:
+def _print_diffs(reports: list[FileReport], out, quiet: bool = False) -> None:
     import difflib
 
     from xlalint.linter.notebook import CellText, cell_diffs
@@ -360,6 +364,8 @@ def _print_diffs(reports: list[FileReport], out) -> None:
                 *_diff_names(r.path),
             )
         )
+    if quiet:  # as ruff's -q: the diff only
+        return
     changed = sum(1 for r in reports if r.changed)
     fixes = sum(len(r.fixed) for r in reports)
     print(
@@ -395,7 +401,7 @@ def _print_fixes(reports: list[FileReport], *, fixed: bool, unsafe: bool, out) -
             print(f"    {n} x {code} ({name})", file=out)
 
 
-@app.command()
+@app.command(cls=Command)
 def check(
     paths: Paths = None,
     select: Select = None,
@@ -431,7 +437,7 @@ def check(
     )  # fmt: skip
 
 
-@app.command("fix")
+@app.command("fix", cls=Command)
 def fix_command(
     paths: Paths = None,
     unsafe_fixes: UnsafeFixes = False,
@@ -466,9 +472,11 @@ class RuleFormat(str, Enum):
     json = "json"
 
 
-@app.command()
+@app.command(cls=Command)
 def rule(
-    code: Annotated[str | None, typer.Argument(help="A rule code, e.g. XLA104.", show_default=False)] = None,
+    code: Annotated[
+        str | None, typer.Argument(help="A rule code, e.g. XLA104.", show_default=False, metavar="[CODE]")
+    ] = None,
     all_rules: Annotated[bool, typer.Option("--all", help="Explain every rule.", metavar="")] = False,
     output_format: Annotated[RuleFormat, typer.Option("--output-format")] = RuleFormat.text,
 ) -> None:
@@ -478,6 +486,9 @@ def rule(
 
     if all_rules == (code is not None):
         raise fail("give a rule code or --all")
+    if code is not None and code.upper() == reporters.SYNTAX_ERROR_DOC["code"]:
+        _explain_syntax_error(output_format)
+        return
     if code is not None:
         found = rules_by_code().get(code.upper())
         if found is None:
@@ -502,13 +513,24 @@ def rule(
     typer.echo("\n\n".join(explain(r) for r in selected))
 
 
+def _explain_syntax_error(output_format: RuleFormat) -> None:
+    """XLA000 is not a rule one selects: it is how a file that cannot be checked is reported."""
+    doc = reporters.SYNTAX_ERROR_DOC
+    if output_format is RuleFormat.json:
+        typer.echo(json.dumps({**doc, "fix": "none", "options": {}}, indent=2))
+        return
+    from xlalint.docs import explain_syntax_error
+
+    typer.echo(explain_syntax_error())
+
+
 def explain(rule_class) -> str:
     from xlalint.docs import explain as markdown
 
     return markdown(rule_class)
 
 
-@app.command()
+@app.command(cls=Command)
 def server() -> None:
     """Run the language server (LSP over stdio) for editors; needs the `server` extra."""
     import importlib.util

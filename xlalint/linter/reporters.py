@@ -26,7 +26,8 @@ SYNTAX_ERROR_DOC = {
     "summary": "The file cannot be read or parsed as Python",
     "explanation": "xlalint reports a file that does not parse, is not valid in its encoding, "
     "cannot be read, is not a valid notebook or is too large as one XLA000 finding, checks the other "
-    "files, and exits with status 2.",
+    "files, and exits with status 2. It is not a rule to select or ignore: a file that cannot be checked is "
+    "always reported.",
 }
 
 Sources = dict[str, str]
