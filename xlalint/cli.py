@@ -20,6 +20,7 @@ from xlalint.help_format import Command, Group
 from xlalint.linter import reporters
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import ConfigError, ConfigFinder, Settings, parse_target_version, validate_selectors
+from xlalint.linter.escaping import printable
 from xlalint.linter.runner import FileReport, Job, internal_error, process_all, process_text
 
 app = typer.Typer(
@@ -427,14 +428,58 @@ def check(
             metavar="",
         ),
     ] = False,
+    show_settings: Annotated[
+        bool,
+        typer.Option(
+            "--show-settings",
+            help="Print the configuration resolved for the file given (config file, rules, options); check nothing.",
+            metavar="",
+        ),
+    ] = False,
 ) -> None:
     """Check files and report findings."""
+    if show_settings:
+        _show_settings(paths, select, ignore, extend_select, target_version, config)
+        return
     _run(
         paths, fix=fix, unsafe=unsafe_fixes, diff=False, select=select, ignore=ignore, extend_select=extend_select,
         output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
         stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
         quiet=quiet, force_exclude=force_exclude, add_noqa=add_noqa,
     )  # fmt: skip
+
+
+def _show_settings(paths, select, ignore, extend_select, target_version, config) -> None:
+    from xlalint.linter.settings_view import describe
+    from xlalint.rules import all_rules
+
+    if not paths or len(paths) != 1 or paths[0] == "-":
+        raise fail("--show-settings takes one file or folder")
+    try:
+        invocation = Invocation(
+            select=select, ignore=ignore, extend_select=extend_select, target_version=target_version, config=config
+        )
+        path = Path(paths[0])
+        typer.echo(describe(path, invocation.settings(path), list(all_rules())))
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+
+
+@app.command(cls=Command)
+def clean() -> None:
+    """Remove the check cache (.xlalint_cache) here, below here and at the project root."""
+    from xlalint.linter.cache_folders import cache_folders, remove
+
+    failed = False
+    for folder in list(cache_folders(Path.cwd())):
+        typer.echo(f"Removing cache at: {printable(str(folder))}")
+        try:
+            remove(folder)
+        except OSError as exc:
+            typer.echo(f"xlalint: error: {printable(str(folder))}: {exc.strerror or exc}", err=True)
+            failed = True
+    if failed:
+        raise typer.Exit(2)
 
 
 @app.command("fix", cls=Command)
