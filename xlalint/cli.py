@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import Counter
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -21,6 +20,7 @@ from xlalint.linter import reporters
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import ConfigError, ConfigFinder, Settings, parse_target_version, validate_selectors
 from xlalint.linter.escaping import printable
+from xlalint.linter.fix_output import print_diffs, print_fixes
 from xlalint.linter.runner import FileReport, Job, internal_error, process_all, process_text
 
 app = typer.Typer(
@@ -226,7 +226,7 @@ def _run(
         out = sys.stderr
     fmt = output_format.value if output_format is not None else "full" if _is_terminal(out) else "concise"
     if diff:
-        _print_diffs(reports, out, quiet=quiet)
+        print_diffs(reports, out, quiet=quiet)
     elif statistics:
         print(reporters.statistics(findings, unsafe, as_json=fmt == "json"), file=out)
     else:
@@ -247,13 +247,13 @@ def _run(
             out.flush()
             render_full(findings, sources or {}, unsafe=unsafe, show_fixes=show_fixes, out=out, color=use_color(out))
             if show_fixes and fix:
-                _print_fixes(reports, fixed=True, unsafe=unsafe, out=out)
+                print_fixes(reports, fixed=True, unsafe=unsafe, out=out)
         else:
             rendered = reporters.render(fmt, findings, sources=sources, unsafe=unsafe)
             if rendered:
                 print(rendered, file=out)
             if fmt in ("text", "concise") and show_fixes:
-                _print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
+                print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
         if fmt in ("full", "concise", "text") and not quiet:
             print(reporters.summary(findings, unsafe, fixed=len(fixed), command="fix" if fix else "check"), file=out)
     for report in reports:
@@ -344,62 +344,6 @@ def _stdin_report(
         report.error = f"not fixed: the fixed code cannot be encoded in {original.encoding}"
         report.fixed, report.fixed_source = [], report.source
         return report, data
-
-
-def _print_diffs(reports: list[FileReport], out, quiet: bool = False) -> None:
-    import difflib
-
-    from xlalint.linter.notebook import CellText, cell_diffs
-
-    for r in reports:
-        if not r.changed:
-            continue
-        assert r.source is not None and r.fixed_source is not None
-        if isinstance(r.source, CellText) and isinstance(r.fixed_source, CellText):
-            out.writelines(cell_diffs(r.path, r.source, r.fixed_source))
-            continue
-        out.writelines(
-            difflib.unified_diff(
-                r.source.splitlines(keepends=True),
-                r.fixed_source.splitlines(keepends=True),
-                *_diff_names(r.path),
-            )
-        )
-    if quiet:  # as ruff's -q: the diff only
-        return
-    changed = sum(1 for r in reports if r.changed)
-    fixes = sum(len(r.fixed) for r in reports)
-    print(
-        f"\nWould fix {fixes} error{'s' if fixes != 1 else ''} in {changed} file{'s' if changed != 1 else ''}.",
-        file=sys.stderr,
-    )
-
-
-def _diff_names(path: str) -> tuple[str, str]:
-    """``a/x.py``/``b/x.py`` as git shows a relative path; an absolute path as it is."""
-    return (path, path) if Path(path).is_absolute() else (f"a/{path}", f"b/{path}")
-
-
-def _print_fixes(reports: list[FileReport], *, fixed: bool, unsafe: bool, out) -> None:
-    rows = [
-        (
-            r.path,
-            Counter(
-                (f.code, f.name)
-                for f in (r.fixed if fixed else [f for f in r.findings if reporters.applicable(f, unsafe)])
-            ),
-        )
-        for r in reports
-    ]
-    rows = [(path, counts) for path, counts in rows if counts]
-    if not rows:
-        return
-    total = sum(sum(c.values()) for _, c in rows)
-    print(f"\n{'Fixed' if fixed else 'Fixable'} {total} error{'s' if total != 1 else ''}:", file=out)
-    for path, counts in rows:
-        print(f"- {path}:", file=out)
-        for (code, name), n in sorted(counts.items()):
-            print(f"    {n} x {code} ({name})", file=out)
 
 
 @app.command(cls=Command)

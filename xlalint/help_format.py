@@ -5,19 +5,22 @@ argument ``SCRIPT``, not typer's ``{SCRIPT}``."""
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
-import click
 from typer.core import TyperCommand, TyperGroup
+
+# Not `import click`: typer 0.28 carries its own copy (typer._click); the context and
+# formatter are whichever click typer uses.
 
 
 class Command(TyperCommand):
-    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
         pieces = super().collect_usage_pieces(ctx)
         return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
 
 
 class Group(TyperGroup):
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
         rows = []
         for name in self.list_commands(ctx):
             command = self.get_command(ctx, name)
