@@ -5,14 +5,12 @@ FORCE_COLOR), a diff preview with --show-fixes, cell-relative frames in notebook
 
 from __future__ import annotations
 
-import os
-import pty
 import subprocess
 import sys
 import textwrap
 
 import nbformat
-from support import CUDA_SCRIPT, run_cli
+from support import CUDA_SCRIPT, run_cli, run_on_terminal
 
 ESC = "\x1b["
 PLAIN = {"NO_COLOR": "", "FORCE_COLOR": ""}  # neither set: piped output has no colour
@@ -48,24 +46,7 @@ FRAME = textwrap.dedent(
 
 def on_terminal(*args: str, cwd, env: dict | None = None) -> tuple[int, str]:
     """Run the command line with its stdout on a pseudo-terminal; what it printed."""
-    env = {k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None}
-    master, slave = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "xlalint", *args], cwd=cwd, stdout=slave, stderr=subprocess.PIPE, env=env
-    )
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
-    process.wait(timeout=120)
-    return process.returncode, b"".join(chunks).decode().replace("\r\n", "\n")
+    return run_on_terminal([sys.executable, "-m", "xlalint", *args], cwd=cwd, env=env)
 
 
 def test_full_frame_caret_and_help(tmp_path):
