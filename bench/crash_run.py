@@ -17,7 +17,8 @@ counted but are not failures: xlalint reports them and goes on.
     python bench/crash_run.py [FOLDER ...] [--sample N] [--seed S] [--jobs J] [--verbose]
 
 With no folder: the installed torch, torch_xla and transformers packages. Prints the
-counts, one line per failure, and exits 1 on any failure.
+counts, one line per failure, and exits 1 on any failure. On a terminal a progress bar
+(on stderr) shows how far it is; piped, it prints nothing until the counts.
 """
 
 from __future__ import annotations
@@ -139,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs > 1:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             outcomes = pool.map(run_one, names, chunksize=8)
-            results = list(_progress(outcomes, args.verbose))
+            results = list(_progress(outcomes, args.verbose, len(names)))
     else:
-        results = list(_progress(map(run_one, names), args.verbose))
+        results = list(_progress(map(run_one, names), args.verbose, len(names)))
     for outcome in results:
         counts.update(outcome.kinds)
         if any(kind in FAILURES for kind in outcome.kinds):
@@ -158,11 +159,33 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failures else 0
 
 
-def _progress(outcomes, verbose: bool):
-    for outcome in outcomes:
-        if verbose:
+def _progress(outcomes, verbose: bool, total: int):
+    """The outcomes as they come; each file on stderr with --verbose, else a progress bar
+    when stderr is a terminal (the full run takes minutes), else nothing."""
+    if verbose:
+        for outcome in outcomes:
             print(f"{','.join(outcome.kinds) or '-'} {outcome.path}", file=sys.stderr, flush=True)
-        yield outcome
+            yield outcome
+        return
+    if not sys.stderr.isatty():
+        yield from outcomes
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (TextColumn("crash run"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("files", total=total)
+        for outcome in outcomes:
+            bar.advance(task)
+            yield outcome
 
 
 if __name__ == "__main__":

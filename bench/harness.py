@@ -4,9 +4,10 @@ Each example in examples/ runs twice on torch_xla (original, then the fixed copy
 for the CUDA example the baseline is the original with only the XLA104 device fixes)
 on the chosen device (default CPU). The table gives compilations, executions, host
 transfers, compile time and wall time, original -> fixed with the ratio original/fixed
-(none when a run was stopped part-way), and goes to stdout and to bench/harness_results.md.
+(none when a run was stopped part-way). It goes to stdout, and to FILE with --output
+(the table in the repository, bench/harness_results.md, is rewritten only when named).
 
-    python bench/harness.py [--device cpu] [--timeout 600] [EXAMPLE ...]
+    python bench/harness.py [--device cpu] [--timeout 600] [--output FILE] [EXAMPLE ...]
 
 Wall times include starting Python and importing torch/torch_xla (several seconds per
 run) and vary with the machine's load; the counts do not.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import platform
 import re
 import sys
@@ -28,7 +30,6 @@ from xlalint.harness.session import RunOptions, run_harness
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
-RESULTS = Path(__file__).resolve().with_name("harness_results.md")
 
 
 def rule_of(script: Path) -> str:
@@ -59,11 +60,18 @@ def wall_cell(original: RunResult, fixed: RunResult) -> str:
     return compared(original, fixed, original.wall_s, fixed.wall_s)
 
 
+def write_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("examples", nargs="*", type=Path, help="default: every examples/*.py")
     parser.add_argument("--device", default="cpu", choices=["auto", "cpu", "tpu", "cuda"])
     parser.add_argument("--timeout", type=float, default=600.0, help="per run, in seconds")
+    parser.add_argument("--output", type=Path, metavar="FILE", help="also write the table (markdown) to FILE")
     args = parser.parse_args()
     scripts = args.examples or sorted(EXAMPLES.glob("*.py"))
 
@@ -119,7 +127,8 @@ def main() -> int:
         lines += ["", "Runs that did not finish cleanly:", *[f"- {f}" for f in failures]]
     text = "\n".join(lines) + "\n"
     print(text)
-    RESULTS.write_text(text, encoding="utf-8")
+    if args.output is not None:
+        write_atomically(args.output, text)
     return 1 if failures else 0
 
 

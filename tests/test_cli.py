@@ -92,7 +92,11 @@ def test_json_lines_and_concise(tmp_path, cli):
     lines = out(cli("check", "--output-format", "json-lines", "train.py", cwd=tmp_path)).splitlines()
     assert len(lines) == 2 and all(json.loads(line)["code"] == "XLA104" for line in lines)
     concise = out(cli("check", "--output-format", "concise", "train.py", cwd=tmp_path)).splitlines()
-    assert len(concise) == 2 and concise[0].startswith("train.py:3:9: XLA104")
+    # As ruff's concise: one line a finding, then the summary (which -q leaves out).
+    assert len(concise) == 4 and concise[0].startswith("train.py:3:9: XLA104") and concise[2] == "Found 2 errors."
+    quiet = out(cli("check", "-q", "--output-format", "concise", "train.py", cwd=tmp_path)).splitlines()
+    assert quiet == concise[:2]
+    assert out(cli("check", "--output-format", "text", "train.py", cwd=tmp_path)).splitlines() == concise
 
 
 def test_github_annotations(tmp_path, cli):
@@ -247,3 +251,59 @@ def test_python_dash_m_runs_the_same_command_line(tmp_path):
     )
     assert result.returncode == 1, result.stderr
     assert "train.py:3:" in result.stdout and "XLA104" in result.stdout
+
+
+# -- help text (as ruff's) ----------------------------------------------------------------------
+def help_of(cli, *command: str) -> str:
+    result = cli(*command, "--help")
+    assert result.returncode == 0, result.stderr
+    return out(result)
+
+
+def test_command_list_shows_whole_descriptions(cli):
+    commands = help_of(cli).split("Commands:", 1)[1]
+    assert "..." not in commands
+    text = " ".join(commands.split())
+    assert "fix Apply fixes in place (safe ones; --unsafe-fixes adds the rest), then report what remains." in text
+    assert "run Run SCRIPT on torch_xla and report compilations, executions, syncs, host transfers" in text
+
+
+def test_argument_names_and_timeout_help(cli):
+    for command in ("check", "fix"):
+        text = help_of(cli, command)
+        assert text.splitlines()[0].endswith(f" {command} [OPTIONS] [FILES]...")
+        assert "\n  [FILES]...  " in text
+    assert help_of(cli, "rule").splitlines()[0].endswith(" rule [OPTIONS] [CODE]")
+    run_help = help_of(cli, "run")
+    assert run_help.splitlines()[0].endswith(" run [OPTIONS] SCRIPT [SCRIPT_ARGS]")
+    assert "{" not in run_help and "float range" not in run_help and "x>=" not in run_help
+    assert "no timeout" in " ".join(run_help.split())
+    assert "--timeout SECONDS" in run_help and "--json FILE" in run_help
+    bad = cli("run", "--timeout", "0", "x.py")
+    assert bad.returncode == 2 and b"must be more than 0 seconds" in bad.stderr
+
+
+def test_rule_xla000_explains_the_syntax_error_pseudo_rule(cli):
+    result = cli("rule", "xla000")
+    assert result.returncode == 0
+    assert out(result).startswith("# syntax-error (XLA000)\n\nThe file cannot be read or parsed as Python.")
+    assert json.loads(out(cli("rule", "XLA000", "--output-format", "json")))["name"] == "syntax-error"
+
+
+def test_each_rule_doc_has_one_example():
+    from xlalint.docs import explain
+    from xlalint.rules import all_rules
+
+    for rule in all_rules():
+        text = explain(rule, level=2)
+        assert len([line for line in text.splitlines() if line.lstrip("#") == " Example"]) == 1, rule.code
+
+
+def test_quiet_diff_prints_the_diff_only(tmp_path, cli):
+    write(tmp_path, "train.py", CUDA_SCRIPT)
+    result = cli("fix", "--diff", "-q", "train.py", cwd=tmp_path)
+    assert result.returncode == 1
+    assert out(result).startswith("--- a/train.py\n+++ b/train.py\n")
+    assert result.stderr == b""
+    loud = cli("fix", "--diff", "train.py", cwd=tmp_path)
+    assert b"Would fix 2 errors in 1 file." in loud.stderr

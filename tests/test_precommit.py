@@ -50,6 +50,7 @@ def run_hook(hook: str, repo: Path, home: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # installs the hook into a fresh environment (minutes); CI runs it
 def test_hooks_check_then_fix(scratch_repo, tmp_path):
     home = tmp_path / "pre-commit-home"
     check = run_hook("xlalint", scratch_repo, home)

@@ -345,9 +345,11 @@ def test_server_without_the_extra_says_how_to_install_it(monkeypatch):
     from typer.testing import CliRunner
 
     from xlalint.cli import app
+    from xlalint.install_hint import install_command
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pygls" else real(name, *a))
     result = CliRunner().invoke(app, ["server"])
     assert result.exit_code == 2
-    assert "pip install 'xlalint[server]'" in result.output
+    # From this source tree: `pip install -e '<tree>[server]'` (xlalint is not on PyPI).
+    assert install_command("server") in result.output and "[server]'" in result.output

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import Counter
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -16,13 +15,17 @@ from typing import Annotated
 import typer
 
 from xlalint import __version__
+from xlalint.help_format import Command, Group
 from xlalint.linter import reporters, stopping
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import ConfigError, ConfigFinder, Settings, parse_target_version, validate_selectors
+from xlalint.linter.escaping import printable
+from xlalint.linter.fix_output import print_diffs, print_fixes
 from xlalint.linter.runner import FileReport, Job, internal_error, process_all, process_text
 
 app = typer.Typer(
     name="xlalint",
+    cls=Group,
     help="A linter and autofixer for PyTorch/XLA training scripts.",
     no_args_is_help=True,
     add_completion=False,
@@ -34,8 +37,9 @@ app = typer.Typer(
 
 
 class OutputFormat(str, Enum):
-    text = "text"
+    full = "full"
     concise = "concise"
+    text = "text"  # concise's old name
     json = "json"
     json_lines = "json-lines"
     github = "github"
@@ -73,7 +77,9 @@ def _codes(values: list[str] | None) -> tuple[str, ...] | None:
 # Options shared by `check` and `fix` -------------------------------------------------------
 Paths = Annotated[
     list[str] | None,
-    typer.Argument(help="Files or folders to check (default: .); - reads stdin.", show_default=False, metavar="PATH"),
+    typer.Argument(
+        help="Files or folders to check (default: .); - reads stdin.", show_default=False, metavar="[FILES]..."
+    ),
 ]
 Select = Annotated[
     list[str] | None,
@@ -88,14 +94,26 @@ Ignore = Annotated[
 ExtendSelect = Annotated[
     list[str] | None, typer.Option("--extend-select", help="Codes to enable on top of select.", metavar="CODES")
 ]
-Format = Annotated[OutputFormat, typer.Option("--output-format", help="How to print findings.")]
+Format = Annotated[
+    OutputFormat | None,
+    typer.Option(
+        "--output-format",
+        help="How to print findings. Default: full (code frames) on a terminal, concise (one line each) otherwise.",
+        show_default=False,
+    ),
+]
 # metavar="": a flag takes no value, so its help shows none (typer would print `<bool>`).
 Statistics = Annotated[
     bool, typer.Option("--statistics", help="Count findings per rule instead of listing them.", metavar="")
 ]
 ExitZero = Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when findings remain.", metavar="")]
 ShowFixes = Annotated[
-    bool, typer.Option("--show-fixes", help="List the fixes applied (or available) per file.", metavar="")
+    bool,
+    typer.Option(
+        "--show-fixes",
+        help="Show each fix as a diff (full format); list the fixes applied (or available) per file (concise).",
+        metavar="",
+    ),
 ]
 StdinFilename = Annotated[
     str | None,
@@ -157,7 +175,7 @@ def _run(
     select,
     ignore,
     extend_select,
-    output_format: OutputFormat,
+    output_format: OutputFormat | None,
     statistics: bool,
     exit_zero: bool,
     show_fixes: bool,
@@ -211,7 +229,6 @@ def _run(
     nothing_found = not use_stdin and not reports
     if nothing_found:
         typer.echo("warning: No Python files found under the given path(s)", err=True)
-    fmt = output_format.value
     findings = sorted((f for r in reports for f in r.findings), key=lambda f: f.sort_key())
     fixed = [f for r in reports for f in r.fixed]
     out = sys.stdout
@@ -222,8 +239,9 @@ def _run(
         sys.stdout.buffer.write(stdin_output)
         sys.stdout.buffer.flush()
         out = sys.stderr
+    fmt = output_format.value if output_format is not None else "full" if _is_terminal(out) else "concise"
     if diff:
-        _print_diffs(reports, out)
+        print_diffs(reports, out, quiet=quiet)
     elif statistics:
         print(reporters.statistics(findings, unsafe, as_json=fmt == "json"), file=out)
     else:
@@ -235,15 +253,23 @@ def _run(
                 for r in reports
                 if r.source is not None
             }
-            if fmt in ("json", "json-lines", "sarif", "github")
+            if fmt in ("json", "json-lines", "sarif", "github", "full")
             else None
         )
-        rendered = reporters.render(fmt, findings, sources=sources, unsafe=unsafe)
-        if rendered:
-            print(rendered, file=out)
-        if fmt in ("text", "concise") and show_fixes:
-            _print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
-        if fmt == "text" and not quiet and not nothing_found:
+        if fmt == "full":
+            from xlalint.linter.full_format import render_full, use_color
+
+            out.flush()
+            render_full(findings, sources or {}, unsafe=unsafe, show_fixes=show_fixes, out=out, color=use_color(out))
+            if show_fixes and fix:
+                print_fixes(reports, fixed=True, unsafe=unsafe, out=out)
+        else:
+            rendered = reporters.render(fmt, findings, sources=sources, unsafe=unsafe)
+            if rendered:
+                print(rendered, file=out)
+            if fmt in ("text", "concise") and show_fixes:
+                print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
+        if fmt in ("full", "concise", "text") and not quiet and not nothing_found:
             print(reporters.summary(findings, unsafe, fixed=len(fixed), command="fix" if fix else "check"), file=out)
     for report in reports:
         if report.error:
@@ -255,6 +281,11 @@ def _run(
         raise typer.Exit(1 if any(r.changed for r in reports) and not exit_zero else 0)
     if findings and not exit_zero:
         raise typer.Exit(1)
+
+
+def _is_terminal(stream) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
 
 
 def _file_reports(
@@ -339,67 +370,13 @@ def _stdin_report(
         return report, data
 
 
-def _print_diffs(reports: list[FileReport], out) -> None:
-    import difflib
-
-    from xlalint.linter.notebook import CellText, cell_diffs
-
-    for r in reports:
-        if not r.changed:
-            continue
-        assert r.source is not None and r.fixed_source is not None
-        if isinstance(r.source, CellText) and isinstance(r.fixed_source, CellText):
-            out.writelines(cell_diffs(r.path, r.source, r.fixed_source))
-            continue
-        out.writelines(
-            difflib.unified_diff(
-                r.source.splitlines(keepends=True),
-                r.fixed_source.splitlines(keepends=True),
-                *_diff_names(r.path),
-            )
-        )
-    changed = sum(1 for r in reports if r.changed)
-    fixes = sum(len(r.fixed) for r in reports)
-    print(
-        f"\nWould fix {fixes} error{'s' if fixes != 1 else ''} in {changed} file{'s' if changed != 1 else ''}.",
-        file=sys.stderr,
-    )
-
-
-def _diff_names(path: str) -> tuple[str, str]:
-    """``a/x.py``/``b/x.py`` as git shows a relative path; an absolute path as it is."""
-    return (path, path) if Path(path).is_absolute() else (f"a/{path}", f"b/{path}")
-
-
-def _print_fixes(reports: list[FileReport], *, fixed: bool, unsafe: bool, out) -> None:
-    rows = [
-        (
-            r.path,
-            Counter(
-                (f.code, f.name)
-                for f in (r.fixed if fixed else [f for f in r.findings if reporters.applicable(f, unsafe)])
-            ),
-        )
-        for r in reports
-    ]
-    rows = [(path, counts) for path, counts in rows if counts]
-    if not rows:
-        return
-    total = sum(sum(c.values()) for _, c in rows)
-    print(f"\n{'Fixed' if fixed else 'Fixable'} {total} error{'s' if total != 1 else ''}:", file=out)
-    for path, counts in rows:
-        print(f"- {path}:", file=out)
-        for (code, name), n in sorted(counts.items()):
-            print(f"    {n} x {code} ({name})", file=out)
-
-
-@app.command()
+@app.command(cls=Command)
 def check(
     paths: Paths = None,
     select: Select = None,
     ignore: Ignore = None,
     extend_select: ExtendSelect = None,
-    output_format: Format = OutputFormat.text,
+    output_format: Format = None,
     statistics: Statistics = False,
     exit_zero: ExitZero = False,
     show_fixes: ShowFixes = False,
@@ -419,8 +396,19 @@ def check(
             metavar="",
         ),
     ] = False,
+    show_settings: Annotated[
+        bool,
+        typer.Option(
+            "--show-settings",
+            help="Print the configuration resolved for the file given (config file, rules, options); check nothing.",
+            metavar="",
+        ),
+    ] = False,
 ) -> None:
     """Check files and report findings."""
+    if show_settings:
+        _show_settings(paths, select, ignore, extend_select, target_version, config)
+        return
     _run(
         paths, fix=fix, unsafe=unsafe_fixes, diff=False, select=select, ignore=ignore, extend_select=extend_select,
         output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
@@ -429,7 +417,47 @@ def check(
     )  # fmt: skip
 
 
-@app.command("fix")
+def _show_settings(paths, select, ignore, extend_select, target_version, config) -> None:
+    from xlalint.linter.settings_view import describe
+    from xlalint.rules import all_rules
+
+    if not paths or len(paths) != 1 or paths[0] == "-":
+        raise fail("--show-settings takes one file or folder")
+    try:
+        invocation = Invocation(
+            select=select, ignore=ignore, extend_select=extend_select, target_version=target_version, config=config
+        )
+        path = Path(paths[0])
+        typer.echo(describe(path, invocation.settings(path), list(all_rules())))
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+
+
+@app.command(cls=Command)
+def clean() -> None:
+    """Remove the check cache (.xlalint_cache) here, below here and at the project root."""
+    from xlalint.linter.cache import project_root
+    from xlalint.linter.cache_folders import cache_folders, remove
+    from xlalint.rules import rules_by_code
+
+    here = Path.cwd()
+    try:  # the folder `check` writes its cache to
+        root = project_root(ConfigFinder(None, rules_by_code()).for_path(here).root, here)
+    except ConfigError:
+        root = project_root(None, here)
+    failed = False
+    for folder in list(cache_folders(here, root.resolve())):
+        typer.echo(f"Removing cache at: {printable(str(folder))}")
+        try:
+            remove(folder)
+        except OSError as exc:
+            typer.echo(f"xlalint: error: {printable(str(folder))}: {exc.strerror or exc}", err=True)
+            failed = True
+    if failed:
+        raise typer.Exit(2)
+
+
+@app.command("fix", cls=Command)
 def fix_command(
     paths: Paths = None,
     unsafe_fixes: UnsafeFixes = False,
@@ -439,7 +467,7 @@ def fix_command(
     select: Select = None,
     ignore: Ignore = None,
     extend_select: ExtendSelect = None,
-    output_format: Format = OutputFormat.text,
+    output_format: Format = None,
     statistics: Statistics = False,
     exit_zero: ExitZero = False,
     show_fixes: ShowFixes = False,
@@ -464,9 +492,11 @@ class RuleFormat(str, Enum):
     json = "json"
 
 
-@app.command()
+@app.command(cls=Command)
 def rule(
-    code: Annotated[str | None, typer.Argument(help="A rule code, e.g. XLA104.", show_default=False)] = None,
+    code: Annotated[
+        str | None, typer.Argument(help="A rule code, e.g. XLA104.", show_default=False, metavar="[CODE]")
+    ] = None,
     all_rules: Annotated[bool, typer.Option("--all", help="Explain every rule.", metavar="")] = False,
     output_format: Annotated[RuleFormat, typer.Option("--output-format")] = RuleFormat.text,
 ) -> None:
@@ -476,6 +506,9 @@ def rule(
 
     if all_rules == (code is not None):
         raise fail("give a rule code or --all")
+    if code is not None and code.upper() == reporters.SYNTAX_ERROR_DOC["code"]:
+        _explain_syntax_error(output_format)
+        return
     if code is not None:
         found = rules_by_code().get(code.upper())
         if found is None:
@@ -500,19 +533,32 @@ def rule(
     typer.echo("\n\n".join(explain(r) for r in selected))
 
 
+def _explain_syntax_error(output_format: RuleFormat) -> None:
+    """XLA000 is not a rule one selects: it is how a file that cannot be checked is reported."""
+    doc = reporters.SYNTAX_ERROR_DOC
+    if output_format is RuleFormat.json:
+        typer.echo(json.dumps({**doc, "fix": "none", "options": {}}, indent=2))
+        return
+    from xlalint.docs import explain_syntax_error
+
+    typer.echo(explain_syntax_error())
+
+
 def explain(rule_class) -> str:
     from xlalint.docs import explain as markdown
 
     return markdown(rule_class)
 
 
-@app.command()
+@app.command(cls=Command)
 def server() -> None:
     """Run the language server (LSP over stdio) for editors; needs the `server` extra."""
     import importlib.util
 
     if importlib.util.find_spec("pygls") is None or importlib.util.find_spec("lsprotocol") is None:
-        raise fail("the language server needs pygls and lsprotocol: pip install 'xlalint[server]'")
+        from xlalint.install_hint import install_command
+
+        raise fail(f"the language server needs pygls and lsprotocol: {install_command('server')}")
     from xlalint.server import start
 
     start()

@@ -77,12 +77,22 @@ def explain(rule_class, level: int = 1) -> str:
     if rule_class.options:
         parts += ["", f"{head}# Options", ""]
         parts += [f"- `{k}` (default `{o.default!r}`): {o.help}" for k, o in rule_class.options.items()]
-    if rule_class.INVALID:
+    # An explanation with its own "## Example" (most have one, with prose) keeps it; the
+    # others show their first INVALID example and its fix.
+    has_example = re.search(r"^#+ Example\b", rule_class.explanation, re.M) is not None
+    if rule_class.INVALID and not has_example:
         example = rule_class.INVALID[0]
         parts += ["", f"{head}# Example", "", "```python", example.code.rstrip(), "```"]
         if example.fixed or example.unsafe_fixed:
             parts += ["", "Fixed:", "", "```python", (example.fixed or example.unsafe_fixed).rstrip(), "```"]
     return "\n".join(parts)
+
+
+def explain_syntax_error(level: int = 1) -> str:
+    """XLA000, the pseudo-rule of files that cannot be checked, as markdown."""
+    from xlalint.linter.reporters import SYNTAX_ERROR_DOC as doc
+
+    return f"{'#' * level} {doc['name']} ({doc['code']})\n\n{doc['summary']}.\n\n{doc['explanation']}"
 
 
 def _demote(markdown: str, by: int) -> str:
@@ -120,15 +130,11 @@ def table(link_prefix: str = "") -> str:
 
 
 def rules_markdown() -> str:
-    from xlalint.linter.reporters import SYNTAX_ERROR_DOC
     from xlalint.rules import all_rules
 
     sections = [PREAMBLE.rstrip(), "## The rules", table()]
     sections += [explain(rule, level=2) for rule in all_rules()]
-    sections.append(
-        f"## {SYNTAX_ERROR_DOC['name']} ({SYNTAX_ERROR_DOC['code']})\n\n"
-        f"{SYNTAX_ERROR_DOC['summary']}.\n\n{SYNTAX_ERROR_DOC['explanation']}"
-    )
+    sections.append(explain_syntax_error(level=2))
     return "\n\n".join(sections) + "\n"
 
 

@@ -23,6 +23,7 @@ from xlalint.harness.cuda_libraries import (
     prepare_device,
 )
 from xlalint.harness.environment import CUDA_LIBRARY_ENV, Device, HarnessEnvironmentError
+from xlalint.install_hint import install_command
 
 
 def _layout(tmp_path: Path) -> tuple[str, Path, Path]:
@@ -128,7 +129,7 @@ def test_devices_without_a_bare_plugin_are_unchanged(tmp_path):
 REPO = Path(__file__).resolve().parents[2]
 needs_gpu = pytest.mark.skipif(
     not (os.path.exists("/dev/nvidia0") and importlib.util.find_spec("xla_plugins.xla_cuda12_pjrt")),
-    reason="needs an NVIDIA GPU and xla-cuda12-pjrt (pip install 'xlalint[harness-cuda]')",
+    reason=f"needs an NVIDIA GPU and xla-cuda12-pjrt ({install_command('harness-cuda')})",
 )
 
 

@@ -18,6 +18,7 @@ from xlalint.harness.report import HarnessReport, format_text, to_json
 from xlalint.harness.results import Metrics, RunResult, Steps
 from xlalint.harness.runner import _collect_steps
 from xlalint.harness.session import RunOptions, _prepare_versions
+from xlalint.install_hint import install_command
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -132,7 +133,7 @@ def test_on_a_gpu_compare_runs_a_cuda_script_natively_as_the_baseline(tmp_path):
 
 needs_gpu = pytest.mark.skipif(
     not (os.path.exists("/dev/nvidia0") and importlib.util.find_spec("xla_plugins.xla_cuda12_pjrt")),
-    reason="needs an NVIDIA GPU and xla-cuda12-pjrt (pip install 'xlalint[harness-cuda]')",
+    reason=f"needs an NVIDIA GPU and xla-cuda12-pjrt ({install_command('harness-cuda')})",
 )
 
 

@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from xlalint.help_format import Command
+
 RUN_HELP = "\n\n".join(
     [
         "Run SCRIPT on torch_xla and report compilations, executions, syncs, host transfers "
@@ -31,14 +33,27 @@ class DeviceChoice(str, Enum):
     cuda = "cuda"
 
 
+def _positive_seconds(value: float | None) -> float | None:
+    if value is not None and not value > 0:
+        raise typer.BadParameter("must be more than 0 seconds")
+    return value
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``run`` command to the xlalint app."""
 
-    @app.command("run", help=RUN_HELP)
+    @app.command("run", help=RUN_HELP, cls=Command)
     def run_command(
         script: Annotated[
             Path,
-            typer.Argument(exists=True, dir_okay=False, readable=True, help="The training script."),
+            typer.Argument(
+                exists=True,
+                dir_okay=False,
+                readable=True,
+                metavar="SCRIPT",
+                help="The training script.",
+                show_default=False,
+            ),
         ],
         script_args: Annotated[
             list[str] | None,
@@ -60,11 +75,16 @@ def register(app: typer.Typer) -> None:
         ] = DeviceChoice.auto,
         timeout: Annotated[
             float | None,
-            typer.Option("--timeout", min=0.001, help="Kill a run after this many seconds."),
+            typer.Option(
+                "--timeout",
+                callback=_positive_seconds,
+                metavar="SECONDS",
+                help="Kill a run after this many seconds (default: no timeout).",
+            ),
         ] = None,
         json_file: Annotated[
             Path | None,
-            typer.Option("--json", dir_okay=False, help="Also write the report as JSON to this file."),
+            typer.Option("--json", dir_okay=False, metavar="FILE", help="Also write the report as JSON to this file."),
         ] = None,
     ) -> None:
         from xlalint.harness.session import RunOptions, run

@@ -18,7 +18,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-INSTALL_HINT = "pip install 'xlalint[harness]' (torch==2.9.0 torch-xla==2.9.0)"
+from xlalint.install_hint import install_command
+
+INSTALL_HINT = f"{install_command('harness')} (torch==2.9.0 torch-xla==2.9.0)"
 TESTED_TORCH_XLA = "2.9"
 PYTHON_ENV = "XLALINT_PYTHON"
 

@@ -1,6 +1,8 @@
-"""Output formats: text, concise, json, json-lines, github, sarif, junit.
+"""Output formats: concise (``text`` is its old name), json, json-lines, github, sarif,
+junit; ``full`` (code frames) is in :mod:`xlalint.linter.full_format`.
 
-Lines and columns are 1-based everywhere. JSON uses ruff's field names, so tools
+What comes from the working tree (file names, messages quoting source) is escaped for
+each format (:mod:`xlalint.linter.escaping`). Lines and columns are 1-based everywhere. JSON uses ruff's field names, so tools
 written for ruff's JSON read ours. JSON and SARIF carry a fix's text edits; those
 are computed (libcst) only when a finding has a fix and the format asks for it.
 """
@@ -14,16 +16,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from xlalint import __version__
+from xlalint.linter.escaping import json_text, printable, uri_reference, xml_text
 from xlalint.linter.model import Finding
 
-FORMATS = ("text", "concise", "json", "json-lines", "github", "sarif", "junit")
+FORMATS = ("full", "concise", "text", "json", "json-lines", "github", "sarif", "junit")
 SYNTAX_ERROR_DOC = {
     "code": "XLA000",
     "name": "syntax-error",
     "summary": "The file cannot be read or parsed as Python",
     "explanation": "xlalint reports a file that does not parse, is not valid in its encoding, "
     "cannot be read, is not a valid notebook or is too large as one XLA000 finding, checks the other "
-    "files, and exits with status 2.",
+    "files, and exits with status 2. It is not a rule to select or ignore: a file that cannot be checked is "
+    "always reported.",
 }
 
 Sources = dict[str, str]
@@ -48,13 +52,22 @@ class FixEdits:
     def computed(self, finding: Finding) -> bool:
         return finding.fix is not None and finding.path in self.sources
 
-    def of(self, finding: Finding) -> list[dict]:
+    def text_edits(self, finding: Finding) -> list:
+        """The finding's fix as ``TextEdit``s of its file's text (in a notebook, of the
+        module of its code cells); [] when there is none or it does not apply."""
         if not self.computed(finding):
             return []
         if finding.path not in self.by_file:
             from xlalint.fixers.apply import file_edits
 
             self.by_file[finding.path] = file_edits(self.sources[finding.path], self.fixes.get(finding.path, []))
+        return self.by_file[finding.path].get(finding.fix, [])
+
+    def of(self, finding: Finding) -> list[dict]:
+        """The finding's fix edits as ruff's JSON gives them."""
+        edits = self.text_edits(finding)
+        if not edits:
+            return []
         source = self.sources[finding.path]
         # In a notebook the fix is on the module of its code cells: rows are given in the cell.
         row = source.locate if finding.cell is not None and hasattr(source, "locate") else lambda n: (None, n)
@@ -64,12 +77,12 @@ class FixEdits:
                 "location": {"row": row(edit.start[0])[1], "column": edit.start[1]},
                 "end_location": {"row": row(edit.end[0])[1], "column": edit.end[1]},
             }
-            for edit in self.by_file[finding.path].get(finding.fix, [])
+            for edit in edits
         ]
 
 
 def _filename(path: str) -> str:
-    return path if path in ("-", "<stdin>") else os.path.abspath(path)
+    return json_text(path if path in ("-", "<stdin>") else os.path.abspath(path))
 
 
 def finding_to_json(finding: Finding, sources: Sources | None = None, edits: FixEdits | None = None) -> dict:
@@ -93,7 +106,7 @@ def finding_to_json(finding: Finding, sources: Sources | None = None, edits: Fix
         "filename": _filename(finding.path),
         "fix": fix,
         "location": _location(span.line, span.col),
-        "message": finding.message,
+        "message": json_text(finding.message),
         "noqa_row": finding.noqa_row,
         "url": None,
     }
@@ -105,14 +118,15 @@ def applicable(finding: Finding, unsafe: bool) -> bool:
 
 def text_line(finding: Finding, unsafe: bool = False) -> str:
     marker = " [*]" if applicable(finding, unsafe) else ""
-    return f"{location(finding)}: {finding.code}{marker} {finding.message}"
+    return f"{location(finding)}: {finding.code}{marker} {printable(finding.message)}"
 
 
 def location(finding: Finding) -> str:
-    """``path:LINE:COL``, or ``nb.ipynb:cell N:LINE:COL`` in a notebook."""
+    """``path:LINE:COL``, or ``nb.ipynb:cell N:LINE:COL`` in a notebook (the path escaped
+    for a terminal)."""
     s = finding.span
     cell = f"cell {finding.cell}:" if finding.cell is not None else ""
-    return f"{finding.path}:{cell}{s.line}:{s.col + 1}"
+    return f"{printable(finding.path)}:{cell}{s.line}:{s.col + 1}"
 
 
 def summary(findings: Sequence[Finding], unsafe: bool, fixed: int = 0, command: str = "check") -> str:
@@ -171,12 +185,12 @@ def render_github(findings: Sequence[Finding], sources: Sources | None = None) -
     lines = []
     for f in findings:
         s = f.span
-        props = f"title={_github_escape(f'xlalint ({f.code})', True)},file={_github_escape(f.path, True)}"
+        props = f"title={_github_escape(f'xlalint ({f.code})', True)},file={_github_escape(printable(f.path), True)}"
         region = (s.line, s.col + 1, s.end_line, s.end_col + 1) if f.cell is None else notebook_file_region(f, sources)
         if region is not None:
             line, column, end_line, end_column = region
             props += f",line={line},col={column},endLine={end_line},endColumn={end_column}"
-        lines.append(f"::error {props}::{_github_escape(f'{location(f)}: {f.code} {f.message}')}")
+        lines.append(f"::error {props}::{_github_escape(f'{location(f)}: {f.code} {printable(f.message)}')}")
     return "\n".join(lines)
 
 
@@ -207,6 +221,8 @@ def _rule_docs() -> list[dict]:
 
 
 def _sarif_uri(path: str) -> str:
+    """A relative URI reference for a path under the working folder (percent-encoded:
+    ``sp ace#frag.py`` is ``sp%20ace%23frag.py``), a ``file:`` URI for one outside it."""
     if path in ("-", "<stdin>"):
         return "stdin"
     p = Path(path)
@@ -215,7 +231,7 @@ def _sarif_uri(path: str) -> str:
             p = p.relative_to(Path.cwd())
         except ValueError:
             return p.as_uri()
-    return p.as_posix()
+    return uri_reference(p.as_posix())
 
 
 def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
@@ -242,7 +258,7 @@ def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
             s = f.span
             region = {"startLine": s.line, "startColumn": s.col + 1, "endLine": s.end_line, "endColumn": s.end_col + 1}
             result = {
-                "message": {"text": f"{f.message} ({f.code} {f.name})"},
+                "message": {"text": json_text(f"{f.message} ({f.code} {f.name})")},
                 "locations": [
                     {"physicalLocation": {"artifactLocation": {"uri": _sarif_uri(f.path)}, "region": region}}
                 ],
@@ -321,13 +337,22 @@ def _sarif_notebook_result(finding: Finding, sources: Sources | None) -> dict:
     }
     where = f"cell {finding.cell}, line {s.line}, column {s.col + 1}"
     return {
-        "message": {"text": f"{finding.message} ({finding.code} {finding.name}; {where})"},
+        "message": {"text": json_text(f"{finding.message} ({finding.code} {finding.name}; {where})")},
         "locations": [location],
     }
 
 
 def render_junit(findings: Sequence[Finding]) -> str:
-    from xml.sax.saxutils import escape, quoteattr
+    """JUnit XML, well-formed whatever a file name or message holds: what XML 1.0 cannot
+    carry is escaped as text first."""
+    from xml.sax.saxutils import escape as escape_xml
+    from xml.sax.saxutils import quoteattr as quote_xml
+
+    def escape(text: str) -> str:
+        return escape_xml(xml_text(text))
+
+    def quoteattr(text: str) -> str:
+        return quote_xml(xml_text(text))
 
     by_file: dict[str, list[Finding]] = {}
     for f in findings:
@@ -358,7 +383,7 @@ def render(fmt: str, findings: Sequence[Finding], *, sources: Sources | None = N
     """The findings in ``fmt`` (no summary: the CLI adds that for text)."""
     edits = FixEdits(findings, sources)
     renderers: dict[str, Callable[[], str]] = {
-        "text": lambda: "\n".join(text_line(f, unsafe) for f in findings),
+        "text": lambda: "\n".join(text_line(f, unsafe) for f in findings),  # concise's old name
         "concise": lambda: "\n".join(text_line(f, unsafe) for f in findings),
         "json": lambda: json.dumps([finding_to_json(f, sources, edits) for f in findings], indent=2),
         "json-lines": lambda: "\n".join(json.dumps(finding_to_json(f, sources, edits)) for f in findings),

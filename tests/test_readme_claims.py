@@ -1,0 +1,50 @@
+"""What the README's first screen and its notes claim, checked: the test command is CI's,
+the first command exits 1 when it shows fixes, `target-version` before 2.4 writes
+`xm.xla_device()`, and the size it gives for torch's `distributed_test.py`."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+from support import run_cli
+
+from xlalint.linter.config import Settings
+from xlalint.linter.fixing import fix_source
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+FIRST_BLOCK = re.search(r"```bash\n(.*?)```", README, re.S).group(1)
+
+
+def test_the_readme_test_command_is_what_ci_runs():
+    commands = [line for line in FIRST_BLOCK.splitlines() if line.startswith("pip install -e '.[harness")]
+    ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("pip install")]
+    assert len(commands) == 1 and ci == commands
+    assert commands[0].endswith("&& pytest -n auto")
+    assert "about 3 GB of downloads" in FIRST_BLOCK and "exits 1 when it shows fixes" in FIRST_BLOCK
+
+
+def test_the_first_command_exits_1_when_it_shows_fixes(tmp_path):
+    result = run_cli("fix", "--unsafe-fixes", "--diff", str(ROOT / "examples" / "cuda_port.py"), cwd=tmp_path)
+    assert result.returncode == 1 and result.stdout.startswith(b"--- ")
+
+
+@pytest.mark.parametrize(("target", "device"), [((2, 3), "xm.xla_device()"), ((2, 4), "torch_xla.device()")])
+def test_fixes_write_xm_xla_device_only_before_2_4(target, device):
+    source = "import torch\nx = torch.ones(2).cuda()\n"
+    fixed = fix_source(source, "t.py", settings=Settings(target_version=target)).source
+    assert f".to({device})" in fixed
+    assert "target-version` to a release before 2.4" in " ".join(README.split())
+
+
+def test_distributed_test_size_in_the_readme():
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("torch is not installed")
+    path = Path(next(iter(spec.submodule_search_locations))) / "testing/_internal/distributed/distributed_test.py"
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    claimed = float(re.search(r"`distributed_test.py` \(([\d.]+)k lines in torch", README).group(1))
+    assert round(lines / 1000, 1) == claimed

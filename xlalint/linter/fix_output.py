@@ -1,0 +1,66 @@
+"""What ``fix --diff`` and ``--show-fixes`` print: the unified diff of each changed file
+(a notebook's per cell) and the per-file count of fixes applied or available."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+from xlalint.linter.escaping import printable
+from xlalint.linter.reporters import applicable
+from xlalint.linter.runner import FileReport
+
+
+def print_diffs(reports: list[FileReport], out, quiet: bool = False) -> None:
+    import difflib
+
+    from xlalint.linter.notebook import CellText, cell_diffs
+
+    for r in reports:
+        if not r.changed:
+            continue
+        assert r.source is not None and r.fixed_source is not None
+        if isinstance(r.source, CellText) and isinstance(r.fixed_source, CellText):
+            out.writelines(cell_diffs(r.path, r.source, r.fixed_source))
+            continue
+        out.writelines(
+            difflib.unified_diff(
+                r.source.splitlines(keepends=True),
+                r.fixed_source.splitlines(keepends=True),
+                *diff_names(r.path),
+            )
+        )
+    if quiet:  # as ruff's -q: the diff only
+        return
+    changed = sum(1 for r in reports if r.changed)
+    fixes = sum(len(r.fixed) for r in reports)
+    print(
+        f"\nWould fix {fixes} error{'s' if fixes != 1 else ''} in {changed} file{'s' if changed != 1 else ''}.",
+        file=sys.stderr,
+    )
+
+
+def diff_names(path: str) -> tuple[str, str]:
+    """``a/x.py``/``b/x.py`` as git shows a relative path; an absolute path as it is."""
+    path = printable(path)
+    return (path, path) if Path(path).is_absolute() else (f"a/{path}", f"b/{path}")
+
+
+def print_fixes(reports: list[FileReport], *, fixed: bool, unsafe: bool, out) -> None:
+    rows = [
+        (
+            r.path,
+            Counter((f.code, f.name) for f in (r.fixed if fixed else [f for f in r.findings if applicable(f, unsafe)])),
+        )
+        for r in reports
+    ]
+    rows = [(path, counts) for path, counts in rows if counts]
+    if not rows:
+        return
+    total = sum(sum(c.values()) for _, c in rows)
+    print(f"\n{'Fixed' if fixed else 'Fixable'} {total} error{'s' if total != 1 else ''}:", file=out)
+    for path, counts in rows:
+        print(f"- {printable(path)}:", file=out)
+        for (code, name), n in sorted(counts.items()):
+            print(f"    {n} x {code} ({name})", file=out)
