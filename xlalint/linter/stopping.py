@@ -140,6 +140,8 @@ def stop_on_signals() -> Iterator[None]:
         return
 
     def interrupt(signum: int, frame: object) -> None:
+        for other in STOP_SIGNALS:  # a second Ctrl-C must not cut the stopping short
+            signal.signal(other, signal.SIG_IGN)
         raise Interrupted(signum)
 
     previous = {signum: signal.signal(signum, interrupt) for signum in STOP_SIGNALS}
