@@ -16,6 +16,7 @@ import xlalint
 
 PACKAGE = Path(xlalint.__file__).parent
 
+
 def module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
