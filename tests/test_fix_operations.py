@@ -323,6 +323,43 @@ def test_the_comment_lines_above_a_removed_statement_stay():
     assert removed("x = 1\n# free memory\ntorch.cuda.empty_cache()\n", "empty_cache") == "x = 1\n# free memory\n"
 
 
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # issue 23: the blank line that set the removed call off now sets off the `with`.
+        (
+            "for e in range(2):\n    step()\n\ntorch.cuda.empty_cache()\nwith open(p) as f:\n    f.read()\n",
+            "for e in range(2):\n    step()\n\nwith open(p) as f:\n    f.read()\n",
+        ),
+        # Blank lines on both sides: one run stays, the longer, not both.
+        ("a = 1\n\ntorch.cuda.empty_cache()\n\nb = 2\n", "a = 1\n\nb = 2\n"),
+        ("a = 1\n\n\ntorch.cuda.empty_cache()\n\nb = 2\n", "a = 1\n\n\nb = 2\n"),
+        # The blank line, then the comment that belongs to the next statement.
+        ("a = 1\n\ntorch.cuda.empty_cache()\n# why\nb = 2\n", "a = 1\n\n# why\nb = 2\n"),
+        # At the end of a block or of the file a blank line separates nothing: it goes.
+        ("def f():\n    a = 1\n\n    torch.cuda.empty_cache()\nb = 2\n", "def f():\n    a = 1\nb = 2\n"),
+        ("a = 1\n\ntorch.cuda.empty_cache()\n", "a = 1\n"),
+        # Two removed statements in a row keep one blank run between their neighbours.
+        (
+            "a = 1\n\ntorch.cuda.empty_cache()\n\ntorch.cuda.empty_cache()\nb = 2\n",
+            "a = 1\n\nb = 2\n",
+        ),
+    ],
+)
+def test_the_blank_lines_around_a_removed_statement_stay(source, expected):
+    fixed = apply(
+        source,
+        *(lambda s, n=n: RemoveStatement(nth_call(s, "empty_cache", n)) for n in range(source.count("empty_cache"))),
+    )
+    assert fixed == expected
+
+
+def nth_call(source: str, name: str, n: int) -> Span:
+    lines = source.splitlines()
+    calls = sorted((node for node in ast.walk(ast.parse(source)) if call_to(name)(node)), key=lambda c: c.lineno)
+    return Span.of(calls[n], lines)
+
+
 def test_the_comments_above_a_removed_if_stay_and_those_inside_it_go():
     # As a removed statement takes the comment lines above it, the `if` takes what is in
     # it (its header's comment, its body's); the lines above it were not in it, and stay

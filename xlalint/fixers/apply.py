@@ -442,9 +442,10 @@ class _Rewriter(cst.CSTTransformer):
             after = plan.after.get(original_node, [])
             if original_node in plan.remove:
                 # Comment lines above a removed statement are the user's and stay (as ruff
-                # keeps them); a moved statement takes its own along.
+                # keeps them), and so does the blank line that set it off; a moved
+                # statement takes its own along.
                 moved = original_node in plan.moved
-                keep = [] if moved or not _comment_lines(original_node) else [self._stand_in(original_node)]
+                keep = [] if moved or not original_node.leading_lines else [self._stand_in(original_node)]
             elif collapse:
                 keep = [self._stand_in(node)]
             else:
@@ -479,13 +480,9 @@ class _Rewriter(cst.CSTTransformer):
 
     def _stand_in(self, statement: cst.BaseStatement) -> cst.SimpleStatementLine:
         """What stands for a removed statement (an ``if`` emptied by the fixes) until its
-        block drops it: the comment lines above it (not the blank lines after the last
-        of them), which stay where it was. What was inside it (its header's comment, its
-        body's) goes with it."""
-        lines = list(statement.leading_lines)
-        while lines and lines[-1].comment is None:
-            lines.pop()
-        return self._carrier(lines)
+        block drops it: the lines above it, comments and blank lines, which stay where it
+        was. What was inside it (its header's comment, its body's) goes with it."""
+        return self._carrier(list(statement.leading_lines))
 
     def _carrier(self, lines: Sequence[cst.EmptyLine]) -> cst.SimpleStatementLine:
         """A placeholder statement whose ``lines`` its block gives to the statement that
@@ -501,19 +498,36 @@ class _Rewriter(cst.CSTTransformer):
         carried: list[cst.EmptyLine] = []  # the lines of the stand-ins, for what follows
         for statement in block.body:
             if statement in self.stand_ins:
-                carried.extend(statement.leading_lines)
+                carried = _joined_lines(carried, statement.leading_lines)
                 continue
             if carried:
-                statement = statement.with_changes(leading_lines=[*carried, *statement.leading_lines])
+                statement = statement.with_changes(leading_lines=_joined_lines(carried, statement.leading_lines))
                 carried = []
             body.append(statement)
+        # Blank lines end no block: at its end only the comments stay.
+        while carried and carried[-1].comment is None:
+            carried.pop()
         if body or isinstance(block, cst.Module):
             return block.with_changes(body=body, footer=[*carried, *block.footer])
-        return block.with_changes(body=[self._filler(carried)])
+        return block.with_changes(body=[self._filler([line for line in carried if line.comment is not None])])
 
 
-def _comment_lines(statement: cst.CSTNode) -> bool:
-    return any(line.comment is not None for line in getattr(statement, "leading_lines", ()))
+def _joined_lines(first: Sequence[cst.EmptyLine], then: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """The lines of a removed statement, ``first``, followed by those of the next
+    statement: where blank lines of both meet, the longer run stands (a blank line that
+    set the removed statement off now sets off what follows it, and none is doubled)."""
+    trailing = len(first) - len(_without_trailing_blanks(first))
+    leading = next((i for i, line in enumerate(then) if line.comment is not None), len(then))
+    if trailing >= leading:
+        return [*first, *then[leading:]]
+    return [*first[: len(first) - trailing], *then]
+
+
+def _without_trailing_blanks(lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    kept = list(lines)
+    while kept and kept[-1].comment is None:
+        kept.pop()
+    return kept
 
 
 def _has_no_effects(test: cst.BaseExpression) -> bool:
