@@ -11,7 +11,6 @@ the rest wait for the next pass of the fix loop.
 
 from __future__ import annotations
 
-import ast
 import difflib
 from bisect import bisect_left, bisect_right, insort
 from collections import defaultdict
@@ -21,10 +20,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 import libcst.matchers as m
 from libcst._nodes.internal import CodegenState  # to print a node at its indentation
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from xlalint.fixers.imports import add_imports
 from xlalint.linter.model import (
     AddParameter,
     AppendToBody,
@@ -683,90 +681,6 @@ def _merged(spans: list[Span]) -> list[Span]:
     return out
 
 
-def _import_head_length(module: cst.Module) -> int:
-    """How many statements AddImportsVisitor reads, or more: the first (a docstring or
-    ``__strict__`` may come before the imports), the run of imports, and the statement
-    after them (which may get a blank line above)."""
-    body = module.body
-    end = 1
-    while end < len(body) and m.matches(body[end], m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])):
-        end += 1
-    return min(end + 1, len(body))
-
-
-def _with_head_transformed(module: cst.Module, visitor: AddImportsVisitor) -> cst.Module:
-    """``visitor`` run on the module's head only. AddImportsVisitor reads and changes
-    nothing past the leading imports, but walks every node of the tree with matchers:
-    that walk was 60% of fixing a large file."""
-    length = _import_head_length(module)
-    head = visitor.transform_module(module.with_changes(body=module.body[:length]))
-    return module.with_changes(body=(*head.body, *module.body[length:]))
-
-
-def _add_imports(module: cst.Module, imports: set[Import], unused: set[Import]) -> cst.Module:
-    if imports:
-        context = CodemodContext()
-        for imp in sorted(imports):
-            if imp.name:
-                AddImportsVisitor.add_needed_import(context, imp.module, imp.name, imp.asname)
-            else:
-                AddImportsVisitor.add_needed_import(context, imp.module, asname=imp.asname)
-        module = _with_head_transformed(module, AddImportsVisitor(context))
-    if unused:
-        unused = _unread(module, unused)
-    if unused:
-        module = _remove_imports(module, unused)
-    return module
-
-
-def _bound_name(imp: Import) -> str:
-    return imp.asname or imp.name or imp.module.split(".")[0]
-
-
-def _imports_one_of(statement: cst.BaseStatement, names: set[str]) -> bool:
-    """``statement`` (or a block in it) binds one of ``names`` by an import."""
-    for node in m.findall(statement, m.Import() | m.ImportFrom()):
-        if not isinstance(node.names, cst.ImportStar):
-            for alias in node.names:
-                if (alias.evaluated_alias or alias.evaluated_name).split(".")[0] in names:
-                    return True
-    return False
-
-
-def _remove_imports(module: cst.Module, unread: set[Import]) -> cst.Module:
-    """RemoveImportsVisitor, run on each top-level statement that imports one of
-    ``unread`` rather than on the whole module: its scope analysis of a large file
-    took most of a fix's time, and `ast` has shown that nothing reads these names."""
-    names = {_bound_name(imp) for imp in unread}
-    body: list[cst.BaseStatement] = []
-    for statement in module.body:
-        if not _imports_one_of(statement, names):
-            body.append(statement)
-            continue
-        context = CodemodContext()
-        for imp in sorted(unread):
-            RemoveImportsVisitor.remove_unused_import(context, imp.module, imp.name, imp.asname)
-        body.extend(RemoveImportsVisitor(context).transform_module(module.with_changes(body=[statement])).body)
-    return module.with_changes(body=body)
-
-
-def _unread(module: cst.Module, candidates: set[Import]) -> set[Import]:
-    """The candidates whose name the fixed code no longer mentions at all. An import
-    whose name is still read stays, as RemoveImportsVisitor would keep it; asking
-    `ast` first spares its scope analysis of the whole file (a minute on a large one)."""
-    try:
-        tree = ast.parse(module.code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return candidates
-    mentioned = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            mentioned.add(node.id)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            mentioned.add(node.value)  # `__all__ = ["GradScaler"]`
-    return {imp for imp in candidates if _bound_name(imp) not in mentioned}
-
-
 def apply_fixes(source: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix]]:
     """Apply as many of ``fixes`` as do not overlap; return the new code and the
     fixes applied. A fix whose operations cannot all be carried out is skipped."""
@@ -775,7 +689,7 @@ def apply_fixes(source: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix]]:
     applied = [fix for fix in fixes if _plan_fix(index, fix, plan) is not None]
     if not applied:
         return source, []
-    new_module = _add_imports(
+    new_module = add_imports(
         index.module.visit(_Rewriter(plan)),
         {imp for fix in applied for imp in fix.imports},
         {imp for fix in applied for imp in fix.unused_imports},
@@ -874,14 +788,14 @@ class _EditMaker:
                 imports = self._import_edits(frozenset(fix.imports))
                 if not _near(local, imports):
                     return sorted(imports + local, key=lambda e: (e.start, e.end))
-        new = _add_imports(self.index.module.visit(_Rewriter(plan)), set(fix.imports), set(fix.unused_imports))
+        new = add_imports(self.index.module.visit(_Rewriter(plan)), set(fix.imports), set(fix.unused_imports))
         return text_edits(self.source, new.code)
 
     def _import_edits(self, imports: frozenset[Import]) -> list[TextEdit]:
         if not imports:
             return []
         if imports not in self.import_edits:
-            new = _add_imports(self.index.module, set(imports), set())
+            new = add_imports(self.index.module, set(imports), set())
             self.import_edits[imports] = text_edits(self.source, new.code)
         return self.import_edits[imports]
 
