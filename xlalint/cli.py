@@ -229,7 +229,16 @@ def _run(
         if fmt in ("text", "concise") and show_fixes:
             _print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
         if fmt == "text" and not quiet:
-            print(reporters.summary(findings, unsafe, fixed=len(fixed), command="fix" if fix else "check"), file=out)
+            print(
+                reporters.summary(
+                    findings,
+                    unsafe,
+                    fixed=len(fixed),
+                    command="fix" if fix else "check",
+                    after_port=sum(f.after_port for f in fixed),
+                ),
+                file=out,
+            )
     for report in reports:
         if report.error:
             typer.echo(f"xlalint: error: {report.path}: {report.error}", err=True)
@@ -336,8 +345,10 @@ def _print_diffs(reports: list[FileReport], out) -> None:
         )
     changed = sum(1 for r in reports if r.changed)
     fixes = sum(len(r.fixed) for r in reports)
+    after_port = sum(f.after_port for r in reports for f in r.fixed)
     print(
-        f"\nWould fix {fixes} error{'s' if fixes != 1 else ''} in {changed} file{'s' if changed != 1 else ''}.",
+        f"\nWould fix {fixes} error{'s' if fixes != 1 else ''} in {changed} file{'s' if changed != 1 else ''}"
+        f"{reporters.after_port_note(after_port)}.",
         file=sys.stderr,
     )
 

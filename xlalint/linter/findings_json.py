@@ -20,7 +20,7 @@ from typing import Any
 from xlalint.linter import model
 from xlalint.linter.model import Finding
 
-FORMAT = 1
+FORMAT = 2  # 2: findings carry `after_port`
 # Columns and lines beyond this are not from a real file (the size limit is 8 MiB).
 MAX_INT = 2**31 - 1
 
