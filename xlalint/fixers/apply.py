@@ -23,6 +23,7 @@ from libcst._nodes.internal import CodegenState  # to print a node at its indent
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from xlalint.fixers.imports import add_imports
+from xlalint.fixers.layout import wrap_long_lines
 from xlalint.linter.model import (
     AddParameter,
     AppendToBody,
@@ -401,6 +402,8 @@ class _Rewriter(cst.CSTTransformer):
         self.stand_ins: set[cst.SimpleStatementLine] = set()
         # `elif` clauses: an `if` in another's `orelse`, not a statement of a block.
         self.elifs: set[cst.If] = set()
+        # The statements the fixes insert (a `def` among them is set off by blank lines).
+        self.inserted: set[cst.CSTNode] = {s for group in (*plan.before.values(), *plan.after.values()) for s in group}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if node not in self.plan.ancestors:
@@ -437,6 +440,7 @@ class _Rewriter(cst.CSTTransformer):
                 # separate the inserted code (a new `def` wants its two blank lines).
                 blank = [line for line in original_node.leading_lines if line.comment is None]
                 before = [before[0].with_changes(leading_lines=blank), *before[1:]]
+                self.inserted.add(before[0])
             after = plan.after.get(original_node, [])
             if original_node in plan.remove:
                 # Comment lines above a removed statement are the user's and stay (as ruff
@@ -454,9 +458,33 @@ class _Rewriter(cst.CSTTransformer):
                 return cst.FlattenSentinel([*before, *keep, *after])
         if isinstance(node, (cst.IndentedBlock, cst.Module)) and self.stand_ins:
             node = self._without_stand_ins(node)
+        if isinstance(node, (cst.IndentedBlock, cst.Module)):
+            node = self._defs_set_off(node)
         if isinstance(node, cst.IndentedBlock) and not node.body:
             return node.with_changes(body=[self._filler()])
         return node
+
+    def _defs_set_off(self, block: cst.IndentedBlock | cst.Module) -> cst.IndentedBlock | cst.Module:
+        """``block`` with blank lines around each ``def``/``class`` a fix inserted, as
+        black and ``ruff format`` put them: two at module level, one in a block (none
+        before the first statement of a block)."""
+        body = list(block.body)
+        wanted = 2 if isinstance(block, cst.Module) else 1
+        changed = False
+        for i, statement in enumerate(body):
+            if statement not in self.inserted or not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            for j in (i, i + 1) if i else (i + 1,):
+                if j == len(body):
+                    continue
+                lines = list(body[j].leading_lines)
+                blank = next((n for n, line in enumerate(lines) if line.comment is not None), len(lines))
+                if blank < wanted:
+                    body[j] = body[j].with_changes(
+                        leading_lines=[cst.EmptyLine(indent=False)] * (wanted - blank) + lines
+                    )
+                    changed = True
+        return block.with_changes(body=body) if changed else block
 
     def _filler(self, leading_lines: Sequence[cst.EmptyLine] = ()) -> cst.SimpleStatementLine:
         filler = cst.SimpleStatementLine([cst.Pass()], leading_lines=leading_lines)
@@ -681,9 +709,10 @@ def _merged(spans: list[Span]) -> list[Span]:
     return out
 
 
-def apply_fixes(source: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix]]:
+def apply_fixes(source: str, fixes: Sequence[Fix], line_length: int | None = None) -> tuple[str, list[Fix]]:
     """Apply as many of ``fixes`` as do not overlap; return the new code and the
-    fixes applied. A fix whose operations cannot all be carried out is skipped."""
+    fixes applied. A fix whose operations cannot all be carried out is skipped. With a
+    ``line_length``, the calls on lines the fixes made longer than that are split."""
     index = NodeIndex.of(cst.parse_module(source))
     plan = _Plan()
     applied = [fix for fix in fixes if _plan_fix(index, fix, plan) is not None]
@@ -694,6 +723,8 @@ def apply_fixes(source: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix]]:
         {imp for fix in applied for imp in fix.imports},
         {imp for fix in applied for imp in fix.unused_imports},
     )
+    if line_length is not None:
+        new_module = wrap_long_lines(source, new_module, line_length)
     return new_module.code, applied
 
 
