@@ -80,11 +80,8 @@ def train(epoch):
         loss.backward()
         optimizer.step()
         if batch_idx % args.log_interval == 0:
-            print(
-                "Train Epoch: {} [{}/{}]\tLoss: {:.6f}".format(
-                    epoch, batch_idx * len(data), len(train_loader.dataset), loss.item() / len(data)
-                )
-            )
+            seen, total = batch_idx * len(data), len(train_loader.dataset)
+            print(f"Train Epoch: {epoch} [{seen}/{total}]\tLoss: {loss.item() / len(data):.6f}")
     print(f"====> Epoch: {epoch} done")
 
 
