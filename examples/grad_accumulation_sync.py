@@ -4,8 +4,8 @@ With `torch_xla.sync()` inside `if (i + 1) % ACCUMULATION == 0:`, the traced gra
 grows over ACCUMULATION micro-steps before anything runs: one big graph to compile and
 to hold in memory, plus other graphs for the micro-steps left over at the end of an
 epoch (30 is not a multiple of 8). Expect `xlalint check` to flag the loop; the safe fix
-appends `torch_xla.sync()` as the last statement of the loop body, so each micro-step is
-a small graph.
+moves the `torch_xla.sync()` out of the guard to the end of the loop body, so each
+micro-step is a small graph (and the steps that apply the gradients sync once).
 
 What `xlalint run --compare examples/grad_accumulation_sync.py` shows on this tiny model
 on CPU: as many compilations either way (4), but 1.5-2x less compile time in the fixed

@@ -498,7 +498,7 @@ def test_fix_never_writes_code_that_does_not_parse(project, monkeypatch):
     import xlalint.fixers.apply as apply
 
     path = project("a.py")
-    monkeypatch.setattr(apply, "apply_fixes", lambda source, fixes: (source + "def (:\n", list(fixes)))
+    monkeypatch.setattr(apply, "apply_fixes", lambda source, fixes, *_line_length: (source + "def (:\n", list(fixes)))
     result = run("fix", "--no-cache", "a.py")
     assert result.exit_code == 2
     assert path.read_text() == CUDA

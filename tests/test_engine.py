@@ -152,7 +152,7 @@ def test_fixing_other_tool_noqa_is_left_alone():
 def test_fix_never_writes_unparseable_code(monkeypatch):
     import xlalint.fixers.apply as apply
 
-    def broken(source, fixes):
+    def broken(source, fixes, line_length=None):
         return source + "\ndef (:\n", list(fixes)
 
     monkeypatch.setattr(apply, "apply_fixes", broken)
@@ -167,7 +167,7 @@ def test_fix_that_never_converges_is_reported(monkeypatch):
 
     counter = iter(range(1000))
 
-    def flapping(source, fixes):
+    def flapping(source, fixes, line_length=None):
         return source + f"# pass {next(counter)}\n", list(fixes)
 
     monkeypatch.setattr(apply, "apply_fixes", flapping)

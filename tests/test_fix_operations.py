@@ -323,6 +323,43 @@ def test_the_comment_lines_above_a_removed_statement_stay():
     assert removed("x = 1\n# free memory\ntorch.cuda.empty_cache()\n", "empty_cache") == "x = 1\n# free memory\n"
 
 
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # issue 23: the blank line that set the removed call off now sets off the `with`.
+        (
+            "for e in range(2):\n    step()\n\ntorch.cuda.empty_cache()\nwith open(p) as f:\n    f.read()\n",
+            "for e in range(2):\n    step()\n\nwith open(p) as f:\n    f.read()\n",
+        ),
+        # Blank lines on both sides: one run stays, the longer, not both.
+        ("a = 1\n\ntorch.cuda.empty_cache()\n\nb = 2\n", "a = 1\n\nb = 2\n"),
+        ("a = 1\n\n\ntorch.cuda.empty_cache()\n\nb = 2\n", "a = 1\n\n\nb = 2\n"),
+        # The blank line, then the comment that belongs to the next statement.
+        ("a = 1\n\ntorch.cuda.empty_cache()\n# why\nb = 2\n", "a = 1\n\n# why\nb = 2\n"),
+        # At the end of a block or of the file a blank line separates nothing: it goes.
+        ("def f():\n    a = 1\n\n    torch.cuda.empty_cache()\nb = 2\n", "def f():\n    a = 1\nb = 2\n"),
+        ("a = 1\n\ntorch.cuda.empty_cache()\n", "a = 1\n"),
+        # Two removed statements in a row keep one blank run between their neighbours.
+        (
+            "a = 1\n\ntorch.cuda.empty_cache()\n\ntorch.cuda.empty_cache()\nb = 2\n",
+            "a = 1\n\nb = 2\n",
+        ),
+    ],
+)
+def test_the_blank_lines_around_a_removed_statement_stay(source, expected):
+    fixed = apply(
+        source,
+        *(lambda s, n=n: RemoveStatement(nth_call(s, "empty_cache", n)) for n in range(source.count("empty_cache"))),
+    )
+    assert fixed == expected
+
+
+def nth_call(source: str, name: str, n: int) -> Span:
+    lines = source.splitlines()
+    calls = sorted((node for node in ast.walk(ast.parse(source)) if call_to(name)(node)), key=lambda c: c.lineno)
+    return Span.of(calls[n], lines)
+
+
 def test_the_comments_above_a_removed_if_stay_and_those_inside_it_go():
     # As a removed statement takes the comment lines above it, the `if` takes what is in
     # it (its header's comment, its body's); the lines above it were not in it, and stay
@@ -607,7 +644,7 @@ def test_imports_added_from_the_head_are_those_of_the_whole_module(source):
     from libcst.codemod import CodemodContext
     from libcst.codemod.visitors import AddImportsVisitor
 
-    from xlalint.fixers.apply import _with_head_transformed
+    from xlalint.fixers.imports import with_head_transformed
 
     def visitor() -> AddImportsVisitor:
         context = CodemodContext()
@@ -619,4 +656,94 @@ def test_imports_added_from_the_head_are_those_of_the_whole_module(source):
 
     module = cst.parse_module(source)
     whole = AddImportsVisitor(visitor()).transform_module(module).code
-    assert _with_head_transformed(module, AddImportsVisitor(visitor())).code == whole
+    assert with_head_transformed(module, AddImportsVisitor(visitor())).code == whole
+
+
+# --- imports in sorted place (issue 23) ------------------------------------------------
+
+
+def with_imports(source: str, *imports: Import) -> str:
+    """``source`` with ``imports`` added by a fix that changes nothing else."""
+    source = textwrap.dedent(source)
+    last = source.rstrip("\n").split("\n")[-1]
+    line = source.count("\n")
+    op = ReplaceExpr(Span(line, 0, line, len(last)), last)
+    fixed, applied = apply_fixes(source, [Fix("safe", "test", (op,), imports)])
+    assert applied
+    return fixed
+
+
+@pytest.mark.parametrize(
+    ("source", "imports", "expected"),
+    [
+        # `import x` among the straight imports of its block, before the `from` imports.
+        (
+            "import os\n\nimport torch\nimport torch_xla.core.xla_model as xm\nfrom torch.utils.data import DataLoader\n\nx\n",
+            [Import("torch_xla"), Import("torch_xla.runtime", asname="xr")],
+            "import os\n\nimport torch\nimport torch_xla\nimport torch_xla.core.xla_model as xm\n"
+            "import torch_xla.runtime as xr\nfrom torch.utils.data import DataLoader\n\nx\n",
+        ),
+        # `from x import y` among the `from` imports, sorted by module.
+        (
+            "import torch\nfrom torch.utils.data import DataLoader\nfrom transformers import AutoModel\n\nx\n",
+            [Import("torch.utils.data.distributed", "DistributedSampler")],
+            "import torch\nfrom torch.utils.data import DataLoader\n"
+            "from torch.utils.data.distributed import DistributedSampler\nfrom transformers import AutoModel\n\nx\n",
+        ),
+        # A name merged into a sorted `from` import keeps it sorted.
+        (
+            "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n\nx\n",
+            [Import("torch.utils.data", "DistributedSampler")],
+            "import torch\nfrom torch.utils.data import DataLoader, DistributedSampler, TensorDataset\n\nx\n",
+        ),
+        # The third-party block, not the stdlib one; the comment above an import stays
+        # with it; the first of a block takes the block's blank line.
+        (
+            "import os\nimport sys\n\n# the model\nimport transformers\n\nx\n",
+            [Import("torch_xla")],
+            "import os\nimport sys\n\nimport torch_xla\n# the model\nimport transformers\n\nx\n",
+        ),
+        (
+            "import os\n\nimport zzz\n\nx\n",
+            [Import("torch_xla")],
+            "import os\n\nimport torch_xla\nimport zzz\n\nx\n",
+        ),
+        # No import of its section yet: a block of its own after the stdlib block.
+        (
+            '"""Doc."""\n\nimport os\nimport sys\n\nx\n',
+            [Import("torch_xla")],
+            '"""Doc."""\n\nimport os\nimport sys\n\nimport torch_xla\n\nx\n',
+        ),
+        # A block that mixes the two styles (force-sort-within-sections): by module only.
+        (
+            "import torch\nfrom torch import nn\nimport torch_xla.runtime as xr\n\nx\n",
+            [Import("torch_xla.core.xla_model", asname="xm")],
+            "import torch\nfrom torch import nn\nimport torch_xla.core.xla_model as xm\nimport torch_xla.runtime as xr\n\nx\n",
+        ),
+    ],
+)
+def test_a_new_import_joins_its_block_in_sorted_place(source, imports, expected):
+    assert with_imports(source, *imports) == expected
+
+
+def test_added_imports_pass_ruffs_isort_on_an_example(tmp_path):
+    """The whole-file check: the ported example's imports are as ruff's `I` sorts them."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from xlalint.linter.config import Settings
+    from xlalint.linter.fixing import fix_source
+
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed")
+    for name in ("cuda_port.py", "checkpoint_each_epoch.py"):
+        example = Path(__file__).resolve().parent.parent / "examples" / name
+        fixed = fix_source(example.read_text(), str(example), Settings(), unsafe=True).source
+        target = tmp_path / name
+        target.write_text(fixed)
+        result = subprocess.run(
+            [ruff, "check", "--isolated", "--select", "I", "--diff", str(target)], capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stdout

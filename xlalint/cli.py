@@ -270,7 +270,16 @@ def _run(
             if fmt in ("text", "concise") and show_fixes:
                 print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
         if fmt in ("full", "concise", "text") and not quiet and not nothing_found:
-            print(reporters.summary(findings, unsafe, fixed=len(fixed), command="fix" if fix else "check"), file=out)
+            print(
+                reporters.summary(
+                    findings,
+                    unsafe,
+                    fixed=len(fixed),
+                    command="fix" if fix else "check",
+                    after_port=sum(f.after_port for f in fixed),
+                ),
+                file=out,
+            )
     for report in reports:
         if report.error:
             typer.echo(f"xlalint: error: {report.path}: {report.error}", err=True)

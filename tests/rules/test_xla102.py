@@ -164,6 +164,7 @@ def test_loop_at_module_level_binds_only_what_the_step_changes():
     assert (
         "    def log_step(i, loss, x):\n"
         "        print(i, loss.item(), [t.item() for t in extra], len(x))\n"
+        "\n"
         "    xm.add_step_closure(log_step, args=(i, loss, x))\n"
     ) in result.source
 
@@ -196,6 +197,7 @@ def test_closure_binds_tensors_and_counters_not_parameters():
         "        def log_step(loss, step):\n"
         '            logger.info("epoch %d step %d loss %.4f lr %g", epoch, step, loss.item(), '
         "scheduler.get_last_lr()[0])\n"
+        "\n"
         "        xm.add_step_closure(log_step, args=(loss, step))\n"
     ) in fixed
 
@@ -220,6 +222,7 @@ def test_closure_def_gets_a_free_name_and_keeps_a_multi_line_call_aligned():
         '            f"step {i}",\n'
         "            loss.item(),\n"
         "        )\n"
+        "\n"
         "    xm.add_step_closure(log_step_1, args=(i, loss))\n"
     ) in fixed
 

@@ -59,7 +59,34 @@ def test_grad_accum_message_and_a_sync_before_the_break():
     fixed = fix_source(read("grad_accum.py"), "train.py", Settings(), select=[CODE]).source
     # The early `continue` (before the step's work) gets nothing; the `break` after it does.
     assert "            if batch is None:\n                continue\n" in fixed
-    assert "                torch_xla.sync()\n                break\n            torch_xla.sync()\n" in fixed
+    assert "                torch_xla.sync()\n                break\n            xm.mark_step()\n" in fixed
+    # The guard's own sync moved to the end of the body: one sync a step, not two.
+    assert fixed.count("xm.mark_step()") == 1
+    assert "optimizer.zero_grad()\n                completed_steps += 1\n" in fixed
+
+
+def test_accumulation_sync_is_moved_not_duplicated_on_the_example():
+    example = Path(__file__).resolve().parents[2] / "examples" / "grad_accumulation_sync.py"
+    (finding,) = findings(example.read_text())
+    assert finding.fix.message == "Move `torch_xla.sync()` out of the every-N guard to the end of the loop body"
+    fixed = fixed_body(example.read_text())
+    assert fixed.count("    torch_xla.sync()\n") == 1
+    assert "                optimizer.zero_grad()\n            torch_xla.sync()\n        print(" in fixed
+
+
+def test_a_guarded_sync_in_a_helper_is_not_moved():
+    fixed = fixed_body("""
+        import torch_xla
+        def apply(i):
+            if (i + 1) % k == 0:
+                opt.step()
+                torch_xla.sync()
+        for i, x in enumerate(data):
+            model(x).backward()
+            apply(i)
+    """)
+    assert fixed.endswith("    apply(i)\n    torch_xla.sync()\n")
+    assert fixed.count("torch_xla.sync()") == 2
 
 
 def fixed_body(source: str, **settings) -> str:

@@ -44,3 +44,76 @@ def test_unsafe_fixes_leave_nothing_fixable():
     for case in EXPECTED:
         fixed = expected_fixed(FIXTURES, case, unsafe=True)
         assert not [f for f in findings(fixed, "f.py") if f.fix is not None]
+
+
+def loader_findings(options: str, loader_args: str = "ds, batch_size=8, **kwargs") -> list[str]:
+    source = (
+        "import torch_xla\n"
+        "from torch.utils.data import DataLoader\n"
+        f"{options}\n"
+        f"for x, y in DataLoader({loader_args}):\n"
+        "    model(x, y).backward()\n"
+    )
+    return [f.message for f in findings(source, "train.py")]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        'kwargs = {"num_workers": 1, "pin_memory": True} if use_cuda else {}',
+        "kwargs = dict(num_workers=1, pin_memory=True)",
+        'kwargs = {"batch_size": 8}\nif use_cuda:\n    kwargs.update({"num_workers": 1})',
+        'kwargs = {}\nkwargs["num_workers"] = 2\nprint(kwargs.get("num_workers"))',
+        'base = {"shuffle": True}\nkwargs = {**base, "num_workers": 1}',
+        "kwargs = {}\nkwargs.update(dict(pin_memory=True), num_workers=1)",
+    ],
+)
+def test_unpacked_options_the_file_builds_are_read(options):
+    assert len(loader_findings(options)) == 1
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        # A branch sets drop_last or a batch sampler.
+        'kwargs = {"drop_last": True} if use_cuda else {}',
+        'kwargs = {}\nif xla:\n    kwargs["batch_sampler"] = sampler',
+        "kwargs = {}\nkwargs.update(drop_last=True)",
+        'kwargs = {"batch_size": None, "sampler": s}',
+        # What the file does not build, or changes in ways not followed.
+        "kwargs = load_options()",
+        'kwargs = {"num_workers": 1}\nconfigure(kwargs)',
+        'kwargs = {"num_workers": 1}\nkwargs.setdefault("drop_last", True)',
+        'kwargs = {"num_workers": 1}\nkwargs[key] = value',
+        "kwargs = {name: 1}",
+        'kwargs = {"num_workers": 1}\nkwargs |= extra',
+    ],
+)
+def test_unpacked_options_that_may_drop_or_are_unknown_are_not_flagged(options):
+    assert loader_findings(options) == []
+
+
+def test_the_fix_goes_before_the_unpacked_options():
+    source = (
+        "import torch_xla\n"
+        "from torch.utils.data import DataLoader\n"
+        'kwargs = {"num_workers": 1, "pin_memory": True} if use_cuda else {}\n'
+        "for x, y in DataLoader(ds, batch_size=8, **kwargs):\n"
+        "    model(x, y).backward()\n"
+    )
+    fixed = assert_fixes_to(CODE, source, "train.py", source.replace("8, **", "8, drop_last=True, **"), unsafe=True)
+    assert findings(fixed, "train.py") == []
+
+
+def test_a_sampler_that_drops_says_the_loader_still_does_not():
+    sampler = "DistributedSampler(ds, num_replicas=2, rank=0, drop_last=True)"
+    imports = "from torch.utils.data import DistributedSampler\n"
+    for options, args in (
+        (f"{imports}sampler = {sampler}", "ds, batch_size=8, sampler=sampler"),
+        (imports, f"ds, batch_size=8, sampler={sampler}"),
+    ):
+        (message,) = loader_findings(options, args)
+        assert "its sampler's `drop_last=True` evens out the processes" in message
+    # A sampler that keeps its remainder: the usual message.
+    (message,) = loader_findings(imports, "ds, batch_size=8, sampler=DistributedSampler(ds)")
+    assert "sampler" not in message

@@ -2,8 +2,9 @@
 
 This is the only place the fix path parses libcst, and it is reached only for files
 that get a fix. Each operation names its target by the span of an `ast` node; we
-find the libcst node at that span (``NodeIndex.at``), rewrite, and let
-``AddImportsVisitor`` add what the fixes need (it never duplicates an import).
+find the libcst node at that span (``NodeIndex.at``), rewrite it (``rewrites``), add
+the imports the fixes need in sorted place (``imports``), and split the calls the
+fixes made longer than the project's line length (``layout``).
 
 Several fixes are applied in one pass when the nodes they replace do not overlap;
 the rest wait for the next pass of the fix loop.
@@ -11,20 +12,31 @@ the rest wait for the next pass of the fix loop.
 
 from __future__ import annotations
 
-import ast
 import difflib
 from bisect import bisect_left, bisect_right, insort
 from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
-import libcst.matchers as m
 from libcst._nodes.internal import CodegenState  # to print a node at its indentation
-from libcst.codemod import CodemodContext
-from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-from libcst.metadata import MetadataWrapper, PositionProvider
 
+from xlalint.fixers.imports import add_imports
+from xlalint.fixers.layout import wrap_long_lines
+from xlalint.fixers.node_index import FixError, NodeIndex
+from xlalint.fixers.rewrites import (
+    Statement,
+    add_parameter,
+    append_to_body,
+    drop_with_items,
+    has_no_effects,
+    joined_lines,
+    parse_expression,
+    parse_statements,
+    remove_keyword,
+    set_keyword,
+    unwrap_with,
+)
 from xlalint.linter.model import (
     AddParameter,
     AppendToBody,
@@ -41,319 +53,6 @@ from xlalint.linter.model import (
     UnwrapWith,
     split_lines,
 )
-
-Statement = cst.SimpleStatementLine | cst.BaseCompoundStatement
-
-
-class FixError(Exception):
-    """An operation that cannot be carried out on this tree."""
-
-
-class NodeIndex:
-    """Every node of a module with its span, to find the node an `ast` span names.
-
-    Positions are resolved once (one codegen pass); a lookup then descends from the
-    module through the children whose span contains the target (a bisection where a
-    node has many children), so a pass with many fixes stays linear in the file.
-    """
-
-    def __init__(self, wrapper: MetadataWrapper):
-        self.module = wrapper.module
-        positions = wrapper.resolve(PositionProvider)
-        self.spans: dict[cst.CSTNode, Span] = {
-            node: Span(r.start.line, r.start.column, r.end.line, r.end.column) for node, r in positions.items()
-        }
-        self._children: dict[int, tuple[Sequence[cst.CSTNode], list[tuple[int, int]]]] = {}
-        self._parents: dict[cst.CSTNode, cst.CSTNode] | None = None
-        #: The path from the module to each node found (for pruning the rewrite).
-        self.paths: dict[cst.CSTNode, tuple[cst.CSTNode, ...]] = {}
-
-    @classmethod
-    def of(cls, module: cst.Module) -> NodeIndex:
-        # The module is never changed in place, so the wrapper's deep copy is not needed.
-        return cls(MetadataWrapper(module, unsafe_skip_copy=True))
-
-    def _kids(self, node: cst.CSTNode) -> tuple[Sequence[cst.CSTNode], list[tuple[int, int]]]:
-        entry = self._children.get(id(node))
-        if entry is None:
-            kids = [k for k in node.children if k in self.spans]
-            entry = (kids, [(self.spans[k].line, self.spans[k].col) for k in kids])
-            self._children[id(node)] = entry
-        return entry
-
-    def _descend(self, span: Span) -> list[cst.CSTNode]:
-        """The path from the module to the deepest node whose span contains ``span``."""
-        node: cst.CSTNode = self.module
-        path = [node]
-        while True:
-            kids, starts = self._kids(node)
-            found = None
-            if len(kids) > 8:
-                i = bisect_right(starts, (span.line, span.col)) - 1
-                candidates = [kids[j] for j in range(i, max(i - 4, -1), -1)]
-            else:
-                candidates = list(kids)
-            for kid in candidates:
-                kid_span = self.spans[kid]
-                if kid_span.contains(span) and (kid_span.line, kid_span.col) != (kid_span.end_line, kid_span.end_col):
-                    found = kid
-                    break
-            if found is None:
-                return path
-            path.append(found)
-            node = found
-
-    def at(self, span: Span, kind: type | tuple[type, ...]) -> cst.CSTNode:
-        """The smallest node of ``kind`` whose span contains ``span``."""
-        path = self._descend(span)
-        for depth in range(len(path) - 1, -1, -1):
-            node = path[depth]
-            if isinstance(node, kind) and self.spans[node].contains(span):
-                self.paths[node] = tuple(path[: depth + 1])
-                return node
-        # Positions that do not nest (a decorator lies before its `def`'s span): search.
-        return self._scan(span, kind)
-
-    def _scan(self, span: Span, kind: type | tuple[type, ...]) -> cst.CSTNode:
-        best: tuple[int, int, int, int] | None = None
-        found: cst.CSTNode | None = None
-        for node, node_span in self.spans.items():
-            if not isinstance(node, kind) or not node_span.contains(span):
-                continue
-            size = (
-                node_span.end_line - node_span.line,
-                node_span.end_col - node_span.col if node_span.end_line == node_span.line else 10**9,
-                -node_span.line,
-                -node_span.col,
-            )
-            if best is None or size < best:
-                best, found = size, node
-        if found is None:
-            raise FixError(f"no {getattr(kind, '__name__', kind)} at {span}")
-        self.paths[found] = self._path_by_parents(found)
-        return found
-
-    def _path_by_parents(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
-        if self._parents is None:
-            parents: dict[cst.CSTNode, cst.CSTNode] = {}
-            stack: list[cst.CSTNode] = [self.module]
-            while stack:
-                parent = stack.pop()
-                for child in parent.children:
-                    parents[child] = parent
-                    stack.append(child)
-            self._parents = parents
-        path = [node]
-        while path[-1] in self._parents:
-            path.append(self._parents[path[-1]])
-        return tuple(reversed(path))
-
-    def code(self, node: cst.CSTNode) -> str:
-        return self.module.code_for_node(node)
-
-    def render(self, template: str, parts: Sequence[tuple[str, Span]]) -> str:
-        if not parts:
-            return template.replace("{{", "{").replace("}}", "}")
-        values = {name: self.code(self.at(span, cst.BaseExpression)).strip() for name, span in parts}
-        return template.format(**values)
-
-
-# --- the rewrites ---------------------------------------------------------------------
-
-
-def _parse_expression(code: str, like: cst.BaseExpression) -> cst.BaseExpression:
-    try:
-        new = cst.parse_expression(code)
-    except cst.ParserSyntaxError:
-        # Code taken from inside brackets may span lines (`(x\n .float()\n .cuda())`):
-        # it parses in parentheses, the target's own when it has them.
-        new = cst.parse_expression(f"({code})")
-        if getattr(like, "lpar", ()):
-            new = new.with_changes(lpar=(), rpar=())
-    lpar = getattr(like, "lpar", ())
-    if lpar and hasattr(new, "lpar") and not getattr(new, "lpar", ()):
-        new = new.with_changes(lpar=lpar, rpar=like.rpar)
-    return new
-
-
-def _parse_statements(code: str) -> list[Statement]:
-    return list(cst.parse_module(code.rstrip() + "\n").body)
-
-
-def set_keyword(call: cst.Call, name: str, value: str, only_if_missing: bool) -> cst.Call:
-    new_value = cst.parse_expression(value)
-    args = list(call.args)
-    for i, arg in enumerate(args):
-        if arg.keyword is not None and arg.keyword.value == name:
-            if only_if_missing:
-                return call
-            args[i] = arg.with_changes(value=new_value)
-            return call.with_changes(args=args)
-    keyword = cst.Arg(
-        keyword=cst.Name(name),
-        value=new_value,
-        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-    )
-    # Before `**kwargs`: after it is legal too, but keywords first and `**` last is how
-    # calls are written (and how a reader looks for them).
-    position = next((i for i, arg in enumerate(args) if arg.star == "**"), len(args))
-    if position < len(args):
-        return _inserted_before(call, position, keyword)
-    if args:
-        return _appended(call, keyword)
-    return call.with_changes(args=[keyword])
-
-
-def _space_before(call: cst.Call, position: int) -> cst.BaseParenthesizableWhitespace:
-    """The whitespace before argument ``position``: after ``(`` or the comma before it."""
-    if position == 0:
-        return call.whitespace_before_args
-    comma = call.args[position - 1].comma
-    return comma.whitespace_after if isinstance(comma, cst.Comma) else cst.SimpleWhitespace("")
-
-
-def _with_space_before(call: cst.Call, position: int, space: cst.BaseParenthesizableWhitespace) -> cst.Call:
-    if position == 0:
-        return call.with_changes(whitespace_before_args=space)
-    args = list(call.args)
-    args[position - 1] = args[position - 1].with_changes(
-        comma=args[position - 1].comma.with_changes(whitespace_after=space)
-    )
-    return call.with_changes(args=args)
-
-
-def _inserted_before(call: cst.Call, position: int, new: cst.Arg) -> cst.Call:
-    """``call`` with the argument ``new`` in front of argument ``position``, laid out
-    as that one is: on a line of its own when it starts one. The comment that ends the
-    line before stays there; the comment lines above that argument stay above it."""
-    space = _space_before(call, position)
-    if isinstance(space, cst.ParenthesizedWhitespace):
-        call = _with_space_before(call, position, space.with_changes(empty_lines=()))
-        after = space.with_changes(first_line=cst.TrailingWhitespace())
-    else:  # `f(a, **kw)`, `f(**kw)`
-        after = space if position else cst.SimpleWhitespace(" ")
-    args = list(call.args)
-    args.insert(position, new.with_changes(comma=cst.Comma(whitespace_after=after)))
-    return call.with_changes(args=args)
-
-
-def _appended(call: cst.Call, new: cst.Arg) -> cst.Call:
-    """``call`` with the argument ``new`` last. In a call laid out on several lines,
-    ``new`` goes on a line of its own at the indentation of the last argument, the
-    comment that ends the last argument's line stays after it, and ``)`` stays where it
-    was; a trailing comma stays."""
-    args = list(call.args)
-    last = args[-1]
-    has_trailing_comma = isinstance(last.comma, cst.Comma)
-    # What lies between the last argument (or its comma) and `)`.
-    closing = last.comma.whitespace_after if has_trailing_comma else last.whitespace_after_arg
-    space = _space_before(call, len(args) - 1)
-    if isinstance(space, cst.ParenthesizedWhitespace):
-        separator = space.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=())
-        if isinstance(closing, cst.ParenthesizedWhitespace) and closing.first_line.comment is not None:
-            separator = separator.with_changes(first_line=closing.first_line)
-            closing = closing.with_changes(first_line=cst.TrailingWhitespace())
-    else:
-        separator = cst.SimpleWhitespace(" ")
-    whitespace_before = last.comma.whitespace_before if has_trailing_comma else cst.SimpleWhitespace("")
-    args[-1] = last.with_changes(
-        whitespace_after_arg=last.whitespace_after_arg if has_trailing_comma else cst.SimpleWhitespace(""),
-        comma=cst.Comma(whitespace_before=whitespace_before, whitespace_after=separator),
-    )
-    if has_trailing_comma:
-        args.append(new.with_changes(comma=cst.Comma(whitespace_after=closing)))
-    else:
-        args.append(new.with_changes(whitespace_after_arg=closing))
-    return call.with_changes(args=args)
-
-
-def remove_keyword(call: cst.Call, name: str) -> cst.Call:
-    args = [a for a in call.args if not (a.keyword is not None and a.keyword.value == name)]
-    removed_last = call.args[-1] if args and len(args) < len(call.args) and call.args[-1] is not args[-1] else None
-    if removed_last is not None:
-        if removed_last.comma == cst.MaybeSentinel.DEFAULT:
-            args[-1] = args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        elif isinstance(args[-1].comma, cst.Comma):
-            args[-1] = args[-1].with_changes(
-                comma=args[-1].comma.with_changes(
-                    whitespace_after=_closing_whitespace(args[-1].comma, removed_last.comma)
-                )
-            )
-    return call.with_changes(args=args)
-
-
-def _closing_whitespace(kept: cst.Comma, removed: cst.Comma | cst.MaybeSentinel) -> cst.BaseParenthesizableWhitespace:
-    """The whitespace after the new last argument's comma when the last argument was
-    removed: its own comment stays, the line break before the ``)`` comes from the removed
-    argument's comma (so the ``)`` keeps its indentation)."""
-    own, closing = kept.whitespace_after, getattr(removed, "whitespace_after", None)
-    if isinstance(own, cst.ParenthesizedWhitespace) and isinstance(closing, cst.ParenthesizedWhitespace):
-        return own.with_changes(indent=closing.indent, last_line=closing.last_line)
-    return own
-
-
-def add_parameter(func: cst.FunctionDef, name: str) -> cst.FunctionDef:
-    params = func.params
-    if any(p.name.value == name for p in (*params.posonly_params, *params.params)):
-        return func
-    new = cst.Param(cst.Name(name))
-    has_star = isinstance(params.star_arg, (cst.Param, cst.ParamStar))
-    if params.params or params.posonly_params or has_star or params.kwonly_params or params.star_kwarg:
-        new = new.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    if params.posonly_params:
-        return func.with_changes(params=params.with_changes(posonly_params=[new, *params.posonly_params]))
-    return func.with_changes(params=params.with_changes(params=[new, *params.params]))
-
-
-def append_to_body(compound: cst.BaseCompoundStatement, code: str) -> cst.BaseCompoundStatement:
-    body = compound.body
-    statements = _parse_statements(code)
-    if isinstance(body, cst.IndentedBlock):
-        return compound.with_changes(body=body.with_changes(body=[*body.body, *statements]))
-    # `for x in y: stmt` on one line: turn it into a block.
-    small = list(body.body)
-    line = cst.SimpleStatementLine(body=[s.with_changes(semicolon=cst.MaybeSentinel.DEFAULT) for s in small])
-    return compound.with_changes(body=cst.IndentedBlock(body=[line, *statements]))
-
-
-def drop_with_items(statement: cst.With, dropped: Collection[int]) -> cst.With:
-    """``statement`` without its items at the positions ``dropped`` (one item stays)."""
-    items = [item for position, item in enumerate(statement.items) if position not in dropped]
-    if len(statement.items) - 1 in dropped:
-        # The new last item takes the old one's comma: none, or a trailing one in `(...)`.
-        items[-1] = items[-1].with_changes(comma=statement.items[-1].comma)
-    return statement.with_changes(items=items)
-
-
-def unwrap_with(statement: cst.With) -> tuple[list[Statement], list[cst.EmptyLine]]:
-    """The statements of ``statement``'s body, to stand in its place, and the comment
-    lines that closed the body (they must follow the statements).
-
-    Statements carry no indentation of their own in libcst: placed in the block that
-    held the ``with``, they are printed at its indentation. The lines above the
-    ``with``, then the comments of its header (``with ...:  # why``), go above the
-    first statement."""
-    header: list[cst.EmptyLine] = [
-        cst.EmptyLine(comment=comment)
-        for part in (statement.lpar, *statement.items, statement.rpar, statement.whitespace_before_colon)
-        if isinstance(part, cst.CSTNode)
-        for comment in m.findall(part, m.Comment())
-    ]
-    body = statement.body
-    if isinstance(body, cst.SimpleStatementSuite):  # `with ...: a; b  # why`
-        statements: list[Statement] = [
-            cst.SimpleStatementLine(body=body.body, trailing_whitespace=body.trailing_whitespace)
-        ]
-        footer: list[cst.EmptyLine] = []
-    else:
-        statements = list(body.body)
-        footer = list(body.footer)
-        if body.header.comment is not None:
-            header.append(cst.EmptyLine(comment=body.header.comment))
-    first = statements[0]
-    statements[0] = first.with_changes(leading_lines=[*statement.leading_lines, *header, *first.leading_lines])
-    return statements, footer
-
 
 # --- one pass ----------------------------------------------------------------------------
 
@@ -403,6 +102,8 @@ class _Rewriter(cst.CSTTransformer):
         self.stand_ins: set[cst.SimpleStatementLine] = set()
         # `elif` clauses: an `if` in another's `orelse`, not a statement of a block.
         self.elifs: set[cst.If] = set()
+        # The statements the fixes insert (a `def` among them is set off by blank lines).
+        self.inserted: set[cst.CSTNode] = {s for group in (*plan.before.values(), *plan.after.values()) for s in group}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if node not in self.plan.ancestors:
@@ -439,12 +140,14 @@ class _Rewriter(cst.CSTTransformer):
                 # separate the inserted code (a new `def` wants its two blank lines).
                 blank = [line for line in original_node.leading_lines if line.comment is None]
                 before = [before[0].with_changes(leading_lines=blank), *before[1:]]
+                self.inserted.add(before[0])
             after = plan.after.get(original_node, [])
             if original_node in plan.remove:
                 # Comment lines above a removed statement are the user's and stay (as ruff
-                # keeps them); a moved statement takes its own along.
+                # keeps them), and so does the blank line that set it off; a moved
+                # statement takes its own along.
                 moved = original_node in plan.moved
-                keep = [] if moved or not _comment_lines(original_node) else [self._stand_in(original_node)]
+                keep = [] if moved or not original_node.leading_lines else [self._stand_in(original_node)]
             elif collapse:
                 keep = [self._stand_in(node)]
             else:
@@ -455,9 +158,33 @@ class _Rewriter(cst.CSTTransformer):
                 return cst.FlattenSentinel([*before, *keep, *after])
         if isinstance(node, (cst.IndentedBlock, cst.Module)) and self.stand_ins:
             node = self._without_stand_ins(node)
+        if isinstance(node, (cst.IndentedBlock, cst.Module)):
+            node = self._defs_set_off(node)
         if isinstance(node, cst.IndentedBlock) and not node.body:
             return node.with_changes(body=[self._filler()])
         return node
+
+    def _defs_set_off(self, block: cst.IndentedBlock | cst.Module) -> cst.IndentedBlock | cst.Module:
+        """``block`` with blank lines around each ``def``/``class`` a fix inserted, as
+        black and ``ruff format`` put them: two at module level, one in a block (none
+        before the first statement of a block)."""
+        body = list(block.body)
+        wanted = 2 if isinstance(block, cst.Module) else 1
+        changed = False
+        for i, statement in enumerate(body):
+            if statement not in self.inserted or not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+                continue
+            for j in (i, i + 1) if i else (i + 1,):
+                if j == len(body):
+                    continue
+                lines = list(body[j].leading_lines)
+                blank = next((n for n, line in enumerate(lines) if line.comment is not None), len(lines))
+                if blank < wanted:
+                    body[j] = body[j].with_changes(
+                        leading_lines=[cst.EmptyLine(indent=False)] * (wanted - blank) + lines
+                    )
+                    changed = True
+        return block.with_changes(body=body) if changed else block
 
     def _filler(self, leading_lines: Sequence[cst.EmptyLine] = ()) -> cst.SimpleStatementLine:
         filler = cst.SimpleStatementLine([cst.Pass()], leading_lines=leading_lines)
@@ -469,7 +196,7 @@ class _Rewriter(cst.CSTTransformer):
         return isinstance(block, cst.IndentedBlock) and len(block.body) == 1 and block.body[0] in self.fillers
 
     def _does_nothing(self, statement: cst.If) -> bool:
-        return statement.orelse is None and self._emptied(statement.body) and _has_no_effects(statement.test)
+        return statement.orelse is None and self._emptied(statement.body) and has_no_effects(statement.test)
 
     def _without_emptied_else(self, statement: cst.CSTNode) -> cst.CSTNode:
         orelse = getattr(statement, "orelse", None)
@@ -479,13 +206,9 @@ class _Rewriter(cst.CSTTransformer):
 
     def _stand_in(self, statement: cst.BaseStatement) -> cst.SimpleStatementLine:
         """What stands for a removed statement (an ``if`` emptied by the fixes) until its
-        block drops it: the comment lines above it (not the blank lines after the last
-        of them), which stay where it was. What was inside it (its header's comment, its
-        body's) goes with it."""
-        lines = list(statement.leading_lines)
-        while lines and lines[-1].comment is None:
-            lines.pop()
-        return self._carrier(lines)
+        block drops it: the lines above it, comments and blank lines, which stay where it
+        was. What was inside it (its header's comment, its body's) goes with it."""
+        return self._carrier(list(statement.leading_lines))
 
     def _carrier(self, lines: Sequence[cst.EmptyLine]) -> cst.SimpleStatementLine:
         """A placeholder statement whose ``lines`` its block gives to the statement that
@@ -501,43 +224,18 @@ class _Rewriter(cst.CSTTransformer):
         carried: list[cst.EmptyLine] = []  # the lines of the stand-ins, for what follows
         for statement in block.body:
             if statement in self.stand_ins:
-                carried.extend(statement.leading_lines)
+                carried = joined_lines(carried, statement.leading_lines)
                 continue
             if carried:
-                statement = statement.with_changes(leading_lines=[*carried, *statement.leading_lines])
+                statement = statement.with_changes(leading_lines=joined_lines(carried, statement.leading_lines))
                 carried = []
             body.append(statement)
+        # Blank lines end no block: at its end only the comments stay.
+        while carried and carried[-1].comment is None:
+            carried.pop()
         if body or isinstance(block, cst.Module):
             return block.with_changes(body=body, footer=[*carried, *block.footer])
-        return block.with_changes(body=[self._filler(carried)])
-
-
-def _comment_lines(statement: cst.CSTNode) -> bool:
-    return any(line.comment is not None for line in getattr(statement, "leading_lines", ()))
-
-
-def _has_no_effects(test: cst.BaseExpression) -> bool:
-    """Whether evaluating ``test`` only reads: names, constants, attributes and
-    subscripts of those, comparisons, ``not`` and boolean operators (no call, no
-    ``:=``, no ``await``, no f-string)."""
-    if isinstance(test, (cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.Ellipsis)):
-        return True
-    if isinstance(test, cst.ConcatenatedString):
-        return _has_no_effects(test.left) and _has_no_effects(test.right)
-    if isinstance(test, cst.Attribute):
-        return _has_no_effects(test.value)
-    if isinstance(test, cst.Subscript):
-        return _has_no_effects(test.value) and all(
-            m.matches(element, m.SubscriptElement(slice=m.Index(star=None))) and _has_no_effects(element.slice.value)
-            for element in test.slice
-        )
-    if isinstance(test, cst.Comparison):
-        return _has_no_effects(test.left) and all(_has_no_effects(target.comparator) for target in test.comparisons)
-    if isinstance(test, cst.BooleanOperation):
-        return _has_no_effects(test.left) and _has_no_effects(test.right)
-    if isinstance(test, cst.UnaryOperation):
-        return _has_no_effects(test.expression)
-    return False
+        return block.with_changes(body=[self._filler([line for line in carried if line.comment is not None])])
 
 
 _STATEMENT = (cst.SimpleStatementLine, cst.BaseCompoundStatement)
@@ -551,7 +249,7 @@ def _plan_operation(
     if isinstance(op, ReplaceExpr):
         target = index.at(op.span, cst.BaseExpression)
         code = index.render(op.template, op.parts)
-        new = _parse_expression(code, target)
+        new = parse_expression(code, target)
         claims.append(index.spans[target])
         touched.append(_Touch(target))
         return lambda: plan.replace[target].append(lambda _node: new)
@@ -572,7 +270,7 @@ def _plan_operation(
         return lambda: plan.replace[func].append(lambda node: add_parameter(node, op.name))
     if isinstance(op, InsertStatement):
         stmt = index.at(op.span, _STATEMENT)
-        statements = _parse_statements(index.render(op.code, op.parts))
+        statements = parse_statements(index.render(op.code, op.parts))
         where = plan.before if op.where == "before" else plan.after
         touched.append(_Touch(stmt))
         return lambda: where[stmt].extend(statements)
@@ -608,7 +306,7 @@ def _plan_operation(
         return lambda: plan.unwrap[statement].add(position)
     if isinstance(op, AppendToBody):
         compound = index.at(op.span, cst.BaseCompoundStatement)
-        _parse_statements(op.code)  # fail now, not mid-transform, on bad code
+        parse_statements(op.code)  # fail now, not mid-transform, on bad code
         touched.append(_Touch(compound))
         return lambda: plan.replace[compound].append(lambda node: append_to_body(node, op.code))
     raise FixError(f"unknown operation {op!r}")
@@ -669,103 +367,22 @@ def _merged(spans: list[Span]) -> list[Span]:
     return out
 
 
-def _import_head_length(module: cst.Module) -> int:
-    """How many statements AddImportsVisitor reads, or more: the first (a docstring or
-    ``__strict__`` may come before the imports), the run of imports, and the statement
-    after them (which may get a blank line above)."""
-    body = module.body
-    end = 1
-    while end < len(body) and m.matches(body[end], m.SimpleStatementLine(body=[m.Import() | m.ImportFrom()])):
-        end += 1
-    return min(end + 1, len(body))
-
-
-def _with_head_transformed(module: cst.Module, visitor: AddImportsVisitor) -> cst.Module:
-    """``visitor`` run on the module's head only. AddImportsVisitor reads and changes
-    nothing past the leading imports, but walks every node of the tree with matchers:
-    that walk was 60% of fixing a large file."""
-    length = _import_head_length(module)
-    head = visitor.transform_module(module.with_changes(body=module.body[:length]))
-    return module.with_changes(body=(*head.body, *module.body[length:]))
-
-
-def _add_imports(module: cst.Module, imports: set[Import], unused: set[Import]) -> cst.Module:
-    if imports:
-        context = CodemodContext()
-        for imp in sorted(imports):
-            if imp.name:
-                AddImportsVisitor.add_needed_import(context, imp.module, imp.name, imp.asname)
-            else:
-                AddImportsVisitor.add_needed_import(context, imp.module, asname=imp.asname)
-        module = _with_head_transformed(module, AddImportsVisitor(context))
-    if unused:
-        unused = _unread(module, unused)
-    if unused:
-        module = _remove_imports(module, unused)
-    return module
-
-
-def _bound_name(imp: Import) -> str:
-    return imp.asname or imp.name or imp.module.split(".")[0]
-
-
-def _imports_one_of(statement: cst.BaseStatement, names: set[str]) -> bool:
-    """``statement`` (or a block in it) binds one of ``names`` by an import."""
-    for node in m.findall(statement, m.Import() | m.ImportFrom()):
-        if not isinstance(node.names, cst.ImportStar):
-            for alias in node.names:
-                if (alias.evaluated_alias or alias.evaluated_name).split(".")[0] in names:
-                    return True
-    return False
-
-
-def _remove_imports(module: cst.Module, unread: set[Import]) -> cst.Module:
-    """RemoveImportsVisitor, run on each top-level statement that imports one of
-    ``unread`` rather than on the whole module: its scope analysis of a large file
-    took most of a fix's time, and `ast` has shown that nothing reads these names."""
-    names = {_bound_name(imp) for imp in unread}
-    body: list[cst.BaseStatement] = []
-    for statement in module.body:
-        if not _imports_one_of(statement, names):
-            body.append(statement)
-            continue
-        context = CodemodContext()
-        for imp in sorted(unread):
-            RemoveImportsVisitor.remove_unused_import(context, imp.module, imp.name, imp.asname)
-        body.extend(RemoveImportsVisitor(context).transform_module(module.with_changes(body=[statement])).body)
-    return module.with_changes(body=body)
-
-
-def _unread(module: cst.Module, candidates: set[Import]) -> set[Import]:
-    """The candidates whose name the fixed code no longer mentions at all. An import
-    whose name is still read stays, as RemoveImportsVisitor would keep it; asking
-    `ast` first spares its scope analysis of the whole file (a minute on a large one)."""
-    try:
-        tree = ast.parse(module.code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return candidates
-    mentioned = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            mentioned.add(node.id)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            mentioned.add(node.value)  # `__all__ = ["GradScaler"]`
-    return {imp for imp in candidates if _bound_name(imp) not in mentioned}
-
-
-def apply_fixes(source: str, fixes: Sequence[Fix]) -> tuple[str, list[Fix]]:
+def apply_fixes(source: str, fixes: Sequence[Fix], line_length: int | None = None) -> tuple[str, list[Fix]]:
     """Apply as many of ``fixes`` as do not overlap; return the new code and the
-    fixes applied. A fix whose operations cannot all be carried out is skipped."""
+    fixes applied. A fix whose operations cannot all be carried out is skipped. With a
+    ``line_length``, the calls on lines the fixes made longer than that are split."""
     index = NodeIndex.of(cst.parse_module(source))
     plan = _Plan()
     applied = [fix for fix in fixes if _plan_fix(index, fix, plan) is not None]
     if not applied:
         return source, []
-    new_module = _add_imports(
+    new_module = add_imports(
         index.module.visit(_Rewriter(plan)),
         {imp for fix in applied for imp in fix.imports},
         {imp for fix in applied for imp in fix.unused_imports},
     )
+    if line_length is not None:
+        new_module = wrap_long_lines(source, new_module, line_length)
     return new_module.code, applied
 
 
@@ -860,19 +477,22 @@ class _EditMaker:
                 imports = self._import_edits(frozenset(fix.imports))
                 if not _near(local, imports):
                     return sorted(imports + local, key=lambda e: (e.start, e.end))
-        new = _add_imports(self.index.module.visit(_Rewriter(plan)), set(fix.imports), set(fix.unused_imports))
+        new = add_imports(self.index.module.visit(_Rewriter(plan)), set(fix.imports), set(fix.unused_imports))
         return text_edits(self.source, new.code)
 
     def _import_edits(self, imports: frozenset[Import]) -> list[TextEdit]:
         if not imports:
             return []
         if imports not in self.import_edits:
-            new = _add_imports(self.index.module, set(imports), set())
+            new = add_imports(self.index.module, set(imports), set())
             self.import_edits[imports] = text_edits(self.source, new.code)
         return self.import_edits[imports]
 
     def _local_edits(self, plan: _Plan, touched: list[_Touch]) -> list[TextEdit] | None:
         """The fix's edits to the body, or None where they cannot be found locally."""
+        inserted = [s for group in (*plan.before.values(), *plan.after.values()) for s in group]
+        if any(isinstance(s, (cst.FunctionDef, cst.ClassDef)) for s in inserted):
+            return None  # the blank lines around a new `def` are its block's to set
         paths = [self.index.paths[t.node][:-1] if t.removed else self.index.paths[t.node] for t in touched]
         common: list[cst.CSTNode] = []
         for nodes in zip(*paths):

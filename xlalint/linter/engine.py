@@ -119,6 +119,22 @@ def _lint_source(
             return []
         active = [rule(ctx) for rule in chosen]
         _dispatch(nodes, active)
+        if not any(rule.findings for rule in active):
+            return []  # most files: no need to tokenize them for noqa comments
+        suppressions = noqa.noqa_map(source)
+        findings = [
+            finding
+            for rule in active
+            for finding in rule.findings
+            if not noqa.is_suppressed(finding.code, finding.noqa_lines, suppressions)
+        ]
+        if _ports(findings) and not ctx.semantic.imports.imports_module("torch_xla"):
+            ported = Context(source, path, tree, settings, nodes)
+            findings += [
+                finding
+                for finding in _after_port(ported, nodes, chosen, findings)
+                if not noqa.is_suppressed(finding.code, finding.noqa_lines, suppressions)
+            ]
     except RecursionError:
         # Code that parses but is too deep for the analysis is reported, not a crash.
         return [error_finding(path, "cannot check: the code is nested too deeply")]
@@ -126,18 +142,58 @@ def _lint_source(
         # Without its parent links the tree is freed as soon as the analyses are.
         for node in nodes:
             del node.parent
-    if not any(rule.findings for rule in active):
-        return []  # most files: no need to tokenize them for noqa comments
-    suppressions = noqa.noqa_map(source)
-    findings = [
-        finding
-        for rule in active
-        for finding in rule.findings
-        if not noqa.is_suppressed(finding.code, finding.noqa_lines, suppressions)
-    ]
     if any(finding.fix is not None for finding in findings):
         findings = _applicable_fixes(findings, source)
     return sorted(set(findings), key=Finding.sort_key)
+
+
+# --- findings that follow from the port ------------------------------------------------
+# The fix loop re-checks the fixed code: once XLA104's fixes import torch_xla, the rules
+# of XLA scripts (XLA201's `xm.save`, XLA301's `drop_last`...) report what they did not
+# before. `check` shows those too, so that the user reviews every change `fix` makes.
+PORT_CODE = "XLA104"
+
+
+def _imports_torch_xla(fix: Fix | None) -> bool:
+    return fix is not None and any(imp.module.split(".")[0] == "torch_xla" for imp in fix.imports)
+
+
+def _ports(findings: list[Finding]) -> bool:
+    """The file has XLA104 findings and its fixes make it an XLA script."""
+    return any(f.code == PORT_CODE for f in findings) and any(_imports_torch_xla(f.fix) for f in findings)
+
+
+def _after_port(
+    ported: Context, nodes: list[ast.AST], chosen: list[type[Rule]], findings: list[Finding]
+) -> list[Finding]:
+    """The findings the rules make once the file imports torch_xla, that they do not
+    make now, marked ``after_port``. The rules run again with torch_xla taken as
+    imported (the fact that makes a file an XLA script); a finding on code the port
+    rewrites is left out (that code will not be there), and its fix is unsafe when the
+    port is: it belongs with the port."""
+    ported.semantic.imports.imported_modules.add("torch_xla")
+    active = [rule(ported) for rule in chosen if rule.code != PORT_CODE]
+    _dispatch(nodes, active)
+    known = {(f.code, f.span) for f in findings}
+    porting = [f.fix for f in findings if f.fix is not None and (f.code == PORT_CODE or _imports_torch_xla(f.fix))]
+    rewritten = [op.span for fix in porting for op in fix.operations]
+    port_is_safe = any(fix.applicability == "safe" and _imports_torch_xla(fix) for fix in porting)
+    found = []
+    for rule in active:
+        for finding in rule.findings:
+            if (finding.code, finding.span) in known or any(_rewrites(span, finding.span) for span in rewritten):
+                continue
+            fix = finding.fix
+            if fix is not None and not port_is_safe and fix.applicability == "safe":
+                fix = dataclasses.replace(fix, applicability="unsafe")
+            found.append(dataclasses.replace(finding, fix=fix, after_port=True))
+    return found
+
+
+def _rewrites(rewritten: Span, reported: Span) -> bool:
+    """The port rewrites the code reported (or part of it, not only code within it:
+    `torch.save({"scaler": scaler.state_dict()}, p)` is still a `torch.save` after)."""
+    return rewritten.contains(reported) or (reported.overlaps(rewritten) and not reported.contains(rewritten))
 
 
 def _applicable_fixes(findings: list[Finding], source: str) -> list[Finding]:

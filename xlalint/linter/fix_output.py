@@ -7,6 +7,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from xlalint.linter import reporters
 from xlalint.linter.escaping import printable
 from xlalint.linter.reporters import applicable
 from xlalint.linter.runner import FileReport
@@ -35,8 +36,10 @@ def print_diffs(reports: list[FileReport], out, quiet: bool = False) -> None:
         return
     changed = sum(1 for r in reports if r.changed)
     fixes = sum(len(r.fixed) for r in reports)
+    after_port = sum(f.after_port for r in reports for f in r.fixed)
     print(
-        f"\nWould fix {fixes} error{'s' if fixes != 1 else ''} in {changed} file{'s' if changed != 1 else ''}.",
+        f"\nWould fix {fixes} error{'s' if fixes != 1 else ''} in {changed} file{'s' if changed != 1 else ''}"
+        f"{reporters.after_port_note(after_port)}.",
         file=sys.stderr,
     )
 

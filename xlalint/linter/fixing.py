@@ -51,8 +51,11 @@ def fix_source(
         result.source = result.source.replace("\n", "\r")
         return result
     from xlalint.fixers.apply import apply_fixes
+    from xlalint.fixers.layout import line_length_for
 
     settings = settings or Settings()
+    # Fixed lines keep to the length the project formats to (ruff's or black's setting).
+    line_length = line_length_for(path)
     select = tuple(select) if select is not None else None
     current = source
     applied: list[Finding] = []
@@ -65,7 +68,7 @@ def fix_source(
             return FixResult(current, applied, findings)
         fixes = list(dict.fromkeys(f.fix for f in fixable))
         try:
-            new, used = apply_fixes(current, fixes)
+            new, used = apply_fixes(current, fixes, line_length)
         except RecursionError:
             return _failed(source, path, settings, select, "cannot fix: the code is nested too deeply")
         except Exception as exc:  # a bug in a fixer must not cost the user their file

@@ -237,6 +237,9 @@ class Finding:
     noqa_lines: tuple[int, ...] = field(default=(), compare=False)
     # In a notebook: the 1-based cell (counting every cell); ``span`` is then within it.
     cell: int | None = None
+    # Follows from the port: an XLA-script rule's finding in a file that becomes an XLA
+    # script only when its fixes (XLA104's) import torch_xla.
+    after_port: bool = False
 
     @property
     def fixable(self) -> bool:

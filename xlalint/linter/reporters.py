@@ -99,7 +99,7 @@ def finding_to_json(finding: Finding, sources: Sources | None = None, edits: Fix
                 "edits": fix_edits,
             }
     span = finding.span
-    return {
+    obj = {
         "cell": finding.cell,
         "code": finding.code,
         "end_location": _location(span.end_line, span.end_col),
@@ -110,6 +110,9 @@ def finding_to_json(finding: Finding, sources: Sources | None = None, edits: Fix
         "noqa_row": finding.noqa_row,
         "url": None,
     }
+    if finding.after_port:
+        obj["after_port"] = True  # only when true: other findings keep ruff's fields
+    return obj
 
 
 def applicable(finding: Finding, unsafe: bool) -> bool:
@@ -118,7 +121,12 @@ def applicable(finding: Finding, unsafe: bool) -> bool:
 
 def text_line(finding: Finding, unsafe: bool = False) -> str:
     marker = " [*]" if applicable(finding, unsafe) else ""
-    return f"{location(finding)}: {finding.code}{marker} {printable(finding.message)}"
+    after_port = AFTER_PORT if finding.after_port else ""
+    return f"{location(finding)}: {finding.code}{marker} {printable(finding.message)}{after_port}"
+
+
+# After the message of a finding that follows from the port (the others' lines are as ruff's).
+AFTER_PORT = " (after the port)"
 
 
 def location(finding: Finding) -> str:
@@ -129,18 +137,24 @@ def location(finding: Finding) -> str:
     return f"{printable(finding.path)}:{cell}{s.line}:{s.col + 1}"
 
 
-def summary(findings: Sequence[Finding], unsafe: bool, fixed: int = 0, command: str = "check") -> str:
+def summary(
+    findings: Sequence[Finding], unsafe: bool, fixed: int = 0, command: str = "check", after_port: int = 0
+) -> str:
+    """ruff's summary; ``after_port``: how many of the ``fixed`` followed from the port."""
     lines = []
     if not findings:
         lines.append(
-            f"Found {fixed} error{'s' if fixed != 1 else ''} ({fixed} fixed, 0 remaining)."
+            f"Found {fixed} error{'s' if fixed != 1 else ''} ({fixed} fixed, 0 remaining{after_port_note(after_port)})."
             if fixed
             else "All checks passed!"
         )
         return "\n".join(lines)
     total = len(findings) + fixed
     if fixed:
-        lines.append(f"Found {total} error{'s' if total != 1 else ''} ({fixed} fixed, {len(findings)} remaining).")
+        lines.append(
+            f"Found {total} error{'s' if total != 1 else ''} "
+            f"({fixed} fixed, {len(findings)} remaining{after_port_note(after_port)})."
+        )
     else:
         lines.append(f"Found {total} error{'s' if total != 1 else ''}.")
     safe = sum(1 for f in findings if applicable(f, unsafe))
@@ -154,6 +168,14 @@ def summary(findings: Sequence[Finding], unsafe: bool, fixed: int = 0, command: 
             else f"({hidden} more fix{'es' if hidden != 1 else ''} available with `--unsafe-fixes`.)"
         )
     return "\n".join(lines)
+
+
+def after_port_note(count: int) -> str:
+    """What the fix summary says of the fixes that followed from the port: XLA104's
+    fixes made the file an XLA script, and the XLA-script rules then applied."""
+    if not count:
+        return ""
+    return f"; {count} of them appeared once the fixes made the file an XLA script"
 
 
 def statistics(findings: Sequence[Finding], unsafe: bool, as_json: bool = False) -> str:

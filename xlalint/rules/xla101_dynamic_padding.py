@@ -380,7 +380,13 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
             unsafe_fixed="""
             from transformers import DataCollatorWithPadding, Trainer
             ds = ds.map(lambda b: tokenizer(b["text"], truncation=True), batched=True)
-            trainer = Trainer(model=model, args=args, train_dataset=ds, processing_class=tokenizer, data_collator=DataCollatorWithPadding(tokenizer, padding="max_length", max_length=512))
+            trainer = Trainer(
+                model=model,
+                args=args,
+                train_dataset=ds,
+                processing_class=tokenizer,
+                data_collator=DataCollatorWithPadding(tokenizer, padding="max_length", max_length=512),
+            )
             """,
             count=1,
         ),
@@ -393,7 +399,13 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
             unsafe_fixed="""
             import transformers
             enc = tokenizer(texts, padding=False)
-            trainer = transformers.Seq2SeqTrainer(model, args, transformers.DataCollatorWithPadding(tokenizer, padding="max_length", max_length=512), ds, tokenizer=tokenizer)
+            trainer = transformers.Seq2SeqTrainer(
+                model,
+                args,
+                transformers.DataCollatorWithPadding(tokenizer, padding="max_length", max_length=512),
+                ds,
+                tokenizer=tokenizer,
+            )
             """,
             count=1,
         ),

@@ -197,8 +197,10 @@ for i, (x, y) in enumerate(loader):
             for i, (x, y) in enumerate(loader):
                 loss = model(x, y)
                 loss.backward()
+
                 def log_step(i, loss):
                     print(f"step {i} loss {loss.item():.4f}")
+
                 xm.add_step_closure(log_step, args=(i, loss))
                 torch_xla.sync()
             """,
@@ -227,8 +229,10 @@ for i, (x, y) in enumerate(loader):
                     outputs = model(x, labels=y)
                     outputs.loss.backward()
                     opt.step()
+
                     def log_step(outputs):
                         logger.info("loss %s", outputs.loss)
+
                     xla_model.add_step_closure(log_step, args=(outputs,))
                     xla_model.mark_step()
             """,
@@ -304,17 +308,23 @@ for i, (x, y) in enumerate(loader):
                 out = model(x)
                 loss = loss_fn(out, y)
                 loss.backward()
+
                 def log_step(loss, out, step, y):
                     print(f"step {step} loss {loss.item():.4f} lr {optimizer.param_groups[0]['lr']}")
                     print(f"step {step} mean {out.mean().item():.4f} labels {y.float().mean().item()}")
+
                 xm.add_step_closure(log_step, args=(loss, out, step, y))
                 torch_xla.sync()
+
                 def log_step_1(loss, out, step):
                     writer.add_scalar("train/loss/after-sync", loss, global_step=step)
                     writer.add_scalar("train/mean/after-sync", out.mean(), global_step=step)
+
                 xm.add_step_closure(log_step_1, args=(loss, out, step))
+
                 def log_step_2(out, step):
                     writer.add_histogram("train/out/after-sync", out, global_step=step)
+
                 # the outputs
                 xm.add_step_closure(log_step_2, args=(out, step))
             """,
@@ -345,8 +355,10 @@ for i, (x, y) in enumerate(loader):
                 xm.add_step_closure(lambda loss=loss: print(loss.item()))
                 xm.add_step_closure(lambda loss=loss: print(loss))
                 print("loss now", loss.item())  # noqa: XLA102
+
                 def log_step_1(loss, x):
                     print("loss in this step, once more, with a long message:", loss, x.sum())
+
                 xm.add_step_closure(log_step_1, args=(loss, x))
                 torch_xla.sync()
             """,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import AppendToBody, Fix, InsertStatement, Operation
+from xlalint.linter.model import AppendToBody, Fix, InsertStatement, MoveStatement, Operation
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.scripts import uses_syncing_library
 from xlalint.linter.semantic import parent
@@ -48,7 +48,10 @@ never syncs, step closures never run, and whatever reads a tensor next (a
 (`if done: break`) gets the sync before the `if`. A jump before the statement that
 reaches `.backward()` (`if batch is None: continue`) skips a step that has not started
 and gets none. (A `try`/`finally` around the body was the alternative: it also syncs
-while an exception propagates, and it re-indents the user's whole loop.)
+while an exception propagates, and it re-indents the user's whole loop.) When the
+step's only sync is a statement of its own under the gradient-accumulation guard, that
+sync is moved to the end of the body instead: the same graphs, without a second sync on
+the steps that apply the gradients.
 
 ```python
 for i, (x, y) in enumerate(loader):
@@ -235,13 +238,31 @@ for i, (x, y) in enumerate(loader):
             """,
             fixed="""
             import torch_xla.core.xla_model as xm
-            import torch_xla
-
             for i, (x, y) in enumerate(loader):
                 (model(x, y) / k).backward()
                 if (i + 1) % k == 0:
                     opt.step()
-                    xm.mark_step()
+                xm.mark_step()
+            """,
+            count=1,
+        ),
+        # The guard's sync shares its block with nothing else: a sync is appended.
+        Invalid(
+            """
+            import torch_xla
+            for i, (x, y) in enumerate(loader):
+                (model(x, y) / k).backward()
+                opt.step()
+                if (i + 1) % k == 0:
+                    torch_xla.sync()
+            """,
+            fixed="""
+            import torch_xla
+            for i, (x, y) in enumerate(loader):
+                (model(x, y) / k).backward()
+                opt.step()
+                if (i + 1) % k == 0:
+                    torch_xla.sync()
                 torch_xla.sync()
             """,
             count=1,
@@ -438,12 +459,47 @@ for i, (x, y) in enumerate(loader):
             if anchor not in anchors:
                 anchors.append(anchor)
                 operations.append(InsertStatement(self.ctx.span(anchor), code, "before"))
+        guarded = _guarded_sync(loop)
+        if guarded is not None and not isinstance(body[-1], _JUMPS):
+            # The user's own sync moves out of the guard: appending one would sync twice
+            # on the steps that apply the gradients.
+            operations.append(MoveStatement(self.ctx.span(guarded), self.ctx.span(body[-1]), "after"))
+            moved = self.ctx.source_of(guarded.value)
+            message = f"Move `{moved}` out of the every-N guard to the end of the loop body"
+            if len(operations) == 1:
+                return self.fix("safe", message, *operations)
+            message += f", and add `{code}` before each jump out of the step"
+            return self.fix("safe", message, *operations, imports=imports)
         if not isinstance(body[-1], _JUMPS):
             operations.append(AppendToBody(self.ctx.header_span(loop.node), code))
         elif isinstance(body[-1], ast.Raise):
             operations.append(InsertStatement(self.ctx.span(body[-1]), code, "before"))
         where = "to the loop body" if len(operations) == 1 else "to the loop body and before each jump out of the step"
         return self.fix("safe", f"Add `{code}` {where}", *operations, imports=imports)
+
+
+def _guarded_sync(loop: StepLoop) -> ast.Expr | None:
+    """The step's only sync point when it is a statement of its own (``xm.mark_step()``
+    on its line) under the every-N guard in the loop body, in a block that keeps other
+    statements: moved to the end of the body it syncs every step, and once."""
+    points = loop.sync_points()
+    if len(points) != 1 or not isinstance(points[0], ast.Call):
+        return None
+    statement = parent(points[0])
+    block_owner = parent(statement) if isinstance(statement, ast.Expr) else None
+    if not isinstance(block_owner, ast.If) or loop.guard_of(points[0]) is None:
+        return None
+    block = block_owner.body if statement in block_owner.body else block_owner.orelse
+    if len(block) < 2 or statement.lineno == block_owner.lineno:
+        return None  # it would leave the block empty, or it shares the `if` line
+    if any(other is not statement and statement.lineno in (other.lineno, other.end_lineno) for other in block):
+        return None  # `a; xm.mark_step()`: not a line of its own
+    node: ast.AST | None = block_owner
+    while node is not None and node is not loop.node:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return None  # in a helper the loop calls
+        node = parent(node)
+    return statement if node is loop.node else None
 
 
 def _step_exits(loop: StepLoop, steps) -> list[ast.stmt]:

@@ -644,8 +644,8 @@ opt.step()
             fixed="""
             import torch
             from torch import cuda
-            import torch_xla.core.xla_model as xm
             import torch_xla
+            import torch_xla.core.xla_model as xm
 
             xm.wait_device_ops()
             torch_xla.manual_seed(seed)
@@ -1115,9 +1115,9 @@ opt.step()
             import os
             import torch
             import torch.distributed as dist
-            from torch.nn.parallel import DistributedDataParallel as DDP
             import torch_xla
             import torch_xla.distributed.xla_backend
+            from torch.nn.parallel import DistributedDataParallel as DDP
 
             local_rank = int(os.environ["LOCAL_RANK"])
             dist.init_process_group(backend="xla", init_method="xla://")

@@ -324,9 +324,13 @@ calling `main(index)` when `main`'s only required parameter is an index (`index`
             from torch.utils.data.distributed import DistributedSampler
             def main(rank):
                 DistributedSampler(ds, num_replicas=xr.world_size(), rank=rank)
+
+
             def _mp_fn(index):
                 # The entry point of XLA launchers (xla_spawn.py, SageMaker), which pass the process index.
                 main(index)
+
+
             if __name__ == "__main__":
                 main(0)
             """,

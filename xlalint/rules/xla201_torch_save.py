@@ -140,8 +140,8 @@ xm.save(model.state_dict(), "model.pt")
             """,
             fixed="""
             import torch
-            import torch_xla.runtime as xr
             import torch_xla.core.xla_model as xm
+            import torch_xla.runtime as xr
 
             xm.save(state, f"ckpt_{xr.global_ordinal()}.pt", master_only=False)
             """,

@@ -136,7 +136,11 @@ train_loader = DataLoader(train_ds, batch_size=32, sampler=DistributedSampler(tr
             from torch.utils.data.distributed import DistributedSampler
 
             def _mp_fn(index):
-                train_loader = DataLoader(train_ds, batch_size=8, sampler=DistributedSampler(train_ds, num_replicas=xr.world_size(), rank=xr.global_ordinal(), shuffle=True))
+                train_loader = DataLoader(
+                    train_ds,
+                    batch_size=8,
+                    sampler=DistributedSampler(train_ds, num_replicas=xr.world_size(), rank=xr.global_ordinal(), shuffle=True),
+                )
                 for x, y in train_loader:
                     model(x, y).backward()
             """,
@@ -171,7 +175,16 @@ train_loader = DataLoader(train_ds, batch_size=32, sampler=DistributedSampler(tr
                     model(x, y).backward()
                     xm.optimizer_step(opt)
             def _mp_fn(index):
-                loader = torch.utils.data.DataLoader(self.data, 16, sampler=torch.utils.data.distributed.DistributedSampler(self.data, num_replicas=xr.world_size(), rank=xr.global_ordinal(), shuffle=False))
+                loader = torch.utils.data.DataLoader(
+                    self.data,
+                    16,
+                    sampler=torch.utils.data.distributed.DistributedSampler(
+                        self.data,
+                        num_replicas=xr.world_size(),
+                        rank=xr.global_ordinal(),
+                        shuffle=False,
+                    ),
+                )
                 para = pl.ParallelLoader(loader, [xm.xla_device()])
                 train_loop(para.per_device_loader(xm.xla_device()))
             xmp.spawn(_mp_fn)
@@ -195,7 +208,11 @@ train_loader = DataLoader(train_ds, batch_size=32, sampler=DistributedSampler(tr
 
             def _mp_fn(index):
                 ds = make_dataset()
-                for x in DataLoader(ds, batch_size=4, sampler=DistributedSampler(ds, num_replicas=xm.xrt_world_size(), rank=xm.get_ordinal(), shuffle=False)):
+                for x in DataLoader(
+                    ds,
+                    batch_size=4,
+                    sampler=DistributedSampler(ds, num_replicas=xm.xrt_world_size(), rank=xm.get_ordinal(), shuffle=False),
+                ):
                     model(x).backward()
             """,
             count=1,

@@ -199,8 +199,8 @@ xm.optimizer_step(opt)
             """,
             unsafe_fixed="""
             import torch_xla
-            import torch_xla.runtime as xr
             import torch_xla.core.xla_model as xm
+            import torch_xla.runtime as xr
 
             def step(batch):
                 def closure():

@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import ast
 
+from xlalint.linter.distributed import DISTRIBUTED_SAMPLERS
+from xlalint.linter.kwargs import unpacked_keywords
 from xlalint.linter.model import SetKeyword
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import keyword
+from xlalint.linter.values import assigned_values, enclosing_scopes
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers,
 #            collate_fn, pin_memory, drop_last, ...)
 _BATCH_SIZE_POSITION = 1
 _BATCH_SAMPLER_POSITION = 4
+_SAMPLER_DROPS = (
+    "Training `DataLoader` without `drop_last=True`: its sampler's `drop_last=True` evens out the processes, "
+    "but the loader's last batch is still partial and compiles a new graph"
+)
 
 
 class PartialLastBatch(Rule):
@@ -35,9 +42,14 @@ with a batch of a new shape and a recompile of the forward and backward step.
 ## What is flagged
 
 In a file that imports torch_xla, a *training* `DataLoader` (one whose batches a
-training loop iterates: see XLA202) with no `drop_last=` or `drop_last=False`. Not
+training loop iterates: see XLA202) with no `drop_last=` or `drop_last=False`, also
+when its `DistributedSampler` has `drop_last=True` (that evens out the processes; the
+loader's last batch is still partial). A `**kwargs` dict the file builds (a literal,
+`dict(...)`, a conditional between them, its `.update(...)` and `kwargs["key"] = v`) is
+read on every branch: flagged when no branch sets `drop_last` or `batch_sampler`. Not
 flagged: a `batch_sampler=` (it decides the batches), `batch_size=None`, a
-`drop_last=` given by a variable, evaluation loaders.
+`drop_last=` given by a variable, a `**kwargs` the file does not build, evaluation
+loaders.
 
 ## Fix
 
@@ -90,6 +102,30 @@ loader = DataLoader(train_ds, batch_size=32, shuffle=True, drop_last=True)
                 model(x, y)
             """
         ),
+        # `**kwargs`: one branch sets drop_last; a dict the file does not build.
+        Valid(
+            """
+            import torch_xla
+            from torch.utils.data import DataLoader
+            kwargs = {"num_workers": 1, "drop_last": True} if use_cuda else {}
+            opts = load_options()
+            for x, y in DataLoader(ds, batch_size=8, **kwargs):
+                model(x, y).backward()
+            for x, y in DataLoader(ds, batch_size=8, **opts):
+                model(x, y).backward()
+            """
+        ),
+        Valid(
+            """
+            import torch_xla
+            from torch.utils.data import DataLoader
+            train_kwargs = {"batch_size": 64}
+            if use_cuda:
+                train_kwargs.update({"drop_last": True})
+            for x, y in DataLoader(ds, **train_kwargs):
+                model(x, y).backward()
+            """
+        ),
     ]
 
     INVALID = [
@@ -127,6 +163,46 @@ loader = DataLoader(train_ds, batch_size=32, shuffle=True, drop_last=True)
             """,
             count=1,
         ),
+        # pytorch/examples' MNIST: no branch of the options sets drop_last.
+        Invalid(
+            """
+            import torch_xla
+            from torch.utils.data import DataLoader
+            kwargs = {"num_workers": 1, "pin_memory": True} if use_cuda else {}
+            train_loader = DataLoader(ds, batch_size=8, shuffle=True, **kwargs)
+            for x, y in train_loader:
+                model(x, y).backward()
+            """,
+            unsafe_fixed="""
+            import torch_xla
+            from torch.utils.data import DataLoader
+            kwargs = {"num_workers": 1, "pin_memory": True} if use_cuda else {}
+            train_loader = DataLoader(ds, batch_size=8, shuffle=True, drop_last=True, **kwargs)
+            for x, y in train_loader:
+                model(x, y).backward()
+            """,
+            count=1,
+        ),
+        # The sampler drops its remainder; the loader still yields a partial last batch.
+        Invalid(
+            """
+            import torch_xla
+            import torch_xla.runtime as xr
+            from torch.utils.data import DataLoader, DistributedSampler
+            sampler = DistributedSampler(ds, num_replicas=xr.world_size(), rank=xr.global_ordinal(), drop_last=True)
+            for x, y in DataLoader(ds, batch_size=8, sampler=sampler):
+                model(x, y).backward()
+            """,
+            unsafe_fixed="""
+            import torch_xla
+            import torch_xla.runtime as xr
+            from torch.utils.data import DataLoader, DistributedSampler
+            sampler = DistributedSampler(ds, num_replicas=xr.world_size(), rank=xr.global_ordinal(), drop_last=True)
+            for x, y in DataLoader(ds, batch_size=8, sampler=sampler, drop_last=True):
+                model(x, y).backward()
+            """,
+            count=1,
+        ),
     ]
 
     def finish(self) -> None:
@@ -135,13 +211,17 @@ loader = DataLoader(train_ds, batch_size=32, shuffle=True, drop_last=True)
             return
         for loader in distributed.training_loaders:
             call = loader.call
+            # What `**kwargs` may pass, on any branch (None: a dict the file does not build).
+            unpacked = unpacked_keywords(call)
             if (
-                keyword(call, "batch_sampler") is not None
+                unpacked is None
+                or keyword(call, "batch_sampler") is not None
                 or len(call.args) > _BATCH_SAMPLER_POSITION
-                or any(k.arg is None for k in call.keywords)
                 or any(isinstance(a, ast.Starred) for a in call.args)
                 or _is_none(keyword(call, "batch_size"))
                 or (len(call.args) > _BATCH_SIZE_POSITION and _is_none_value(call.args[_BATCH_SIZE_POSITION]))
+                or {"batch_sampler", "drop_last"} & set(unpacked)
+                or not all(isinstance(v, ast.expr) and not _is_none_value(v) for v in unpacked.get("batch_size", []))
             ):
                 continue
             drop_last = keyword(call, "drop_last")
@@ -152,7 +232,27 @@ loader = DataLoader(train_ds, batch_size=32, shuffle=True, drop_last=True)
             fix = self.fix(
                 "unsafe", "drop the last, partial batch", SetKeyword(self.ctx.span(call), "drop_last", "True")
             )
-            self.report(call if drop_last is None else drop_last, fix=fix)
+            message = _SAMPLER_DROPS if self._sampler_drops_last(call) else None
+            self.report(call if drop_last is None else drop_last, message, fix=fix)
+
+    def _sampler_drops_last(self, call: ast.Call) -> bool:
+        """The loader's ``sampler=`` is a ``DistributedSampler(..., drop_last=True)``
+        (given there or bound to the name passed)."""
+        sampler = keyword(call, "sampler")
+        values = [sampler.value] if sampler is not None else []
+        if values and isinstance(values[0], ast.Name):
+            name = values[0].id
+            values = [
+                v
+                for scope in enclosing_scopes(values[0])
+                for v in assigned_values(scope, lambda t, n=name: isinstance(t, ast.Name) and t.id == n, shallow=True)
+            ]
+        for value in values:
+            if isinstance(value, ast.Call) and self.ctx.semantic.call_name(value) in DISTRIBUTED_SAMPLERS:
+                drops = keyword(value, "drop_last")
+                if drops is not None and isinstance(drops.value, ast.Constant) and drops.value.value is True:
+                    return True
+        return False
 
 
 def _is_none(kw: ast.keyword | None) -> bool:

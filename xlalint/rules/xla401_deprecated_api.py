@@ -48,8 +48,8 @@ import torch_xla.core.xla_model as xm
 device = xm.xla_device()
 xm.mark_step()
 # becomes
-import torch_xla.core.xla_model as xm
 import torch_xla
+import torch_xla.core.xla_model as xm
 
 device = torch_xla.device()
 torch_xla.sync()
@@ -87,8 +87,8 @@ torch_xla.sync()
                 xm.mark_step()
             """,
             fixed="""
-            import torch_xla.core.xla_model as xm
             import torch_xla
+            import torch_xla.core.xla_model as xm
 
             device = torch_xla.device()
             for x in loader:
@@ -104,8 +104,8 @@ torch_xla.sync()
             mark_step(wait=True)
             """,
             fixed="""
-            from torch_xla.core.xla_model import optimizer_step
             import torch_xla
+            from torch_xla.core.xla_model import optimizer_step
 
             dev = torch_xla.device(1)
             torch_xla.sync(wait=True)

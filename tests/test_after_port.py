@@ -1,0 +1,103 @@
+"""Findings that follow from the port (issues 21.5 and 23.5): `check` shows what `fix`
+will change once XLA104's fixes make a CUDA script an XLA script, marked as such; `fix`
+fixes exactly that many, and its summary says how many followed from the port."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from xlalint.linter import findings_json
+from xlalint.linter.config import Settings
+from xlalint.linter.engine import lint_source
+from xlalint.linter.fixing import fix_source
+from xlalint.linter.model import line_count
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+CUDA_SAVE = """\
+import torch
+
+model = Net().cuda()
+for x, y in loader:
+    loss_fn(model(x.cuda()), y.cuda()).backward()
+    opt.step()
+torch.save(model.state_dict(), "model.pt")
+"""
+
+
+def after_port(source: str, **settings) -> list[tuple[str, int]]:
+    return [(f.code, f.span.line) for f in lint_source(source, "train.py", Settings(**settings)) if f.after_port]
+
+
+def test_the_examples_port_counts_what_fix_fixes():
+    source = (EXAMPLES / "cuda_port.py").read_text()
+    checked = lint_source(source, "cuda_port.py", Settings())
+    assert len(checked) == 9  # the issue's case: 8 before, and `fix` then fixed 9
+    assert [(f.code, f.after_port) for f in checked if f.code == "XLA201"] == [("XLA201", True)]
+    result = fix_source(source, "cuda_port.py", Settings(), unsafe=True)
+    assert len(result.applied) == 9 and result.remaining == []
+    assert sum(f.after_port for f in result.applied) == 1
+
+
+def test_a_cuda_script_gets_the_xla_script_rules():
+    assert after_port(CUDA_SAVE) == [("XLA201", 7)]
+    # Already an XLA script: nothing follows from a port.
+    assert after_port("import torch_xla\n" + CUDA_SAVE) == []
+    # No CUDA at all: no port, no XLA-script rules.
+    assert after_port(CUDA_SAVE.replace(".cuda()", "")) == []
+
+
+def test_a_port_that_is_suppressed_brings_nothing():
+    # With XLA104 suppressed on every line it would fix, no fix imports torch_xla.
+    suppressed = "".join(
+        line.replace("\n", "  # noqa: XLA104\n") if ".cuda()" in line else line
+        for line in CUDA_SAVE.splitlines(keepends=True)
+    )
+    assert after_port(suppressed, select=("XLA104", "XLA201")) == []
+    assert after_port(CUDA_SAVE, select=("XLA104", "XLA201")) == [("XLA201", 7)]
+
+
+def test_a_port_inside_the_reported_call_keeps_the_finding():
+    # The port rewrites the `.cuda()` inside the `torch.save` call, not the call: the
+    # `torch.save` is still there after the port, and XLA201 still applies.
+    source = CUDA_SAVE.replace("model.state_dict()", "model.cuda().state_dict()")
+    assert after_port(source) == [("XLA201", 7)]
+
+
+def test_a_safe_fix_applies_the_port_and_what_follows_in_one_run():
+    (finding,) = [f for f in lint_source(CUDA_SAVE, "train.py", Settings()) if f.after_port]
+    assert finding.fix is not None and finding.fix.applicability == "safe"
+    result = fix_source(CUDA_SAVE, "train.py", Settings())
+    assert "xm.save(model.state_dict()" in result.source
+    assert sum(f.after_port for f in result.applied) == 1
+
+
+def test_after_port_survives_the_cache_and_json(tmp_path, cli):
+    (finding,) = [f for f in lint_source(CUDA_SAVE, "train.py", Settings()) if f.after_port]
+    data = findings_json.dumps("key", [finding])
+    assert findings_json.loads(data, "key", line_count(CUDA_SAVE)) == [finding]
+
+    (tmp_path / "train.py").write_text(CUDA_SAVE)
+    result = cli("check", "--output-format", "json", "--no-cache", "train.py", cwd=tmp_path)
+    rows = json.loads(result.stdout)
+    assert [row["code"] for row in rows if row.get("after_port")] == ["XLA201"]
+    assert all("after_port" not in row for row in rows if row["code"] != "XLA201")
+
+    concise = cli("check", "--output-format", "concise", "--no-cache", "train.py", cwd=tmp_path).stdout.decode()
+    (line,) = [line for line in concise.splitlines() if "XLA201" in line]
+    assert line.endswith("use `xm.save` (after the port)")
+    assert all(not line.endswith("(after the port)") for line in concise.splitlines() if "XLA104" in line)
+
+
+def test_the_fix_summary_says_how_many_followed_from_the_port(tmp_path, cli):
+    shutil.copy(EXAMPLES / "cuda_port.py", tmp_path / "cuda_port.py")
+    diff = cli("fix", "--unsafe-fixes", "--diff", "--no-cache", "cuda_port.py", cwd=tmp_path)
+    assert "Would fix 9 errors in 1 file; 1 of them appeared once the fixes made the file an XLA script." in (
+        diff.stderr.decode()
+    )
+    fixed = cli("fix", "--unsafe-fixes", "--no-cache", "--output-format", "text", "cuda_port.py", cwd=tmp_path)
+    assert "(9 fixed, 0 remaining; 1 of them appeared once the fixes made the file an XLA script)" in (
+        fixed.stdout.decode()
+    )

@@ -1,0 +1,166 @@
+"""Fixed lines at the file's line length, laid out as the user's formatter would.
+
+A fix that adds an argument (``drop_last=True``, a ``sampler=DistributedSampler(...)``)
+can push a call past the line length the project formats to. Every line a pass of
+fixes made longer than that length, where the code it replaced fitted, has its call
+split as black and ``ruff format`` split one: one argument a line, a trailing comma,
+``)`` back at the call's indentation. The same for any operation: this runs on the
+fixed module, not in each rewrite.
+
+The length is ruff's ``line-length`` (``ruff.toml``, ``.ruff.toml`` or ``[tool.ruff]``),
+else black's (``[tool.black]``), from the nearest folder that has one, else 88 (both
+tools' default). The files are read as data (``tomllib``), never run.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from pathlib import Path
+
+import libcst as cst
+import tomllib
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from xlalint.linter.model import split_lines
+
+DEFAULT_LINE_LENGTH = 88
+# ruff accepts 1..320.
+_MAX_LINE_LENGTH = 320
+# A split argument may still be too long: it is split in turn, this many times at most.
+_ROUNDS = 3
+
+
+def line_length_for(path: str) -> int:
+    """The line length the project of ``path`` formats to."""
+    folder = Path(path).resolve().parent if path not in ("-", "<stdin>") else Path.cwd()
+    return _line_length_in(folder)
+
+
+@functools.lru_cache(maxsize=256)
+def _line_length_in(folder: Path) -> int:
+    for directory in (folder, *folder.parents):
+        for name in (".ruff.toml", "ruff.toml", "pyproject.toml"):
+            found = _configured_length(directory / name)
+            if found is not None:
+                return found
+    return DEFAULT_LINE_LENGTH
+
+
+def _configured_length(path: Path) -> int | None:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    if path.name == "pyproject.toml":
+        tool = data.get("tool")
+        tool = tool if isinstance(tool, dict) else {}
+        candidates = [tool.get("ruff"), tool.get("black")]
+    else:
+        candidates = [data]
+    for table in candidates:
+        if isinstance(table, dict):
+            value = table.get("line-length")
+            if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= _MAX_LINE_LENGTH:
+                return value
+    return None
+
+
+def wrap_long_lines(before: str, module: cst.Module, line_length: int) -> cst.Module:
+    """``module`` (``before`` once fixed) with the calls on the lines the fixes pushed past
+    ``line_length`` split one argument a line."""
+    for _ in range(_ROUNDS):
+        long_lines = _lines_made_too_long(before, module.code, line_length)
+        if not long_lines:
+            return module
+        calls = _calls_to_split(module, long_lines)
+        if not calls:
+            return module
+        module = module.visit(_Splitter(calls, module.default_indent))
+    return module
+
+
+def _lines_made_too_long(before: str, after: str, line_length: int) -> set[int]:
+    """The 1-based lines of ``after`` longer than ``line_length`` that are new or replace
+    lines that all fitted (a line the user wrote too long is theirs)."""
+    old, new = split_lines(before), split_lines(after)
+    found: set[int] = set()
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        if tag == "equal" or any(len(line) > line_length for line in old[i1:i2]):
+            continue
+        found.update(j + 1 for j in range(j1, j2) if len(new[j]) > line_length)
+    return found
+
+
+def _calls_to_split(module: cst.Module, lines: set[int]) -> dict[cst.Call, str]:
+    """For each long line, the call to split and the indentation of the line it starts
+    on, relative to its statement's: the outermost call that lies on the line, else a
+    call whose arguments all lie on it (written on a line of their own)."""
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    text_lines = split_lines(module.code)
+    statement_starts = [
+        where.start.line
+        for node, where in positions.items()
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
+    ]
+    chosen: dict[int, tuple[tuple[int, int], cst.Call]] = {}
+    for node, where in positions.items():
+        if not isinstance(node, cst.Call) or not node.args or _has_bare_generator(node):
+            continue
+        start, end = where.start.line, where.end.line
+        if start == end and start in lines:
+            line, rank = start, (1, where.end.column - where.start.column)
+        else:
+            first, last = positions[node.args[0]], positions[node.args[-1]]
+            if not (start < first.start.line == last.end.line and first.start.line in lines):
+                continue
+            line, rank = first.start.line, (0, 0)
+        if line not in chosen or rank > chosen[line][0]:
+            chosen[line] = (rank, node)
+    found: dict[cst.Call, str] = {}
+    for _rank, call in chosen.values():
+        call_line = positions[call].start.line
+        statement = max((s for s in statement_starts if s <= call_line), default=call_line)
+        indent, own = _indent(text_lines[call_line - 1]), _indent(text_lines[statement - 1])
+        found[call] = indent[len(own) :] if indent.startswith(own) else ""
+    return found
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _has_bare_generator(call: cst.Call) -> bool:
+    """``f(x for x in y)``: a trailing comma after it would not parse."""
+    return len(call.args) == 1 and isinstance(call.args[0].value, cst.GeneratorExp) and not call.args[0].value.lpar
+
+
+class _Splitter(cst.CSTTransformer):
+    def __init__(self, calls: dict[cst.Call, str], unit: str):
+        super().__init__()
+        self.calls = calls
+        self.unit = unit
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        relative = self.calls.get(original_node)
+        if relative is None:
+            return updated_node
+        return split_call(updated_node, relative, self.unit)
+
+
+def split_call(call: cst.Call, relative: str, unit: str) -> cst.Call:
+    """``call`` with one argument a line at ``relative`` + ``unit`` (past the indentation
+    of its statement), a trailing comma, and ``)`` at ``relative``."""
+
+    def line_break(indent: str) -> cst.ParenthesizedWhitespace:
+        return cst.ParenthesizedWhitespace(
+            first_line=cst.TrailingWhitespace(), indent=True, last_line=cst.SimpleWhitespace(indent)
+        )
+
+    args = []
+    for position, arg in enumerate(call.args):
+        after = relative if position == len(call.args) - 1 else relative + unit
+        comma = cst.Comma(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=line_break(after))
+        args.append(arg.with_changes(comma=comma, whitespace_after_arg=cst.SimpleWhitespace("")))
+    return call.with_changes(whitespace_before_args=line_break(relative + unit), args=args)
