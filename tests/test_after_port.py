@@ -12,7 +12,7 @@ from xlalint.linter import findings_json
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import lint_source
 from xlalint.linter.fixing import fix_source
-from xlalint.linter.model import line_count
+from xlalint.linter.model import split_lines
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -76,8 +76,10 @@ def test_a_safe_fix_applies_the_port_and_what_follows_in_one_run():
 
 def test_after_port_survives_the_cache_and_json(tmp_path, cli):
     (finding,) = [f for f in lint_source(CUDA_SAVE, "train.py", Settings()) if f.after_port]
-    data = findings_json.dumps("key", [finding])
-    assert findings_json.loads(data, "key", line_count(CUDA_SAVE)) == [finding]
+    stamp = findings_json.FileStamp("train.py", len(CUDA_SAVE), 0, "0" * 64)
+    data = findings_json.dumps("key", stamp, [finding])
+    assert findings_json.loads(data, "key") == (stamp, [finding])
+    findings_json.check_against([finding], "train.py", split_lines(CUDA_SAVE))
 
     (tmp_path / "train.py").write_text(CUDA_SAVE)
     result = cli("check", "--output-format", "json", "--no-cache", "train.py", cwd=tmp_path)

@@ -186,7 +186,7 @@ CORRUPT = {
     "an empty object": b"{}",
     "no findings key": json.dumps({"format": findings_json.FORMAT, "key": "KEY", "file": "FILE"}).encode(),
     "another key": _entry([]).replace(b'"KEY"', b'"OTHER"'),
-    "another format": _entry([]).replace(b'"format": 2', b'"format": 99'),
+    "another format": _entry([]).replace(f'"format": {findings_json.FORMAT}'.encode(), b'"format": 99'),
     "findings not a list": _entry({"a": 1}),  # type: ignore[arg-type]
     "a finding that is a string": _entry(["XLA104"]),
     "a line as a string": _with(("span", "line"), "2"),
