@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from xlalint.linter.devices import DeviceAnalysis
 from xlalint.linter.model import Applicability, Finding, Fix, Import, Operation, Span, split_lines
 from xlalint.linter.semantic import Semantic, ancestors
 
@@ -123,6 +124,11 @@ class Context:
         from xlalint.linter.distributed import DistributedAnalysis
 
         return DistributedAnalysis(self)
+
+    @cached_property
+    def devices(self) -> DeviceAnalysis:
+        """The device analysis (which expression is a device, what a variable holds), built on first use."""
+        return DeviceAnalysis(self.tree, self.semantic)
 
     def span(self, node: ast.AST) -> Span:
         return Span.of(node, self.lines)
