@@ -55,6 +55,14 @@ EXPECTED = {
         (14, 40, "safe"),  # batch.to("cuda", ...)
     ],
     "not_flagged": [],
+    "availability": [
+        (7, 8, "unsafe"),  # assert torch.cuda.is_available(): the assertion goes
+        (9, 4, "unsafe"),  # if torch.cuda.is_available(): torch.cuda.manual_seed(...)
+        (10, 5, "safe"),  # torch.cuda.manual_seed -> torch_xla.manual_seed
+        (11, 23, "unsafe"),  # the bf16 condition as a whole -> "bfloat16"
+        (12, 11, "unsafe"),  # a flag that chooses no device -> True
+        (13, 7, "unsafe"),  # ... and not has_gpu -> not has_gpu
+    ],
     "amp_recipe": [
         (11, 10, "safe"),  # device = "cuda", also autocast's device_type -> "xla"
         (18, 12, "safe"),  # .cuda()
@@ -88,8 +96,8 @@ EXPECTED = {
         (14, 14, "safe"),  # with torch.cuda.stream(side): the body stays
         (15, 34, "safe"),  # f"cuda:{rank}"
         (16, 5, "safe"),  # synchronize
-        (17, 12, None),  # a memory query used in a computation
-        (18, 19, "unsafe"),  # a memory query that is only printed
+        (17, 12, "unsafe"),  # a memory query used in a computation -> 0
+        (18, 19, "unsafe"),  # a memory query that is printed -> 0, the print stays
         (19, 13, None),  # get_rng_state
         (20, 12, None),  # get_device_name
         (21, 13, "unsafe"),  # current_device -> xr.local_ordinal()

@@ -262,8 +262,7 @@ opt.step()
         Valid(
             """
             import torch
-            if torch.cuda.is_available():
-                print("cuda")
+            print("cuda")
             names = {"cuda": 1}
             x = torch.zeros(3).to(device)
             y = torch.device("cpu")
@@ -577,6 +576,7 @@ opt.step()
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
         self.device_args.check_selection(node)
+        self.availability.check_conditional(node)
 
     def visit_arguments(self, node: ast.arguments) -> None:
         self.device_args.check_defaults(node)

@@ -1,7 +1,7 @@
 """The ``torch.cuda.*`` and ``torch.accelerator.*`` calls of the table in
 ``xlalint/rules/_cuda_api.py``, by the action their row names: ``remove`` a statement
 (``torch.cuda.empty_cache()``), ``replace`` a call (``torch.cuda.synchronize()`` ->
-``xm.wait_device_ops()``), a memory ``query`` that only feeds a report, the current
+``xm.wait_device_ops()``), a memory ``query`` (0 without CUDA), the current
 accelerator as a ``device``; autocast, the scaler, streams, device contexts and the
 availability test go to their own parts.
 """
@@ -14,18 +14,13 @@ import re
 from xlalint.linter.devices import CURRENT_ACCELERATOR
 from xlalint.linter.model import Fix, RemoveStatement, ReplaceExpr
 from xlalint.linter.rule import Invalid, Valid
-from xlalint.linter.semantic import ancestors, enclosing_statement, method_name, parent, string_value
-from xlalint.linter.syntax import has_star_args, is_alone_on_its_lines, is_self_attribute, whole_statement
+from xlalint.linter.semantic import ancestors, parent, string_value
+from xlalint.linter.syntax import has_star_args, is_self_attribute, whole_statement
 from xlalint.rules._cuda_api import CudaApi
 from xlalint.rules.xla104.amp import Amp
 from xlalint.rules.xla104.availability import Availability
 from xlalint.rules.xla104.streams import Streams
 from xlalint.rules.xla104.writer import Writer
-
-# Methods that print or log their arguments (a memory report inside one can go).
-OUTPUT_METHODS = frozenset(
-    {"debug", "info", "warning", "warn", "error", "log", "write", "set_postfix", "set_description", "print"}
-)
 
 
 class CudaCalls:
@@ -60,13 +55,16 @@ class CudaCalls:
             )
             self.writer.report(call, self.writer.spell(row.message, call, short)[0], fix)
         elif row.action == "query":
-            stmt = self._output_statement(call)
+            # Without CUDA the statistic is 0 (torch reads no allocator); the user's line
+            # (a print, a log, a running maximum) stays and reads that value.
             fix = None
-            if stmt is not None:
-                fix = self.writer.fix("unsafe", "Remove the CUDA memory report", RemoveStatement(self.ctx.span(stmt)))
+            if not has_star_args(call):
+                fix = self.writer.fix(
+                    "unsafe", "Use `0`, the value without CUDA", ReplaceExpr(self.ctx.span(call), "0")
+                )
             message = self.writer.spell(row.message, call, short)[0]
             if fix is not None:
-                message += "; the unsafe fix removes this report"
+                message += "; the unsafe fix writes `0` in its place (what it returns without CUDA), keeping the line"
             self.writer.report(call, message, fix)
         elif row.action == "replace":
             self.writer.report(
@@ -78,17 +76,6 @@ class CudaCalls:
             self.streams.check_stream(call, short, row)
         else:
             self.writer.report(call, self.writer.spell(row.message, call, short)[0], None)
-
-    def _output_statement(self, call: ast.Call) -> ast.Expr | None:
-        """The statement that only prints or logs ``call``'s value: ``print(...)``,
-        ``logger.info(...)``, ``pbar.set_postfix(...)``."""
-        stmt = enclosing_statement(call)
-        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and is_alone_on_its_lines(stmt)):
-            return None
-        output = stmt.value
-        if isinstance(output.func, ast.Name) and output.func.id == "print":
-            return stmt
-        return stmt if method_name(output) in OUTPUT_METHODS else None
 
     def _replace_fix(self, call: ast.Call, short: str, row: CudaApi) -> Fix | None:
         if call.keywords or has_star_args(call) or len(call.args) != row.arguments:
@@ -206,9 +193,11 @@ INVALID = [
         peak = torch.cuda.max_memory_allocated()
         print(f"{torch.cuda.memory_allocated() / 2**20:.0f} MiB")
         """,
+        # The user's report stays: the query becomes 0, what it returns without CUDA.
         unsafe_fixed="""
         import torch
-        peak = torch.cuda.max_memory_allocated()
+        peak = 0
+        print(f"{0 / 2**20:.0f} MiB")
         """,
         count=3,
     ),
