@@ -32,7 +32,7 @@ from xlalint.linter.devices import TORCH_DEVICE
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import method_name
 from xlalint.rules._cuda_api import DISTRIBUTED_DATA_PARALLEL, INIT_PROCESS_GROUP, SHARE_MEMORY_METHODS, lookup
-from xlalint.rules.xla104 import amp, availability, cuda_calls, process_groups, streams
+from xlalint.rules.xla104 import amp, availability, cuda_calls, device_args, process_groups, streams
 from xlalint.rules.xla104.amp import GENERIC_AUTOCAST, GENERIC_GRAD_SCALER, Amp
 from xlalint.rules.xla104.availability import Availability
 from xlalint.rules.xla104.cuda_calls import CudaCalls
@@ -87,7 +87,12 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
   device: in the test of an `if` (or a conditional expression) whose branches set or
   use a device, or in a flag that such a test reads (`use_cuda = not args.no_cuda and
   torch.cuda.is_available()` ... `if use_cuda:`; `args.cuda = ...` too). On an XLA
-  machine it is False, so the ported script would run on the CPU;
+  machine it is False, so the ported script would run on the CPU. Anywhere else too
+  (issue 21): `assert torch.cuda.is_available()`, `if torch.cuda.is_available():
+  torch.cuda.manual_seed(s)`, `pin = torch.cuda.is_available()`: the ported script would
+  stop, or skip what it does on an accelerator. `"bfloat16" if torch.cuda.is_available()
+  and torch.cuda.is_bf16_supported() else "float16"` is reported once, as a whole: it
+  would pick float16 on XLA (and the scaler the fix removes would be its loss scaling);
 - a data-parallel script's CUDA parts (names in `xlalint/rules/_cuda_api.py`):
   `dist.init_process_group` with the `"nccl"` backend (`backend="nccl"`, positional
   `"nccl"`, `dist.Backend.NCCL`, a variable assigned one, a backend per device such as
@@ -105,7 +110,7 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
 
 ## What is not flagged
 
-`torch.cuda.is_available()` that chooses no device; a `"cuda"` string that is not a device
+A `"cuda"` string that is not a device
 (`print("cuda")`, a dict key); a device in a variable (`x.to(device)`);
 `torch.device("cpu")`, `.to("xla")`; CUDA mentioned in comments or strings; files
 outside the scope (no torch/torch_xla/transformers/tokenizers/accelerate import).
@@ -131,8 +136,14 @@ Safe:
   `torch.accelerator.synchronize()` -> `xm.wait_device_ops()`,
   `torch.cuda.is_bf16_supported()` -> `True`; `reset_peak_memory_stats()` and the other
   statistics resets are removed;
-- a device string that is also autocast's `device_type` (`device = "cuda"` ...
-  `torch.autocast(device_type=device)`) becomes `"xla"`, which is both;
+- a device that is also read as a string (`device = "cuda"`, or the selection
+  `"cuda" if torch.cuda.is_available() else "cpu"`, with `"cuda" in device`,
+  `device.startswith("cuda")`, or autocast's `device_type=device`) becomes `"xla"`, which
+  is both a device (`.to("xla")`, `torch.device("xla")`) and a string. A device type
+  derived from it (`device_type = "cuda" if "cuda" in device else "cpu"`) follows in the
+  same fix (`"xla" if "xla" in device else "cpu"`): left alone it would say `"cpu"`, and
+  `torch.autocast(device_type=device_type)` would silently autocast on the CPU (XLA
+  tensors stay float32 there). A selection is never fixed by half;
 - a stream or device context, `with torch.cuda.stream(s):` or `with torch.cuda.device(i):`
   (also `torch.cuda.StreamContext`, `torch.cuda.device_of`,
   `torch.accelerator.device_index`), is replaced by its body, dedented; in a `with` of
@@ -205,10 +216,13 @@ Unsafe:
   model on the XLA device (`--no-cuda`-style options keep working);
 - `torch.cuda.current_device()` -> `xr.local_ordinal()` (the index of this process's
   XLA device);
-- a memory query (`torch.cuda.max_memory_allocated()`, ...) in a statement that only
-  prints or logs it: the statement is removed. XLA's `xm.get_memory_info()` is named
-  in the message but is not written by the fix: the CPU device has no allocator
-  statistics and it raises there. A query used any other way has no fix.
+- a memory query (`torch.cuda.max_memory_allocated()`, ...) becomes `0`, what it returns
+  without CUDA: the user's line (a print, a log, a running peak) stays. XLA's
+  `xm.get_memory_info()` is named in the message but is not written by the fix: the CPU
+  device has no allocator statistics and it raises there;
+- `torch.cuda.is_available()` anywhere else: treated as True, so what the script does
+  on an accelerator runs on XLA (an `assert` of it alone is removed; the bfloat16
+  condition becomes its `"bfloat16"` branch);
 
 Unsafe (they change the numerics):
 - CUDA autocast -> `torch.autocast("xla", dtype=torch.bfloat16)`, keeping `enabled=`
@@ -455,6 +469,16 @@ opt.step()
             if "cuda" in device:
                 pass
             """,
+            # Read as a string too: "xla" is both a device and a string.
+            fixed="""
+            import torch
+            import torch_xla
+
+            device = "xla"
+            x = torch.ones(2, device=device)
+            if "cuda" in device:
+                pass
+            """,
             count=1,
         ),
         Invalid(
@@ -529,6 +553,7 @@ opt.step()
             """,
             count=1,
         ),
+        *device_args.INVALID,
         *availability.INVALID,
         *cuda_calls.INVALID,
         *amp.INVALID,

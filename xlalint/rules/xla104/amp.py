@@ -293,6 +293,8 @@ INVALID = [
         """,
         fixed="""
         import torch
+        import torch_xla
+
         device = "xla"
         x = torch.ones(2, device=device)
         with torch.autocast(device_type=device, dtype=torch.float16):
@@ -300,6 +302,8 @@ INVALID = [
         """,
         unsafe_fixed="""
         import torch
+        import torch_xla
+
         device = "xla"
         x = torch.ones(2, device=device)
         with torch.autocast("xla", dtype=torch.bfloat16):

@@ -14,11 +14,14 @@ import ast
 
 from xlalint.linter.devices import (
     TORCH_DEVICE,
+    condition_holding,
+    inspects_device_string,
     is_cuda_storage_lambda,
     is_cuda_string,
     is_device_index,
 )
-from xlalint.linter.model import Fix, ReplaceExpr, Span
+from xlalint.linter.model import Fix, Operation, ReplaceExpr, Span
+from xlalint.linter.rule import Invalid
 from xlalint.linter.semantic import method_name, parent
 from xlalint.linter.syntax import argument, has_star_args
 from xlalint.rules.xla104.writer import Writer
@@ -45,8 +48,19 @@ class DeviceArguments:
 
     # -- expressions ------------------------------------------------------------------------
     def check_selection(self, node: ast.IfExp) -> None:
-        if self.devices.is_device_selection(node):
-            self.writer.report_device(node, "CUDA device selection")
+        if not self.devices.is_device_selection(node):
+            return
+        holder = parent(node)
+        target = holder.targets[0] if isinstance(holder, ast.Assign) and len(holder.targets) == 1 else None
+        if isinstance(target, ast.Name):
+            key = (id(self.devices.scope_of(target)), target.id)
+            if self._used_as_string(key) or self._used_as_device_type(key):
+                # `device = "cuda" if ... else "cpu"` ... `"cuda" in device`: both sides go
+                # to "xla", a device and a string, and what is derived from it follows.
+                message = f"CUDA device selection, `{target.id}` is also read as a string"
+                self.writer.report_device(node, message, as_string=self._derived_types(key))
+                return
+        self.writer.report_device(node, "CUDA device selection")
 
     def check_defaults(self, node: ast.arguments) -> None:
         """``def f(device="cuda")``: a parameter default that is a CUDA device."""
@@ -151,14 +165,34 @@ class DeviceArguments:
                 if is_cuda_string(value):
                     message = f"CUDA device `{self.writer.short(value)}` assigned to `{key[1]}`, used as a device"
                     if self._used_as_string(key):
-                        # `"cuda" in device`, `device.startswith(...)`: a torch.device is no str.
-                        self.writer.report(value, message + " (and as a string: port it by hand)", None)
+                        # `"cuda" in device`, `device.startswith(...)`: a torch.device is no
+                        # str, "xla" is both; a device type derived from it follows.
+                        self.writer.report_device(
+                            value, message + " and as a string", as_string=self._derived_types(key)
+                        )
                     elif self._used_as_device_type(key):
                         # `torch.autocast(device_type=device)` needs a str: "xla" is both.
-                        fix = self.writer.fix("safe", 'Use `"xla"`', ReplaceExpr(self.ctx.span(value), '"xla"'))
-                        self.writer.report(value, message + ' and as a `device_type`: use `"xla"`', fix)
+                        self.writer.report_device(value, message + " and as a `device_type`", as_string=())
                     else:
                         self.writer.report_device(value, message)
+
+    def _derived_types(self, key: tuple[int, str]) -> tuple[Operation, ...]:
+        """``device_type = "cuda" if "cuda" in device else "cpu"``: a device type derived from
+        the string (it feeds ``torch.autocast(device_type=...)`` and comparisons). With the
+        device "xla" it would say "cpu", and autocast would silently run on the CPU: its
+        CUDA strings become "xla" too."""
+        operations: list[Operation] = []
+        for read in self._reads(key):
+            derivation = condition_holding(read)
+            if not isinstance(derivation, ast.IfExp) or not inspects_device_string(derivation.test):
+                continue
+            if not any(is_cuda_string(b) for b in (derivation.body, derivation.orelse)):
+                continue
+            for node in ast.walk(derivation):
+                if isinstance(node, ast.Constant) and is_cuda_string(node):
+                    quote = "'" if self.ctx.source_of(node).startswith("'") else '"'
+                    operations.append(ReplaceExpr(self.ctx.span(node), f"{quote}xla{quote}"))
+        return tuple(operations)
 
     def _reads(self, key: tuple[int, str]) -> list[ast.Name]:
         return [
@@ -189,3 +223,29 @@ class DeviceArguments:
             if isinstance(holder, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in holder.ops):
                 return True
         return False
+
+
+# XLA104's examples of this part (the rule runs them as its own: tests/test_rule_examples.py).
+INVALID = [
+    # A selection read as a string (nanoGPT's way): "xla" on both sides, and the
+    # device type derived from it follows, so autocast runs on XLA, not the CPU.
+    Invalid(
+        """
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        device_type = "cuda" if "cuda" in device else "cpu"
+        model = Net().to(device)
+        ctx = torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+        """,
+        fixed="""
+        import torch
+        import torch_xla
+
+        device = "xla"
+        device_type = "xla" if "xla" in device else "cpu"
+        model = Net().to(device)
+        ctx = torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+        """,
+        count=1,
+    ),
+]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from xlalint.linter.model import Fix, Import, ReplaceExpr
+from xlalint.linter.model import Fix, Import, Operation, ReplaceExpr
 from xlalint.linter.semantic import parent
 
 if TYPE_CHECKING:
@@ -41,16 +41,20 @@ class Writer:
         self.claimed.update(id(n) for n in ast.walk(node) if id(n) not in kept)
         self.rule.report(node, message, fix)
 
-    def report_device(self, node: ast.AST, message: str, to_cpu: bool = False) -> None:
+    def report_device(
+        self, node: ast.AST, message: str, to_cpu: bool = False, as_string: tuple[Operation, ...] | None = None
+    ) -> None:
         """Report a device expression; its fix replaces it with the XLA device (or
-        with ``"cpu"`` for ``map_location``)."""
+        with ``"cpu"`` for ``map_location``). ``as_string``: the device is also read as a
+        string, so the fix writes ``"xla"`` (both a device and a string) with these
+        operations, which port what the script derives from the string."""
         if id(node) in self.claimed:
             return
         if to_cpu or id(node) in self.map_locations:
             fix = self.fix("safe", 'Load onto the CPU: `map_location="cpu"`', ReplaceExpr(self.ctx.span(node), '"cpu"'))
             message += ': load onto the CPU (`map_location="cpu"`), then move to the XLA device'
         else:
-            device, imports = self.xla_device(node)
+            device, imports = self.xla_device(node) if as_string is None else self.xla_string()
             message += f": use `{device}`"
             if self.devices.evaluated_at_import(node):
                 message += " (a device that does not start the XLA runtime when the module is imported)"
@@ -60,8 +64,15 @@ class Writer:
                 # The other branch is the user's own choice of device: the fix drops it.
                 applicability = "unsafe"
                 message += f"; the fix drops the fallback `{self.short(fallback)}`"
-            fix = self.fix(applicability, f"Use `{device}`", ReplaceExpr(self.ctx.span(node), device), imports=imports)
+            operations = (ReplaceExpr(self.ctx.span(node), device), *(as_string or ()))
+            fix = self.fix(applicability, f"Use `{device}`", *operations, imports=imports)
         self.report(node, message, fix)
+
+    def xla_string(self) -> tuple[str, tuple[Import, ...]]:
+        """``"xla"``: the XLA device where a string is needed (``.to("xla")``,
+        ``torch.device("xla")``, ``"xla" in device``); ``import torch_xla`` registers it."""
+        _, imports = self.ctx.reference("torch_xla")
+        return '"xla"', imports
 
     def xla_device(self, node: ast.AST | None = None) -> tuple[str, tuple[Import, ...]]:
         """The XLA device as a fix writes it at ``node``: ``torch_xla.device()`` (``xm.xla_device()``
