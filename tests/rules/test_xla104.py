@@ -460,3 +460,28 @@ def test_ddp_device_ids_evaluated_at_import_are_removed_not_replaced():
     result = fix_source(source, "x.py", settings(), select=[CODE])
     assert result.error is None, result.error
     assert "model = DDP(net)\n" in result.source
+
+
+# Whole scripts of issue 21 (run on torch_xla by tests/harness/test_port_strings.py): the
+# unsafe fix of XLA104 alone, as expected, and a second fix changes nothing.
+HARNESS_SCRIPTS = Path(__file__).resolve().parent.parent / "harness" / "scripts"
+
+
+@pytest.mark.parametrize("name", ["port_gpt_string_device", "port_ddp_assert_cuda", "port_cuda_memory_print"])
+def test_issue21_scripts_fix_to_expected(name):
+    source = (HARNESS_SCRIPTS / f"{name}.py").read_text()
+    fixed = assert_fixes_to(CODE, source, f"{name}.py", read(f"{name}.unsafe.py"), unsafe=True, settings=settings())
+    # Never half a selection: no CUDA string, CUDA call or availability test is left.
+    code = fixed.split('"""', 2)[2]  # after the docstring
+    assert "torch.cuda" not in code and '"cuda"' not in code
+
+
+def test_string_device_script_ports_the_selection_and_dtype_together():
+    fixed = read("port_gpt_string_device.unsafe.py")
+    assert 'device = "xla"\ndevice_type = "xla" if "xla" in device else "cpu"\ndtype = "bfloat16"\n' in fixed
+    assert "if True:\n    torch_xla.manual_seed(1337)\n" in fixed
+
+
+def test_memory_print_keeps_the_users_line():
+    fixed = read("port_cuda_memory_print.unsafe.py")
+    assert 'print(f"epoch {epoch} peak memory {0 / 2**20:.1f} MiB")' in fixed

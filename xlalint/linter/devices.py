@@ -15,7 +15,7 @@ import ast
 import re
 from functools import cached_property
 
-from xlalint.linter.semantic import Semantic, ancestors, method_name, string_value
+from xlalint.linter.semantic import Semantic, ancestors, method_name, parent, string_value
 from xlalint.linter.syntax import argument, is_self_attribute
 from xlalint.linter.values import assigned_values, is_self_attr
 
@@ -292,6 +292,44 @@ class DeviceAnalysis:
                 elif isinstance(node, ast.Assign) and self.is_any_device(node.value):
                     return True
         return False
+
+    def decided_later(self, condition: ast.If) -> ast.stmt | None:
+        """The statement after ``condition`` that decides the device its branches set:
+        ``if torch.cuda.is_available(): device = torch.device("cuda")`` followed, in the
+        same block, by ``device = xm.xla_device()``. Every statement of the branches must
+        be such an assignment, and nothing between may read the name."""
+        container = parent(condition)
+        siblings = next(
+            (
+                block
+                for block in (getattr(container, f, None) for f in ("body", "orelse", "finalbody"))
+                if isinstance(block, list) and any(s is condition for s in block)
+            ),
+            None,
+        )
+        branches = [*condition.body, *condition.orelse]
+        if siblings is None or not branches:
+            return None
+        names = set()
+        for stmt in branches:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+                return None
+            names.add(stmt.targets[0].id)
+        after = siblings[next(i for i, s in enumerate(siblings) if s is condition) + 1 :]
+        deciding = None
+        for name in names:
+            for stmt in after:
+                target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else None
+                if isinstance(target, ast.Name) and target.id == name:
+                    if not self.names_xla_device(stmt.value):
+                        return None
+                    deciding = stmt if deciding is None or stmt.lineno > deciding.lineno else deciding
+                    break
+                if any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(stmt)):
+                    return None  # read (or bound some other way) before it is decided
+            else:
+                return None
+        return deciding
 
     # -- int devices ----------------------------------------------------------------------------
     def holds_device_index(self, node: ast.AST) -> bool:

@@ -110,7 +110,10 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
 
 ## What is not flagged
 
-A `"cuda"` string that is not a device
+An availability test whose branches only set a device that a later unconditional
+assignment in the same block decides (`if torch.cuda.is_available(): device =
+torch.device("cuda")` then `device = xm.xla_device()`: the CUDA device is still ported);
+a `"cuda"` string that is not a device
 (`print("cuda")`, a dict key); a device in a variable (`x.to(device)`);
 `torch.device("cpu")`, `.to("xla")`; CUDA mentioned in comments or strings; files
 outside the scope (no torch/torch_xla/transformers/tokenizers/accelerate import).

@@ -46,6 +46,8 @@ class Availability:
                 continue
             text = self.writer.short(call)
             test_of = condition_holding(call)
+            if isinstance(test_of, ast.If) and self.devices.decided_later(test_of) is not None:
+                continue  # `device = xm.xla_device()` after it decides the device
             if test_of is not None and self.devices.chooses_device(test_of):
                 self.writer.report(
                     call,
@@ -249,5 +251,25 @@ INVALID = [
         pin = True
         """,
         count=4,
+    ),
+    # A later unconditional XLA device decides the device (the CUDA one is still ported).
+    Invalid(
+        """
+        import torch
+        import torch_xla.core.xla_model as xm
+        if torch.cuda.is_available():
+            device = torch.device("cuda")
+        device = xm.xla_device()
+        """,
+        fixed="""
+        import torch
+        import torch_xla.core.xla_model as xm
+        import torch_xla
+
+        if torch.cuda.is_available():
+            device = torch_xla.device()
+        device = xm.xla_device()
+        """,
+        count=1,
     ),
 ]
