@@ -55,6 +55,13 @@ EXPECTED = {
         (14, 40, "safe"),  # batch.to("cuda", ...)
     ],
     "not_flagged": [],
+    "device_reuse": [
+        (11, 13, "safe"),  # model.cuda() -> model.to(device): `device` holds the XLA device
+        (13, 18, "safe"),  # x.to("cuda", ...) -> x.to(device, ...)
+        (14, 35, "safe"),  # device="cuda" -> device=device
+        (18, 5, "safe"),  # before `device` is set: torch_xla.device()
+        (27, 5, "safe"),  # `device` may be "cpu": torch_xla.device()
+    ],
     "availability": [
         (7, 8, "unsafe"),  # assert torch.cuda.is_available(): the assertion goes
         (9, 4, "unsafe"),  # if torch.cuda.is_available(): torch.cuda.manual_seed(...)

@@ -35,6 +35,8 @@ SPAWNERS = frozenset(
     {"torch_xla.distributed.xla_multiprocessing.spawn", "torch_xla.launch", "torch_xla.torch_xla.launch"}
 )
 FUNCTION_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+# The calls that return this process's XLA device.
+XLA_DEVICE_CALLS = frozenset({"torch_xla.device", "torch_xla.torch_xla.device", "torch_xla.core.xla_model.xla_device"})
 
 
 def is_cuda_string(node: ast.AST | None) -> bool:
@@ -269,6 +271,59 @@ class DeviceAnalysis:
             return True
         for name in (n for n in ast.walk(node) if isinstance(n, ast.Name)):
             if any(mentions_xla(value) for value in self.values_of(name)):
+                return True
+        return False
+
+    def xla_device_variable(self, node: ast.AST) -> str | None:
+        """A variable that holds the XLA device wherever ``node`` runs: assigned
+        ``torch_xla.device()`` (or ``xm.xla_device()``) by a statement of the function's
+        (or module's) own body before ``node``, and never assigned anything else in that
+        scope. A fix writes it instead of calling ``torch_xla.device()`` again."""
+        scope = next((a for a in ancestors(node) if isinstance(a, FUNCTION_SCOPES)), self.tree)
+        body = getattr(scope, "body", None)
+        if not isinstance(body, list):
+            return None  # a lambda
+        for stmt in body:
+            if stmt.lineno >= getattr(node, "lineno", 0):
+                return None
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+                continue
+            target = stmt.targets[0]
+            if not self._is_xla_device_call(stmt.value) or self.scope_of(target) is not scope:
+                continue
+            if all(self._is_xla_device_call(value) for value in self.values_of(target)) and not self._bound_otherwise(
+                scope, target.id
+            ):
+                return target.id
+        return None
+
+    def _is_xla_device_call(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and not node.args and self.semantic.call_name(node) in XLA_DEVICE_CALLS
+
+    def _bound_otherwise(self, scope: ast.AST, name: str) -> bool:
+        """``name`` is a parameter, a loop or ``with`` target, an import or a definition
+        in ``scope``: it may hold something else on some path."""
+        if isinstance(scope, FUNCTION_SCOPES):
+            args = scope.args
+            params = (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+            if any(a is not None and a.arg == name for a in params):
+                return True
+        for node in ast.walk(scope):
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
+                isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.target)
+            ):
+                return True
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+                return True
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                (alias.asname or alias.name.split(".")[0]) == name for alias in node.names
+            ):
+                return True
+            if isinstance(node, (ast.AugAssign, ast.NamedExpr, ast.withitem)):
+                target = node.optional_vars if isinstance(node, ast.withitem) else node.target
+                if target is not None and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(target)):
+                    return True
+            if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
                 return True
         return False
 

@@ -123,7 +123,10 @@ outside the scope (no torch/torch_xla/transformers/tokenizers/accelerate import)
 Safe:
 - a device expression becomes `torch_xla.device()`: `torch.device("cuda")` ->
   `torch_xla.device()`, `.to("cuda")` -> `.to(torch_xla.device())`, `device="cuda"` ->
-  `device=torch_xla.device()`, the whole selection idiom -> `torch_xla.device()`;
+  `device=torch_xla.device()`, the whole selection idiom -> `torch_xla.device()`.
+  Where the function (or module) already holds the XLA device in a variable
+  (`device = torch_xla.device()` in its own body above, never assigned anything else
+  and not a parameter or loop target), the fix writes that variable instead;
 - `.cuda()` -> `.to(torch_xla.device())`; the CUDA device index of `.cuda(0)` is
   dropped, `non_blocking=` and `memory_format=` are kept;
 - `torch.cuda.synchronize()` -> `xm.wait_device_ops()`;

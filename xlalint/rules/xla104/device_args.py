@@ -248,4 +248,19 @@ INVALID = [
         """,
         count=1,
     ),
+    # The function holds the XLA device already: the fix reuses its variable.
+    Invalid(
+        """
+        import torch_xla
+        def train(model):
+            device = torch_xla.device()
+            return model.cuda()
+        """,
+        fixed="""
+        import torch_xla
+        def train(model):
+            device = torch_xla.device()
+            return model.to(device)
+        """,
+    ),
 ]

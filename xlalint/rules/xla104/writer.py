@@ -82,6 +82,8 @@ class Writer:
             torch, imports = self.ctx.reference("torch")
             _, backend = self.ctx.reference("torch_xla")  # `import torch_xla` registers the "xla" device
             return f'{torch}.device("xla")', (*imports, *backend)
+        if node is not None and (variable := self.devices.xla_device_variable(node)) is not None:
+            return variable, ()  # `device = torch_xla.device()` above: reuse it
         function, imports = self.ctx.xla_api("device", "xla_device")
         return f"{function}()", imports
 
