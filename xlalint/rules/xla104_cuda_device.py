@@ -81,6 +81,9 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
 - a CUDA `GradScaler`: `torch.cuda.amp.GradScaler(...)`, `torch.amp.GradScaler("cuda")`
   (and `torch.amp.GradScaler()`, whose default device is CUDA);
 - `map_location="cuda:0"` (or another CUDA device) to `torch.load` and friends;
+- `torch.Generator(device=...)` on CUDA or on the XLA device: a generator on an XLA
+  device raises ("XLA device type not an accelerator"); the unsafe fix keeps it on the
+  CPU (`device="cpu"`), as torch_xla's own samplers do;
 - `torch.accelerator.current_accelerator()` (on a torch_xla machine it is not the XLA
   device) and the rest of `torch.accelerator`;
 - `torch.cuda.is_available()` / `torch.accelerator.is_available()` where it chooses the
@@ -176,7 +179,8 @@ Safe:
   `MASTER_ADDR`/`MASTER_PORT` as `"env://"` does (so an explicit `init_method="env://"`
   is replaced too), and under torchrun tells the runtime which local device is this
   process's. A backend per device keeps the others: `"cpu:gloo,cuda:nccl"` ->
-  `"cpu:gloo,xla:xla"`. A `backend = "nccl"` variable is replaced where it is passed;
+  `"cpu:gloo,xla:xla"`. A `backend = "nccl"` variable (a setting a configurator may override) is set to
+  `"xla"` where it is assigned, so it stays a setting;
 - `DDP(model, device_ids=[local_rank], output_device=local_rank)` ->
   `DDP(model, device_ids=[torch_xla.device()])`. The indices are CUDA devices. torch 2.9's
   DDP keeps them for a module on the XLA device and moves every input to `xla:<index>` on

@@ -33,6 +33,8 @@ MAP_LOCATION = "map_location"
 # `.cuda(device=None, non_blocking=False, memory_format=...)`: what survives in `.to()`.
 CUDA_METHOD_PARAMS = ("device", "non_blocking", "memory_format")
 KEPT_CUDA_METHOD_ARGS = ("non_blocking", "memory_format")
+# Random number generators: on the CPU whatever the device of the tensors.
+GENERATORS = frozenset({"torch.Generator", "torch._C.Generator"})
 # The autocast calls whose first argument is a `device_type`.
 DEVICE_TYPE_CALLS = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
 
@@ -77,8 +79,39 @@ class DeviceArguments:
         elif isinstance(kind := argument(call, 0, "type"), ast.Name):
             self.variable_uses.append((kind, False))
 
+    def check_generator(self, call: ast.Call) -> bool:
+        """``torch.Generator(device=<cuda or XLA device>)``: an XLA device raises ("XLA
+        device type not an accelerator"), so the XLA device is no port of a CUDA one here:
+        generators stay on the CPU. True when the device argument is reported."""
+        device = argument(call, 0, "device")
+        if device is None or id(device) in self.writer.claimed:
+            return False
+        if isinstance(device, ast.Name) and not self.devices.cuda_values(device):
+            on_accelerator = self.devices.names_xla_device(device)
+        else:
+            on_accelerator = (
+                is_cuda_string(device)
+                or is_device_index(device)
+                or self.devices.is_cuda_device(device)
+                or self.devices.names_xla_device(device)
+                or isinstance(device, ast.Name)
+            )
+        if not on_accelerator:
+            return False
+        fix = self.writer.fix(
+            "unsafe", 'Keep the generator on the CPU: `device="cpu"`', ReplaceExpr(self.ctx.span(device), '"cpu"')
+        )
+        message = (
+            f"`torch.Generator(device={self.writer.short(device)})`: a generator on an XLA device raises "
+            '("XLA device type not an accelerator"): keep it on the CPU (`device="cpu"`)'
+        )
+        self.writer.report(device, message, fix)
+        return True
+
     def check_arguments(self, call: ast.Call) -> None:
         """``.to(<cuda>)``, ``device=<cuda>``, ``map_location=<cuda>`` in any call."""
+        if self.ctx.semantic.call_name(call) in GENERATORS and self.check_generator(call):
+            return
         values: list[tuple[ast.AST, bool]] = []
         if method_name(call) == "to" and call.args:
             values.append((call.args[0], False))
@@ -262,5 +295,21 @@ INVALID = [
             device = torch_xla.device()
             return model.to(device)
         """,
+    ),
+    # A generator stays on the CPU: on an XLA device it raises.
+    Invalid(
+        """
+        import torch
+        import torch_xla
+        g = torch.Generator(device="cuda")
+        h = torch.Generator(device=torch_xla.device())
+        """,
+        unsafe_fixed="""
+        import torch
+        import torch_xla
+        g = torch.Generator(device="cpu")
+        h = torch.Generator(device="cpu")
+        """,
+        count=2,
     ),
 ]

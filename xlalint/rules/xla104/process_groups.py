@@ -50,8 +50,13 @@ class ProcessGroups:
         # the value is judged where it is written, the fix replaces the argument.
         value = self._only_value(backend)
         fallback = None
+        # What the fix rewrites: the argument, or, for a variable (`backend = "nccl"`, a
+        # setting the script may override), the values it is assigned, so it stays a setting.
+        replaced = [backend]
         if self._names_nccl(backend):
             replacement = f'"{XLA_BACKEND}"'
+            if isinstance(backend, ast.Name):
+                replaced = self.devices.values_of(backend)
         elif (device_map := device_map_on_xla(value)) is not None:
             # "cpu:gloo,cuda:nccl": CPU tensors keep gloo, XLA tensors get the xla backend.
             replacement = device_map
@@ -71,7 +76,7 @@ class ProcessGroups:
                 self.writer.report(backend, message, None)
             return
         message = f'the "nccl" backend runs on CUDA only: use {wanted}; rank and world size come from the XLA runtime'
-        fix, dropped, refusal = self._process_group_fix(call, backend, replacement, fallback)
+        fix, dropped, refusal = self._process_group_fix(call, replaced, replacement, fallback)
         if fix is None:
             message += f" (no fix: {refusal})"
         elif dropped:
@@ -79,7 +84,7 @@ class ProcessGroups:
         self.writer.report(backend, message, fix)
 
     def _process_group_fix(
-        self, call: ast.Call, backend: ast.AST, replacement: str, fallback: ast.AST | None
+        self, call: ast.Call, replaced: list[ast.AST], replacement: str, fallback: ast.AST | None
     ) -> tuple[Fix | None, list[str], str]:
         """The fix, what it drops of the user's code (each makes it unsafe), or why there is none."""
         if has_star_args(call):
@@ -87,7 +92,7 @@ class ProcessGroups:
         # Positionally: backend, init_method, timeout, world_size, rank, store.
         if len(call.args) > 3 or keyword(call, "store") is not None:
             return None, [], "a process group given its own store, or rank and world size by position"
-        operations: list[Operation] = [ReplaceExpr(self.ctx.span(backend), replacement)]
+        operations: list[Operation] = [ReplaceExpr(self.ctx.span(node), replacement) for node in replaced]
         dropped = [f"the fallback `{self.writer.short(fallback)}`"] if fallback is not None else []
         init_method = argument(call, 1, "init_method")
         if init_method is None:
@@ -380,5 +385,21 @@ INVALID = [
         model.share_memory()
         """,
         count=3,
+    ),
+    # A backend setting (nanoGPT's `backend = 'nccl'`): it stays a setting, now "xla".
+    Invalid(
+        """
+        import torch.distributed as dist
+        backend = 'nccl'  # 'nccl', 'gloo', etc.
+        dist.init_process_group(backend=backend)
+        """,
+        fixed="""
+        import torch.distributed as dist
+        import torch_xla.distributed.xla_backend
+
+        backend = "xla"  # 'nccl', 'gloo', etc.
+        dist.init_process_group(backend=backend, init_method="xla://")
+        """,
+        count=1,
     ),
 ]
