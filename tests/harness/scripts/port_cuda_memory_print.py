@@ -13,6 +13,7 @@ for epoch in range(2):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        print(f"loss {loss.item():.4f}")
     print(f"epoch {epoch} peak memory {torch.cuda.max_memory_allocated() / 2**20:.1f} MiB")
     torch.cuda.reset_peak_memory_stats()
 print(f"model on {next(model.parameters()).device}")
