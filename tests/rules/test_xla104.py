@@ -55,6 +55,21 @@ EXPECTED = {
         (14, 40, "safe"),  # batch.to("cuda", ...)
     ],
     "not_flagged": [],
+    "device_reuse": [
+        (11, 13, "safe"),  # model.cuda() -> model.to(device): `device` holds the XLA device
+        (13, 18, "safe"),  # x.to("cuda", ...) -> x.to(device, ...)
+        (14, 35, "safe"),  # device="cuda" -> device=device
+        (18, 5, "safe"),  # before `device` is set: torch_xla.device()
+        (27, 5, "safe"),  # `device` may be "cpu": torch_xla.device()
+    ],
+    "availability": [
+        (7, 8, "unsafe"),  # assert torch.cuda.is_available(): the assertion goes
+        (9, 4, "unsafe"),  # if torch.cuda.is_available(): torch.cuda.manual_seed(...)
+        (10, 5, "safe"),  # torch.cuda.manual_seed -> torch_xla.manual_seed
+        (11, 23, "unsafe"),  # the bf16 condition as a whole -> "bfloat16"
+        (12, 11, "unsafe"),  # a flag that chooses no device -> True
+        (13, 7, "unsafe"),  # ... and not has_gpu -> not has_gpu
+    ],
     "amp_recipe": [
         (11, 10, "safe"),  # device = "cuda", also autocast's device_type -> "xla"
         (18, 12, "safe"),  # .cuda()
@@ -88,8 +103,8 @@ EXPECTED = {
         (14, 14, "safe"),  # with torch.cuda.stream(side): the body stays
         (15, 34, "safe"),  # f"cuda:{rank}"
         (16, 5, "safe"),  # synchronize
-        (17, 12, None),  # a memory query used in a computation
-        (18, 19, "unsafe"),  # a memory query that is only printed
+        (17, 12, "unsafe"),  # a memory query used in a computation -> 0
+        (18, 19, "unsafe"),  # a memory query that is printed -> 0, the print stays
         (19, 13, None),  # get_rng_state
         (20, 12, None),  # get_device_name
         (21, 13, "unsafe"),  # current_device -> xr.local_ordinal()
@@ -452,3 +467,28 @@ def test_ddp_device_ids_evaluated_at_import_are_removed_not_replaced():
     result = fix_source(source, "x.py", settings(), select=[CODE])
     assert result.error is None, result.error
     assert "model = DDP(net)\n" in result.source
+
+
+# Whole scripts of issue 21 (run on torch_xla by tests/harness/test_port_strings.py): the
+# unsafe fix of XLA104 alone, as expected, and a second fix changes nothing.
+HARNESS_SCRIPTS = Path(__file__).resolve().parent.parent / "harness" / "scripts"
+
+
+@pytest.mark.parametrize("name", ["port_gpt_string_device", "port_ddp_assert_cuda", "port_cuda_memory_print"])
+def test_issue21_scripts_fix_to_expected(name):
+    source = (HARNESS_SCRIPTS / f"{name}.py").read_text()
+    fixed = assert_fixes_to(CODE, source, f"{name}.py", read(f"{name}.unsafe.py"), unsafe=True, settings=settings())
+    # Never half a selection: no CUDA string, CUDA call or availability test is left.
+    code = fixed.split('"""', 2)[2]  # after the docstring
+    assert "torch.cuda" not in code and '"cuda"' not in code
+
+
+def test_string_device_script_ports_the_selection_and_dtype_together():
+    fixed = read("port_gpt_string_device.unsafe.py")
+    assert 'device = "xla"\ndevice_type = "xla" if "xla" in device else "cpu"\ndtype = "bfloat16"\n' in fixed
+    assert "if True:\n    torch_xla.manual_seed(1337)\n" in fixed
+
+
+def test_memory_print_keeps_the_users_line():
+    fixed = read("port_cuda_memory_print.unsafe.py")
+    assert 'print(f"epoch {epoch} peak memory {0 / 2**20:.1f} MiB")' in fixed

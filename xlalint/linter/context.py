@@ -12,6 +12,7 @@ import ast
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from xlalint.linter.devices import DeviceAnalysis
 from xlalint.linter.distributed import DistributedAnalysis
 from xlalint.linter.model import Import, Span, split_lines
 from xlalint.linter.semantic import Semantic
@@ -54,6 +55,11 @@ class Context:
     def tokenizers(self) -> Tokenizers:
         """Which expressions are tokenizers and which calls encode text, built on first use."""
         return Tokenizers(self.semantic)
+
+    @cached_property
+    def devices(self) -> DeviceAnalysis:
+        """The device analysis (which expression is a device, what a variable holds), built on first use."""
+        return DeviceAnalysis(self.tree, self.semantic)
 
     def span(self, node: ast.AST) -> Span:
         return Span.of(node, self.lines)

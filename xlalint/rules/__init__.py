@@ -1,4 +1,5 @@
-"""The rule catalog: every module ``xlalint/rules/xla*.py`` defines one rule."""
+"""The rule catalog: every module ``xlalint/rules/xla*.py`` defines one rule (a package
+``xlalint/rules/xla*/`` holds the parts of a rule whose module is beside it)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from xlalint.linter.rule import Rule
 def all_rules() -> tuple[type[Rule], ...]:
     found: list[type[Rule]] = []
     for info in pkgutil.iter_modules(__path__):
-        if not info.name.startswith("xla"):
+        if not info.name.startswith("xla") or info.ispkg:
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         for value in vars(module).values():

@@ -5,15 +5,14 @@ row, not new code. The rule reads a row as:
 
 - ``action``: ``"replace"`` the call with ``template``; ``"remove"`` the statement
   that is nothing but the call; ``"report"`` it without a fix; ``"query"``: a CUDA
-  statistic, reported; when the statement only prints or logs it, the unsafe fix
-  removes that statement (there is nothing to replace it with that runs on every XLA
-  device); ``"device"`` (the call
+  statistic, reported; the unsafe fix writes ``0`` in place of the call, which is what
+  it returns without CUDA, so the user's line (a print, a log) stays; ``"device"`` (the call
   *is* the device: replaced like any CUDA device); ``"context"``: a context manager
   with no meaning on XLA (a stream, a device): ``with <it>:`` is replaced by its body;
   ``"stream"``: a stream or event object, removed with every use when each use orders
   streams or waits for them (see the rule); ``"autocast"`` / ``"grad_scaler"``
-  (the rule's own fixes); ``"availability"`` (not flagged on its own: only when it
-  chooses the device, see the rule).
+  (the rule's own fixes); ``"availability"`` (False on an XLA machine: see the
+  rule's availability part).
 - ``template``: the replacement code. ``{xm}``, ``{xr}``, ``{torch_xla}`` are the
   modules as the file spells them, ``{device}`` the XLA device, ``{manual_seed}`` the
   seeding function of the target version, ``{arg0}`` the call's first argument.

@@ -1,0 +1,315 @@
+"""Device strings and device arguments: ``torch.device("cuda")``, ``.to("cuda:0")``,
+``device="cuda"`` to any call, a parameter default ``def f(device="cuda")``, the
+``"cuda" if torch.cuda.is_available() else "cpu"`` selection, an int given as a device,
+``.cuda()``, ``map_location=``, and a variable assigned a CUDA device and used as one.
+
+Each becomes the XLA device (``map_location``: ``"cpu"``, load on the host then move).
+A variable's CUDA string is reported where it is written, once the variable is seen used
+as a device; used as a string too (``"cuda" in device``), it is left to the user.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from xlalint.linter.devices import (
+    TORCH_DEVICE,
+    condition_holding,
+    inspects_device_string,
+    is_cuda_storage_lambda,
+    is_cuda_string,
+    is_device_index,
+)
+from xlalint.linter.model import Fix, Operation, ReplaceExpr, Span
+from xlalint.linter.rule import Invalid
+from xlalint.linter.semantic import method_name, parent
+from xlalint.linter.syntax import argument, has_star_args
+from xlalint.rules.xla104.writer import Writer
+
+# Keyword arguments whose value is a device, in any call.
+DEVICE_KEYWORDS = frozenset({"device"})
+# ...and the one whose CUDA value is replaced by "cpu": load on the host, then move.
+MAP_LOCATION = "map_location"
+# `.cuda(device=None, non_blocking=False, memory_format=...)`: what survives in `.to()`.
+CUDA_METHOD_PARAMS = ("device", "non_blocking", "memory_format")
+KEPT_CUDA_METHOD_ARGS = ("non_blocking", "memory_format")
+# Random number generators: on the CPU whatever the device of the tensors.
+GENERATORS = frozenset({"torch.Generator", "torch._C.Generator"})
+# The autocast calls whose first argument is a `device_type`.
+DEVICE_TYPE_CALLS = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
+
+
+class DeviceArguments:
+    def __init__(self, writer: Writer):
+        self.writer = writer
+        self.ctx = writer.ctx
+        self.devices = writer.devices
+        # Variables used as a device (`x.to(device)`), and whether as `map_location`:
+        # judged in `finish`, once every assignment has been seen.
+        self.variable_uses: list[tuple[ast.Name, bool]] = []
+
+    # -- expressions ------------------------------------------------------------------------
+    def check_selection(self, node: ast.IfExp) -> None:
+        if not self.devices.is_device_selection(node):
+            return
+        holder = parent(node)
+        target = holder.targets[0] if isinstance(holder, ast.Assign) and len(holder.targets) == 1 else None
+        if isinstance(target, ast.Name):
+            key = (id(self.devices.scope_of(target)), target.id)
+            if self._used_as_string(key) or self._used_as_device_type(key):
+                # `device = "cuda" if ... else "cpu"` ... `"cuda" in device`: both sides go
+                # to "xla", a device and a string, and what is derived from it follows.
+                message = f"CUDA device selection, `{target.id}` is also read as a string"
+                self.writer.report_device(node, message, as_string=self._derived_types(key))
+                return
+        self.writer.report_device(node, "CUDA device selection")
+
+    def check_defaults(self, node: ast.arguments) -> None:
+        """``def f(device="cuda")``: a parameter default that is a CUDA device."""
+        positional = [*node.posonlyargs, *node.args]
+        pairs = list(zip(positional[len(positional) - len(node.defaults) :], node.defaults))
+        pairs += [(arg, default) for arg, default in zip(node.kwonlyargs, node.kw_defaults) if default is not None]
+        for arg, default in pairs:
+            if arg.arg == "device" and (is_cuda_string(default) or self.devices.is_device_selection(default)):
+                self.writer.report_device(default, f"CUDA device as the default of `{arg.arg}`")
+
+    def check_torch_device(self, call: ast.Call) -> None:
+        if self.devices.torch_device_is_cuda(call):
+            self.writer.report_device(call, "`torch.device` of a CUDA device")
+        elif isinstance(kind := argument(call, 0, "type"), ast.Name):
+            self.variable_uses.append((kind, False))
+
+    def check_generator(self, call: ast.Call) -> bool:
+        """``torch.Generator(device=<cuda or XLA device>)``: an XLA device raises ("XLA
+        device type not an accelerator"), so the XLA device is no port of a CUDA one here:
+        generators stay on the CPU. True when the device argument is reported."""
+        device = argument(call, 0, "device")
+        if device is None or id(device) in self.writer.claimed:
+            return False
+        if isinstance(device, ast.Name) and not self.devices.cuda_values(device):
+            on_accelerator = self.devices.names_xla_device(device)
+        else:
+            on_accelerator = (
+                is_cuda_string(device)
+                or is_device_index(device)
+                or self.devices.is_cuda_device(device)
+                or self.devices.names_xla_device(device)
+                or isinstance(device, ast.Name)
+            )
+        if not on_accelerator:
+            return False
+        fix = self.writer.fix(
+            "unsafe", 'Keep the generator on the CPU: `device="cpu"`', ReplaceExpr(self.ctx.span(device), '"cpu"')
+        )
+        message = (
+            f"`torch.Generator(device={self.writer.short(device)})`: a generator on an XLA device raises "
+            '("XLA device type not an accelerator"): keep it on the CPU (`device="cpu"`)'
+        )
+        self.writer.report(device, message, fix)
+        return True
+
+    def check_arguments(self, call: ast.Call) -> None:
+        """``.to(<cuda>)``, ``device=<cuda>``, ``map_location=<cuda>`` in any call."""
+        if self.ctx.semantic.call_name(call) in GENERATORS and self.check_generator(call):
+            return
+        values: list[tuple[ast.AST, bool]] = []
+        if method_name(call) == "to" and call.args:
+            values.append((call.args[0], False))
+        for kw in call.keywords:
+            if kw.arg in DEVICE_KEYWORDS:
+                values.append((kw.value, False))
+            elif kw.arg == MAP_LOCATION:
+                values.append((kw.value, True))
+        for value, is_map_location in values:
+            if not is_map_location and self.devices.holds_device_index(value):
+                # `model.to(local_rank)`: reported where it is used, since the variable is
+                # the process's rank too (the fix replaces this use only).
+                self.writer.report_device(
+                    value, f"device `{self.writer.short(value)}` is an int, which torch reads as a CUDA device index"
+                )
+                continue
+            if isinstance(value, ast.Name):
+                self.variable_uses.append((value, is_map_location))
+                continue
+            if isinstance(value, ast.Call) and self.ctx.semantic.call_name(value) in TORCH_DEVICE:
+                # Reported by `check_torch_device` when its turn comes (children
+                # are visited after their parent).
+                if is_map_location:
+                    self.writer.map_locations.add(id(value))
+                continue
+            if is_map_location and is_cuda_storage_lambda(value):
+                self.writer.report_device(value, "`map_location` moves storages to CUDA", to_cpu=True)
+            elif is_cuda_string(value) or is_device_index(value) or self.devices.is_device_selection(value):
+                where = "`map_location`" if is_map_location else "a device argument"
+                self.writer.report_device(value, f"CUDA device as {where}", to_cpu=is_map_location)
+
+    # -- `.cuda()` ----------------------------------------------------------------------------
+    def check_cuda_method(self, call: ast.Call) -> None:
+        receiver = call.func.value  # type: ignore[attr-defined]
+        device, _ = self.writer.xla_device(call)
+        self.writer.report(
+            call,
+            f"`.cuda()` moves to a CUDA device: use `.to({device})`",
+            self._cuda_method_fix(call, receiver),
+            keep=receiver,
+        )
+
+    def _cuda_method_fix(self, call: ast.Call, receiver: ast.AST) -> Fix | None:
+        if has_star_args(call) or len(call.args) > 2 or any(kw.arg not in CUDA_METHOD_PARAMS for kw in call.keywords):
+            return None
+        device, imports = self.writer.xla_device(call)
+        # The receiver's source (parentheses included) is kept as it is.
+        arguments = [device]
+        parts: list[tuple[str, Span]] = [("receiver", self.ctx.span(receiver))]
+        for position, name in enumerate(CUDA_METHOD_PARAMS):
+            value = argument(call, position, name)
+            if value is not None and name in KEPT_CUDA_METHOD_ARGS:
+                arguments.append(f"{name}={{{name}}}")
+                parts.append((name, self.ctx.span(value)))
+        template = "{receiver}.to(" + ", ".join(arguments) + ")"
+        return self.writer.fix(
+            "safe", f"Use `.to({device})`", ReplaceExpr(self.ctx.span(call), template, tuple(parts)), imports=imports
+        )
+
+    # -- devices held in variables --------------------------------------------------------------
+    def check_variables(self) -> None:
+        """``device = "cuda"`` used as a device (``x.to(device)``) is reported at the
+        string; ``map_location=device`` of a CUDA ``device`` is reported at the name:
+        once the device is ``torch_xla.device()``, ``torch.load`` cannot map onto it."""
+        used_as_device: dict[tuple[int, str], ast.Name] = {}
+        for name, is_map_location in self.variable_uses:
+            if not self.devices.cuda_values(name):
+                continue
+            if is_map_location:
+                fix = self.writer.fix(
+                    "safe", 'Load onto the CPU: `map_location="cpu"`', ReplaceExpr(self.ctx.span(name), '"cpu"')
+                )
+                message = (
+                    f"`map_location={name.id}` is a CUDA device (an XLA device once ported, "
+                    "which `torch.load` cannot map onto): load onto the CPU"
+                )
+                self.writer.report(name, message, fix)
+            else:
+                used_as_device.setdefault((id(self.devices.scope_of(name)), name.id), name)
+        for key, name in used_as_device.items():
+            for value in self.devices.cuda_values(name):
+                # A string: `"cuda:0"`, `f"cuda:{rank}"` (a `torch.device` or a selection
+                # is reported where it is written).
+                if is_cuda_string(value):
+                    message = f"CUDA device `{self.writer.short(value)}` assigned to `{key[1]}`, used as a device"
+                    if self._used_as_string(key):
+                        # `"cuda" in device`, `device.startswith(...)`: a torch.device is no
+                        # str, "xla" is both; a device type derived from it follows.
+                        self.writer.report_device(
+                            value, message + " and as a string", as_string=self._derived_types(key)
+                        )
+                    elif self._used_as_device_type(key):
+                        # `torch.autocast(device_type=device)` needs a str: "xla" is both.
+                        self.writer.report_device(value, message + " and as a `device_type`", as_string=())
+                    else:
+                        self.writer.report_device(value, message)
+
+    def _derived_types(self, key: tuple[int, str]) -> tuple[Operation, ...]:
+        """``device_type = "cuda" if "cuda" in device else "cpu"``: a device type derived from
+        the string (it feeds ``torch.autocast(device_type=...)`` and comparisons). With the
+        device "xla" it would say "cpu", and autocast would silently run on the CPU: its
+        CUDA strings become "xla" too."""
+        operations: list[Operation] = []
+        for read in self._reads(key):
+            derivation = condition_holding(read)
+            if not isinstance(derivation, ast.IfExp) or not inspects_device_string(derivation.test):
+                continue
+            if not any(is_cuda_string(b) for b in (derivation.body, derivation.orelse)):
+                continue
+            for node in ast.walk(derivation):
+                if isinstance(node, ast.Constant) and is_cuda_string(node):
+                    quote = "'" if self.ctx.source_of(node).startswith("'") else '"'
+                    operations.append(ReplaceExpr(self.ctx.span(node), f"{quote}xla{quote}"))
+        return tuple(operations)
+
+    def _reads(self, key: tuple[int, str]) -> list[ast.Name]:
+        return [
+            node
+            for node in self.ctx.semantic.nodes_of(ast.Name)
+            if node.id == key[1] and isinstance(node.ctx, ast.Load) and id(self.devices.scope_of(node)) == key[0]
+        ]
+
+    def _used_as_device_type(self, key: tuple[int, str]) -> bool:
+        for node in self._reads(key):
+            holder = parent(node)
+            if isinstance(holder, ast.keyword) and holder.arg == "device_type":
+                return True
+            if (
+                isinstance(holder, ast.Call)
+                and holder.args
+                and holder.args[0] is node
+                and self.ctx.semantic.call_name(holder) in DEVICE_TYPE_CALLS
+            ):
+                return True
+        return False
+
+    def _used_as_string(self, key: tuple[int, str]) -> bool:
+        for node in self._reads(key):
+            holder = parent(node)
+            if isinstance(holder, (ast.Attribute, ast.Subscript, ast.BinOp)):
+                return True
+            if isinstance(holder, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in holder.ops):
+                return True
+        return False
+
+
+# XLA104's examples of this part (the rule runs them as its own: tests/test_rule_examples.py).
+INVALID = [
+    # A selection read as a string (nanoGPT's way): "xla" on both sides, and the
+    # device type derived from it follows, so autocast runs on XLA, not the CPU.
+    Invalid(
+        """
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        device_type = "cuda" if "cuda" in device else "cpu"
+        model = Net().to(device)
+        ctx = torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+        """,
+        fixed="""
+        import torch
+        import torch_xla
+
+        device = "xla"
+        device_type = "xla" if "xla" in device else "cpu"
+        model = Net().to(device)
+        ctx = torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+        """,
+        count=1,
+    ),
+    # The function holds the XLA device already: the fix reuses its variable.
+    Invalid(
+        """
+        import torch_xla
+        def train(model):
+            device = torch_xla.device()
+            return model.cuda()
+        """,
+        fixed="""
+        import torch_xla
+        def train(model):
+            device = torch_xla.device()
+            return model.to(device)
+        """,
+    ),
+    # A generator stays on the CPU: on an XLA device it raises.
+    Invalid(
+        """
+        import torch
+        import torch_xla
+        g = torch.Generator(device="cuda")
+        h = torch.Generator(device=torch_xla.device())
+        """,
+        unsafe_fixed="""
+        import torch
+        import torch_xla
+        g = torch.Generator(device="cpu")
+        h = torch.Generator(device="cpu")
+        """,
+        count=2,
+    ),
+]

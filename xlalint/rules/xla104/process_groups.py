@@ -1,0 +1,405 @@
+"""A data-parallel script's CUDA parts: the NCCL backend of ``dist.init_process_group``,
+the CUDA device indices given to ``DistributedDataParallel``, and memory shared between
+processes (``model.share_memory()``), which XLA tensors cannot be.
+
+On XLA the backend is ``"xla"`` with ``init_method="xla://"`` (with
+``import torch_xla.distributed.xla_backend``): the rank and the world size come from the
+XLA runtime. DDP of a module on the XLA device takes this process's XLA device or none.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from xlalint.linter.devices import is_other_device_string
+from xlalint.linter.model import Fix, Import, Operation, RemoveKeyword, ReplaceExpr, SetKeyword
+from xlalint.linter.rule import Invalid, Valid
+from xlalint.linter.semantic import dotted_name, keyword, method_name, parent, string_value
+from xlalint.linter.syntax import argument, has_star_args
+from xlalint.rules._cuda_api import (
+    CUDA_BACKEND_CONSTANTS,
+    CUDA_BACKENDS,
+    DDP_DEVICE_KEYWORDS,
+    ENV_INIT_METHOD,
+    RUNTIME_GIVEN_ARGUMENTS,
+    XLA_BACKEND,
+    XLA_BACKEND_MODULE,
+    XLA_INIT_METHOD,
+)
+from xlalint.rules.xla104.writer import Writer
+
+
+class ProcessGroups:
+    def __init__(self, writer: Writer):
+        self.writer = writer
+        self.ctx = writer.ctx
+        self.devices = writer.devices
+
+    def check_process_group(self, call: ast.Call) -> None:
+        """``dist.init_process_group(backend="nccl")``: NCCL moves CUDA tensors only; on XLA
+        the backend is "xla", and ``init_method="xla://"`` takes the rank and the world size
+        from the XLA runtime."""
+        backend = argument(call, 0, "backend")
+        if backend is None:
+            return
+        wanted = (
+            f'`dist.init_process_group("{XLA_BACKEND}", init_method="{XLA_INIT_METHOD}")` '
+            f"(with `import {XLA_BACKEND_MODULE}`)"
+        )
+        # `backend = "nccl" if torch.cuda.is_available() else "gloo"` ... `init_process_group(backend)`:
+        # the value is judged where it is written, the fix replaces the argument.
+        value = self._only_value(backend)
+        fallback = None
+        # What the fix rewrites: the argument, or, for a variable (`backend = "nccl"`, a
+        # setting the script may override), the values it is assigned, so it stays a setting.
+        replaced = [backend]
+        if self._names_nccl(backend):
+            replacement = f'"{XLA_BACKEND}"'
+            if isinstance(backend, ast.Name):
+                replaced = self.devices.values_of(backend)
+        elif (device_map := device_map_on_xla(value)) is not None:
+            # "cpu:gloo,cuda:nccl": CPU tensors keep gloo, XLA tensors get the xla backend.
+            replacement = device_map
+        elif isinstance(value, ast.IfExp) and (nccl := [b for b in (value.body, value.orelse) if self._names_nccl(b)]):
+            # `"nccl" if torch.cuda.is_available() else "gloo"`: False on an XLA machine, and
+            # gloo cannot reduce XLA tensors. The fix drops the user's fallback: unsafe.
+            replacement = f'"{XLA_BACKEND}"'
+            fallback = next((b for b in (value.body, value.orelse) if b not in nccl), None)
+        else:
+            option = self._option_defaulting_to_nccl(backend)
+            if option is not None:
+                source = self.writer.short(backend)
+                message = (
+                    f'`{source}` is "nccl" by default (line {option.lineno}), a backend that runs on CUDA only: '
+                    f"on XLA use {wanted}"
+                )
+                self.writer.report(backend, message, None)
+            return
+        message = f'the "nccl" backend runs on CUDA only: use {wanted}; rank and world size come from the XLA runtime'
+        fix, dropped, refusal = self._process_group_fix(call, replaced, replacement, fallback)
+        if fix is None:
+            message += f" (no fix: {refusal})"
+        elif dropped:
+            message += "; the fix drops " + ", ".join(dropped)
+        self.writer.report(backend, message, fix)
+
+    def _process_group_fix(
+        self, call: ast.Call, replaced: list[ast.AST], replacement: str, fallback: ast.AST | None
+    ) -> tuple[Fix | None, list[str], str]:
+        """The fix, what it drops of the user's code (each makes it unsafe), or why there is none."""
+        if has_star_args(call):
+            return None, [], "the call passes `*args` or `**kwargs`"
+        # Positionally: backend, init_method, timeout, world_size, rank, store.
+        if len(call.args) > 3 or keyword(call, "store") is not None:
+            return None, [], "a process group given its own store, or rank and world size by position"
+        operations: list[Operation] = [ReplaceExpr(self.ctx.span(node), replacement) for node in replaced]
+        dropped = [f"the fallback `{self.writer.short(fallback)}`"] if fallback is not None else []
+        init_method = argument(call, 1, "init_method")
+        if init_method is None:
+            operations.append(SetKeyword(self.ctx.span(call), "init_method", f'"{XLA_INIT_METHOD}"'))
+        elif string_value(init_method) != XLA_INIT_METHOD:
+            if string_value(init_method) != ENV_INIT_METHOD:
+                # A tcp:// or file:// address of the user's own: "xla://" finds the master itself.
+                dropped.append(f"the rendezvous `{self.writer.short(init_method)}`")
+            operations.append(ReplaceExpr(self.ctx.span(init_method), f'"{XLA_INIT_METHOD}"'))
+        for name in RUNTIME_GIVEN_ARGUMENTS:
+            given = keyword(call, name)
+            if given is not None:
+                # Ignored under "xla://": the runtime's own rank and world size replace them.
+                dropped.append(f"`{name}={self.writer.short(given.value)}`")
+                operations.append(RemoveKeyword(self.ctx.span(call), name))
+        imports = () if self.ctx.semantic.imports.imports_module(XLA_BACKEND_MODULE) else (Import(XLA_BACKEND_MODULE),)
+        fix = self.writer.fix(
+            "unsafe" if dropped else "safe",
+            f'Use the "{XLA_BACKEND}" backend and `init_method="{XLA_INIT_METHOD}"`',
+            *operations,
+            imports=imports,
+        )
+        return fix, dropped, ""
+
+    def _only_value(self, node: ast.AST) -> ast.AST:
+        """The one value a variable is ever assigned in its scope, or ``node`` itself."""
+        if not isinstance(node, ast.Name):
+            return node
+        values = self.devices.values_of(node)
+        return values[0] if len(values) == 1 else node
+
+    def _names_nccl(self, node: ast.AST) -> bool:
+        """``"nccl"``, ``dist.Backend.NCCL``, or a variable only ever assigned one of them."""
+        if self._is_nccl_constant(node):
+            return True
+        if not isinstance(node, ast.Name):
+            return False
+        values = self.devices.values_of(node)
+        return bool(values) and all(self._is_nccl_constant(value) for value in values)
+
+    def _is_nccl_constant(self, node: ast.AST) -> bool:
+        value = string_value(node)
+        if value is not None:
+            return value.lower() in CUDA_BACKENDS
+        return isinstance(node, ast.Attribute) and self.ctx.semantic.qualified_name(node) in CUDA_BACKEND_CONSTANTS
+
+    def _option_defaulting_to_nccl(self, node: ast.AST) -> ast.Call | None:
+        """``args.dist_backend`` whose command-line option defaults to "nccl": the
+        ``parser.add_argument("--dist-backend", default="nccl")`` that says so."""
+        if not isinstance(node, ast.Attribute):
+            return None
+        for call in self.ctx.semantic.calls:
+            if method_name(call) != "add_argument":
+                continue
+            default = keyword(call, "default")
+            if default is not None and self._is_nccl_constant(default.value) and option_destination(call) == node.attr:
+                return call
+        return None
+
+    def check_ddp(self, call: ast.Call) -> None:
+        """``DDP(model, device_ids=[local_rank], output_device=local_rank)``: CUDA device
+        indices. DDP of a module on the XLA device needs none; given one, it moves every
+        input to ``xla:<index>`` on a CUDA-style side stream, which raises for any index but
+        the process's own device."""
+        cuda = []
+        for position, name in enumerate(DDP_DEVICE_KEYWORDS, start=1):
+            value = argument(call, position, name)
+            unset = value is None or (isinstance(value, ast.Constant) and value.value is None)
+            if not unset and not self.devices.names_xla_device(value):
+                cuda.append((name, value))
+        if not cuda:
+            return
+        name, value = cuda[0]
+        message = (
+            f"`{name}={self.writer.short(value)}` names CUDA devices: DDP of a module on the XLA device "
+            "takes none (torch_xla's guide: `DDP(model, gradient_as_bucket_view=True)`); given one, DDP moves "
+            "each input to `xla:<index>`, which raises for any index but the process's own device"
+        )
+        if has_star_args(call) or any(keyword(call, n) is None for n, _ in cuda):
+            self.writer.report(value, message + " (no fix: passed by position, remove it by hand)", None)
+            return
+        # `device_ids=[torch_xla.device()]` keeps what the script relies on: DDP moves each
+        # input to that device (this process's own: index 0). `torch.device("xla")`, all
+        # a fix may write where it runs at import time, has no index, which DDP rejects.
+        keep_ids = any(n == "device_ids" for n, _ in cuda) and not self.devices.evaluated_at_import(call)
+        device, imports = self.writer.xla_device(call) if keep_ids else ("", ())
+        operations = [
+            ReplaceExpr(self.ctx.span(v), f"[{device}]")
+            if n == "device_ids" and keep_ids
+            else RemoveKeyword(self.ctx.span(call), n)
+            for n, v in cuda
+        ]
+        what = " and ".join(
+            f"`device_ids=[{device}]`" if n == "device_ids" and keep_ids else f"no `{n}`" for n, _ in cuda
+        )
+        after = (
+            "; with this process's XLA device, DDP moves the inputs there as it moved them to the GPU"
+            if keep_ids
+            else "; without it the inputs stay where the script puts them (on the XLA device once ported)"
+        )
+        self.writer.report(value, message + after, self.writer.fix("safe", f"Use {what}", *operations, imports=imports))
+
+    def check_share_memory(self, call: ast.Call) -> None:
+        """``model.share_memory()`` (Hogwild): shared memory holds CPU tensors only, and the
+        port puts the model on the XLA device. No fix: the training design has to change."""
+        receiver = dotted_name(call.func.value)  # type: ignore[attr-defined]
+        moved = self._moved_to_a_device(receiver) if receiver else None
+        if moved is None:
+            return  # a model that stays on the CPU can be shared
+        message = (
+            f"`{self.writer.short(call)}`: line {moved.lineno} puts `{receiver}` on a device, the XLA device "
+            "once ported, and XLA tensors cannot be shared between processes (`RuntimeError: _share_fd_: only "
+            "available on CPU`): train with one process per XLA device (`torch_xla.launch`), each keeping its "
+            "own copy in step through DDP or `xm.optimizer_step`, or keep this model on the CPU"
+        )
+        self.writer.report(call, message, None)
+
+    def _moved_to_a_device(self, target: str) -> ast.Call | None:
+        """A ``<target>.to(<device>)`` / ``<target>.cuda()`` call, or ``<target> = <...>.to(<device>)``."""
+        for call in self.ctx.semantic.calls:
+            method = method_name(call)
+            if method not in ("to", "cuda") or (method == "to" and not self._to_a_device(call)):
+                continue
+            holder = parent(call)
+            assigned = (
+                isinstance(holder, ast.Assign)
+                and holder.value is call
+                and any(dotted_name(t) == target for t in holder.targets)
+            )
+            if assigned or dotted_name(call.func.value) == target:  # type: ignore[attr-defined]
+                return call
+        return None
+
+    def _to_a_device(self, call: ast.Call) -> bool:
+        """``.to(device)``, not ``.to(torch.float16)`` nor ``.to("cpu")``."""
+        value = argument(call, 0, "device")
+        if value is None or (is_other_device_string(value) and not (string_value(value) or "").startswith("xla")):
+            return False
+        if isinstance(value, ast.Attribute):
+            qualified = self.ctx.semantic.qualified_name(value)
+            return qualified is None or not qualified.startswith("torch.")
+        return True
+
+
+def device_map_on_xla(node: ast.AST) -> str | None:
+    """``"cpu:gloo,cuda:nccl"`` (a backend per device) as ``"cpu:gloo,xla:xla"``: the
+    other devices keep their backends; None if it names no NCCL backend."""
+    value = string_value(node)
+    if value is None or ":" not in value:
+        return None
+    pairs = [part.strip().split(":", 1) for part in value.split(",")]
+    if any(len(pair) != 2 for pair in pairs) or not any(b.strip().lower() in CUDA_BACKENDS for _, b in pairs):
+        return None
+    mapped = [f"{XLA_BACKEND}:{XLA_BACKEND}" if b.strip().lower() in CUDA_BACKENDS else f"{d}:{b}" for d, b in pairs]
+    return '"' + ",".join(mapped) + '"'
+
+
+def option_destination(call: ast.Call) -> str | None:
+    """The attribute ``parser.add_argument(...)`` sets: ``dest=``, else the first long
+    option (``--dist-backend`` -> ``dist_backend``), else the first option or name."""
+    dest = keyword(call, "dest")
+    if dest is not None:
+        return string_value(dest.value)
+    names = [v for v in (string_value(a) for a in call.args) if v]
+    chosen = next((n for n in names if n.startswith("--")), names[0] if names else None)
+    return chosen.lstrip("-").replace("-", "_") if chosen else None
+
+
+# XLA104's examples of this part (the rule runs them as its own: tests/test_rule_examples.py).
+VALID = [
+    # A DDP script written for XLA, a CPU process group, a backend chosen on the command
+    # line without a CUDA default, and a Hogwild model that stays on the CPU.
+    Valid(
+        """
+        import torch
+        import torch.distributed as dist
+        import torch_xla
+        import torch_xla.distributed.xla_backend
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        dist.init_process_group("xla", init_method="xla://")
+        model = DDP(Net().to(torch_xla.device()), gradient_as_bucket_view=True, device_ids=None)
+        other = DDP(Net().to("xla"), device_ids=[torch_xla.device()])
+        dist.init_process_group("gloo")
+        parser.add_argument("--backend", default="gloo")
+        dist.init_process_group(backend=args.backend)
+        cpu_model = Net()
+        cpu_model.share_memory()
+        """
+    ),
+]
+INVALID = [
+    # A torchrun DDP script: the "nccl" backend becomes torch_xla's, with the rendezvous
+    # that takes rank and world size from the XLA runtime; DDP loses its CUDA indices.
+    Invalid(
+        """
+        import os
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        local_rank = int(os.environ["LOCAL_RANK"])
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group(backend="nccl")
+        model = DDP(Net().to(local_rank), device_ids=[local_rank], output_device=local_rank)
+        """,
+        fixed="""
+        import os
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        import torch_xla
+        import torch_xla.distributed.xla_backend
+
+        local_rank = int(os.environ["LOCAL_RANK"])
+        dist.init_process_group(backend="xla", init_method="xla://")
+        model = DDP(Net().to(torch_xla.device()), device_ids=[torch_xla.device()])
+        """,
+        count=4,
+    ),
+    # The rank and world size a script passes, and its own rendezvous address, give way
+    # to the XLA runtime's: only the unsafe fix drops them. "env://" goes safely (both
+    # rendezvous read MASTER_ADDR and MASTER_PORT).
+    Invalid(
+        """
+        import torch.distributed as dist
+        dist.init_process_group("nccl", rank=rank, world_size=world_size)
+        dist.init_process_group(dist.Backend.NCCL, "tcp://10.0.0.1:23456")
+        dist.init_process_group("NCCL", init_method="env://")
+        """,
+        fixed="""
+        import torch.distributed as dist
+        import torch_xla.distributed.xla_backend
+
+        dist.init_process_group("nccl", rank=rank, world_size=world_size)
+        dist.init_process_group(dist.Backend.NCCL, "tcp://10.0.0.1:23456")
+        dist.init_process_group("xla", init_method="xla://")
+        """,
+        unsafe_fixed="""
+        import torch.distributed as dist
+        import torch_xla.distributed.xla_backend
+
+        dist.init_process_group("xla", init_method="xla://")
+        dist.init_process_group("xla", "xla://")
+        dist.init_process_group("xla", init_method="xla://")
+        """,
+        count=3,
+    ),
+    # A CUDA-or-CPU choice of backend: on an XLA machine it picks gloo, which cannot
+    # reduce XLA tensors; only the unsafe fix drops the fallback. A backend per device
+    # keeps the others.
+    Invalid(
+        """
+        import torch
+        import torch.distributed as dist
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend)
+        dist.init_process_group(backend="cpu:gloo,cuda:nccl")
+        """,
+        fixed="""
+        import torch
+        import torch.distributed as dist
+        import torch_xla.distributed.xla_backend
+
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend)
+        dist.init_process_group(backend="cpu:gloo,xla:xla", init_method="xla://")
+        """,
+        unsafe_fixed="""
+        import torch
+        import torch.distributed as dist
+        import torch_xla.distributed.xla_backend
+
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group("xla", init_method="xla://")
+        dist.init_process_group(backend="cpu:gloo,xla:xla", init_method="xla://")
+        """,
+        count=2,
+    ),
+    # No fix: a backend from a command-line option that defaults to "nccl", device
+    # indices passed to DDP by position, and a Hogwild model shared between processes
+    # (XLA tensors cannot be).
+    Invalid(
+        """
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+        parser.add_argument("--dist-backend", default="nccl", type=str)
+        dist.init_process_group(backend=args.dist_backend, init_method=args.dist_url)
+        ddp = DistributedDataParallel(model, [rank])
+        model = Net().to(device)
+        model.share_memory()
+        """,
+        count=3,
+    ),
+    # A backend setting (nanoGPT's `backend = 'nccl'`): it stays a setting, now "xla".
+    Invalid(
+        """
+        import torch.distributed as dist
+        backend = 'nccl'  # 'nccl', 'gloo', etc.
+        dist.init_process_group(backend=backend)
+        """,
+        fixed="""
+        import torch.distributed as dist
+        import torch_xla.distributed.xla_backend
+
+        backend = "xla"  # 'nccl', 'gloo', etc.
+        dist.init_process_group(backend=backend, init_method="xla://")
+        """,
+        count=1,
+    ),
+]

@@ -1,0 +1,124 @@
+"""How XLA104 reports and what its fixes write.
+
+A finding is made once, at one node: the ``"cuda"`` inside a reported
+``torch.device("cuda")`` is claimed by that finding. A fix writes the XLA device as the
+target version and the place need it (``torch_xla.device()``, ``xm.xla_device()``, or
+``torch.device("xla")`` where it would run at import time) and spells the names of the
+table in ``_cuda_api`` as this file imports them.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from xlalint.linter.model import Fix, Import, Operation, ReplaceExpr
+from xlalint.linter.semantic import parent
+
+if TYPE_CHECKING:
+    from xlalint.linter.rule import Rule
+
+
+class Writer:
+    def __init__(self, rule: Rule):
+        self.rule = rule
+        self.ctx = rule.ctx
+        self.devices = rule.ctx.devices
+        # Nodes inside a finding already made: a finding is reported once, at one node.
+        self.claimed: set[int] = set()
+        # `torch.device(...)` calls given as `map_location`: their fix is "cpu".
+        self.map_locations: set[int] = set()
+
+    def fix(self, *args, **kwargs) -> Fix:
+        return self.rule.fix(*args, **kwargs)
+
+    def report(self, node: ast.AST, message: str, fix: Fix | None, keep: ast.AST | None = None) -> None:
+        """Report ``node`` unless a finding already covers it, and claim what is inside
+        it (but ``keep``: the receiver of ``.cuda()`` may hold findings of its own)."""
+        if id(node) in self.claimed:
+            return
+        kept = {id(n) for n in ast.walk(keep)} if keep is not None else set()
+        self.claimed.update(id(n) for n in ast.walk(node) if id(n) not in kept)
+        self.rule.report(node, message, fix)
+
+    def report_device(
+        self, node: ast.AST, message: str, to_cpu: bool = False, as_string: tuple[Operation, ...] | None = None
+    ) -> None:
+        """Report a device expression; its fix replaces it with the XLA device (or
+        with ``"cpu"`` for ``map_location``). ``as_string``: the device is also read as a
+        string, so the fix writes ``"xla"`` (both a device and a string) with these
+        operations, which port what the script derives from the string."""
+        if id(node) in self.claimed:
+            return
+        if to_cpu or id(node) in self.map_locations:
+            fix = self.fix("safe", 'Load onto the CPU: `map_location="cpu"`', ReplaceExpr(self.ctx.span(node), '"cpu"'))
+            message += ': load onto the CPU (`map_location="cpu"`), then move to the XLA device'
+        else:
+            device, imports = self.xla_device(node) if as_string is None else self.xla_string()
+            message += f": use `{device}`"
+            if self.devices.evaluated_at_import(node):
+                message += " (a device that does not start the XLA runtime when the module is imported)"
+            fallback = self.devices.fallback_of(node)
+            applicability = "safe"
+            if fallback is not None:
+                # The other branch is the user's own choice of device: the fix drops it.
+                applicability = "unsafe"
+                message += f"; the fix drops the fallback `{self.short(fallback)}`"
+            operations = (ReplaceExpr(self.ctx.span(node), device), *(as_string or ()))
+            fix = self.fix(applicability, f"Use `{device}`", *operations, imports=imports)
+        self.report(node, message, fix)
+
+    def xla_string(self) -> tuple[str, tuple[Import, ...]]:
+        """``"xla"``: the XLA device where a string is needed (``.to("xla")``,
+        ``torch.device("xla")``, ``"xla" in device``); ``import torch_xla`` registers it."""
+        _, imports = self.ctx.reference("torch_xla")
+        return '"xla"', imports
+
+    def xla_device(self, node: ast.AST | None = None) -> tuple[str, tuple[Import, ...]]:
+        """The XLA device as a fix writes it at ``node``: ``torch_xla.device()`` (``xm.xla_device()``
+        before 2.4), or, where it would be evaluated at import time, ``torch.device("xla")``:
+        the default XLA device of whichever process uses it, which starts no runtime."""
+        if node is not None and self.devices.evaluated_at_import(node):
+            torch, imports = self.ctx.reference("torch")
+            _, backend = self.ctx.reference("torch_xla")  # `import torch_xla` registers the "xla" device
+            return f'{torch}.device("xla")', (*imports, *backend)
+        if node is not None and (variable := self.devices.xla_device_variable(node)) is not None:
+            return variable, ()  # `device = torch_xla.device()` above: reuse it
+        function, imports = self.ctx.xla_api("device", "xla_device")
+        return f"{function}()", imports
+
+    def spell(self, text: str, node: ast.AST, short: str = "") -> tuple[str, tuple[Import, ...]]:
+        """Fill the table's placeholders with the names this file and target version use,
+        and collect the imports the names need (``{arg0}`` is left for the fix)."""
+        spellers = {
+            "xm": lambda: self.ctx.reference("torch_xla.core.xla_model", "xm"),
+            "xr": lambda: self.ctx.reference("torch_xla.runtime", "xr"),
+            "torch_xla": lambda: self.ctx.reference("torch_xla"),
+            "device": lambda: self.xla_device(node),
+            "manual_seed": lambda: self.ctx.xla_api("manual_seed", "set_rng_state"),
+        }
+        imports: list[Import] = []
+        for key, speller in spellers.items():
+            if "{" + key + "}" in text:
+                spelled, needed = speller()
+                text = text.replace("{" + key + "}", spelled)
+                imports.extend(needed)
+        return text.replace("{name}", short), tuple(imports)
+
+    def true(self, call: ast.Call) -> ReplaceExpr:
+        """``call`` is True on XLA: ``a if call else b`` -> ``a``; elsewhere ``True``."""
+        holder = parent(call)
+        if isinstance(holder, ast.IfExp) and holder.test is call:
+            # The body binds tighter than the conditional it replaces: no parentheses.
+            return ReplaceExpr(self.ctx.span(holder), "{body}", (("body", self.ctx.span(holder.body)),))
+        return ReplaceExpr(self.ctx.span(call), "True")
+
+    def imported_name(self, func: ast.AST) -> tuple[Import, ...]:
+        """``from torch.cuda.amp import autocast``: the import the fix may leave unused."""
+        binding = self.ctx.semantic.imports.import_binding(func)
+        return (binding,) if binding is not None else ()
+
+    def short(self, node: ast.AST, limit: int = 60) -> str:
+        """``node``'s source on one line, cut to ``limit`` characters for a message."""
+        text = " ".join(self.ctx.source_of(node).split())
+        return text if len(text) <= limit else text[: limit - 3] + "..."
