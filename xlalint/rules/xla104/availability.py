@@ -263,8 +263,8 @@ INVALID = [
         """,
         fixed="""
         import torch
-        import torch_xla.core.xla_model as xm
         import torch_xla
+        import torch_xla.core.xla_model as xm
 
         if torch.cuda.is_available():
             device = torch_xla.device()

@@ -164,8 +164,8 @@ INVALID = [
         fixed="""
         import torch
         from torch import cuda
-        import torch_xla.core.xla_model as xm
         import torch_xla
+        import torch_xla.core.xla_model as xm
 
         xm.wait_device_ops()
         torch_xla.manual_seed(seed)

@@ -301,9 +301,9 @@ INVALID = [
         import os
         import torch
         import torch.distributed as dist
-        from torch.nn.parallel import DistributedDataParallel as DDP
         import torch_xla
         import torch_xla.distributed.xla_backend
+        from torch.nn.parallel import DistributedDataParallel as DDP
 
         local_rank = int(os.environ["LOCAL_RANK"])
         dist.init_process_group(backend="xla", init_method="xla://")
