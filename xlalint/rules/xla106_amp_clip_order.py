@@ -17,6 +17,7 @@ from xlalint.linter.model import InsertStatement, MoveStatement, ReplaceExpr
 from xlalint.linter.order import STEPS, Event, Kind, Path
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import enclosing_function, parent
+from xlalint.linter.syntax import argument
 
 # The frames most examples share, so that each example shows only the lines of its step.
 CLIP = "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"
@@ -404,6 +405,19 @@ scaler.update()
             ),
             count=1,
         ),
+        # Positional `barrier` and `optimizer_args` (the signature's order) are read as such.
+        Invalid(
+            process_loop(CLIP, "xm.optimizer_step(opt, False, {'closure': None})"),
+            unsafe_fixed=process_loop("xm.reduce_gradients(opt)", CLIP, "opt.step(**{'closure': None})"),
+            count=1,
+        ),
+        Invalid(
+            process_loop(CLIP, "xm.optimizer_step(opt, True)", imports=("import torch_xla", XM)),
+            unsafe_fixed=process_loop(
+                "xm.reduce_gradients(opt)", CLIP, "opt.step()", "torch_xla.sync()", imports=("import torch_xla", XM)
+            ),
+            count=1,
+        ),
         # `barrier=True` made the step a sync point: the rewrite keeps one after `opt.step()`.
         Invalid(
             process_loop(CLIP, "xm.optimizer_step(opt, barrier=True)", imports=("import torch_xla", XM)),
@@ -480,24 +494,21 @@ scaler.update()
     def _reduce_first_fix(self, clip: Event, path: Path, i: int):
         step = path.after(i, *STEPS)[0]
         call, opt = step.call, step.optimizer
-        barrier = next((k.value for k in call.keywords if k.arg == "barrier"), None)
+        # xm.optimizer_step(optimizer, barrier=False, optimizer_args={}, ...) in torch_xla 2.9.
+        barrier = argument(call, 1, "barrier")
         if (
             opt is None
             or enclosing_function(call) is not enclosing_function(clip.call)
             or not _is_statement_call(step)
             or any(k.arg not in ("optimizer", "optimizer_args", "barrier") for k in call.keywords)
             or (barrier is not None and not _is_literal_bool(barrier))
-            or len(call.args) > 2
+            or len(call.args) > 3
             or not _own_lines(clip.stmt)
         ):
             return None
         xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm")
         parts = [("opt", self.ctx.span(opt))]
-        args = (
-            call.args[1]
-            if len(call.args) > 1
-            else next((k.value for k in call.keywords if k.arg == "optimizer_args"), None)
-        )
+        args = argument(call, 2, "optimizer_args")
         template = "{opt}.step()"
         if args is not None:
             template = "{opt}.step(**{args})"
