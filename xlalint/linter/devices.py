@@ -157,8 +157,8 @@ class DeviceAnalysis:
     def first_read(self, name: ast.Name) -> ast.Name | None:
         """A read of the variable ``name`` binds, in its scope."""
         scope = self.scope_of(name)
-        for node in self.semantic.nodes_of(ast.Name):
-            if node.id == name.id and isinstance(node.ctx, ast.Load) and self.scope_of(node) is scope:
+        for node in self.semantic.names_with_id(name.id):
+            if isinstance(node.ctx, ast.Load) and self.scope_of(node) is scope:
                 return node
         return None
 

@@ -416,6 +416,30 @@ class Semantic:
         """The calls of ``name(...)`` or ``<anything>.name(...)``, in source order."""
         return self._calls_by_called_name.get(name, [])
 
+    def names_with_id(self, identifier: str) -> list[ast.Name]:
+        """Every ``Name`` node spelled ``identifier``, in source order."""
+        return self._names_by_id.get(identifier, [])
+
+    def attributes_named(self, attr: str) -> list[ast.Attribute]:
+        """Every ``<x>.attr`` node, in source order."""
+        return self._attributes_by_attr.get(attr, [])
+
+    @cached_property
+    def _names_by_id(self) -> dict[str, list[ast.Name]]:
+        # Built once per module, like the call index: a rule that asks for every use of
+        # each of many variables must not rescan the module per variable.
+        index: dict[str, list[ast.Name]] = {}
+        for node in self.nodes_of(ast.Name):
+            index.setdefault(node.id, []).append(node)
+        return index
+
+    @cached_property
+    def _attributes_by_attr(self) -> dict[str, list[ast.Attribute]]:
+        index: dict[str, list[ast.Attribute]] = {}
+        for node in self.nodes_of(ast.Attribute):
+            index.setdefault(node.attr, []).append(node)
+        return index
+
     def method_calls(self, cls: ast.ClassDef, name: str) -> list[ast.Call]:
         """The calls ``<x>.name(...)`` whose nearest enclosing class is ``cls``, in source order."""
         return self._attribute_calls_by_class.get((id(cls), name), [])

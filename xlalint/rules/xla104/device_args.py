@@ -230,8 +230,8 @@ class DeviceArguments:
     def _reads(self, key: tuple[int, str]) -> list[ast.Name]:
         return [
             node
-            for node in self.ctx.semantic.nodes_of(ast.Name)
-            if node.id == key[1] and isinstance(node.ctx, ast.Load) and id(self.devices.scope_of(node)) == key[0]
+            for node in self.ctx.semantic.names_with_id(key[1])
+            if isinstance(node.ctx, ast.Load) and id(self.devices.scope_of(node)) == key[0]
         ]
 
     def _used_as_device_type(self, key: tuple[int, str]) -> bool:

@@ -86,8 +86,8 @@ class ObjectRemoval(ABC):
             scope = self.writer.devices.scope_of(target)
             found = [
                 n
-                for n in self.ctx.semantic.nodes_of(ast.Name)
-                if n.id == target.id and n is not target and self.writer.devices.scope_of(n) is scope
+                for n in self.ctx.semantic.names_with_id(target.id)
+                if n is not target and self.writer.devices.scope_of(n) is scope
             ]
             return self._reads(found)
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
@@ -99,8 +99,8 @@ class ObjectRemoval(ABC):
             # of an imported module is not a use.
             everywhere = [
                 n
-                for n in self.ctx.semantic.nodes_of(ast.Attribute)
-                if n.attr == target.attr and n is not target and self.ctx.semantic.qualified_name(n) is None
+                for n in self.ctx.semantic.attributes_named(target.attr)
+                if n is not target and self.ctx.semantic.qualified_name(n) is None
             ]
             inside = {id(n) for n in ast.walk(cls)}
             for n in everywhere:
