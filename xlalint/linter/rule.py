@@ -124,6 +124,13 @@ class Context:
 
         return DistributedAnalysis(self)
 
+    @cached_property
+    def training_objects(self) -> Any:
+        """The models, optimizers and moves of models to the XLA device, built on first use."""
+        from xlalint.linter.training_objects import TrainingObjects
+
+        return TrainingObjects(self)
+
     def span(self, node: ast.AST) -> Span:
         return Span.of(node, self.lines)
 
