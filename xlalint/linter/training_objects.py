@@ -316,6 +316,17 @@ class TrainingObjects:
     def build_of(self, name: str, use: ast.AST) -> tuple[ast.stmt, ast.expr] | None:
         """The first statement that assigns ``name`` (or what it is part of:
         ``model.encoder`` is built with ``model``), seen from ``use``, and the value."""
+        values = self.built_values(name, use)
+        if not values:
+            return None
+        first = min(values, key=lambda v: (v.lineno, v.col_offset))
+        statement = enclosing_statement(first)
+        return (statement, first) if statement is not None else None
+
+    def built_values(self, name: str, use: ast.AST) -> list[ast.expr]:
+        """Every value assigned to ``name`` (or to what it is part of) in the scope
+        that ``use`` sees it in: the function's own, else the enclosing ones; for
+        ``self.<attr>``, the class."""
         while name:
             if name.startswith("self."):
                 cls = enclosing(use, ast.ClassDef)
@@ -327,13 +338,11 @@ class TrainingObjects:
                     if values:
                         break
             if values:
-                first = min(values, key=lambda v: (v.lineno, v.col_offset))
-                statement = enclosing_statement(first)
-                return (statement, first) if statement is not None else None
+                return values
             if "." not in name:
-                return None
+                return []
             name = name.rsplit(".", 1)[0]
-        return None
+        return []
 
     def builds_fresh_weights(self, value: ast.expr, name: str) -> bool:
         """``value`` makes a model with freshly initialised weights: a call (possibly
@@ -374,8 +383,8 @@ class TrainingObjects:
                         found.setdefault(cls.name, []).append((target[5:], source[5:]))  # type: ignore[index]
         return found
 
-    def tied_class(self, value: ast.expr) -> tuple[str, list[tuple[str, str]]] | None:
-        """For a value that builds a tied model: ("hf", []) for an HF class that ties its
+    def tied_class(self, value: ast.expr) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+        """For a value that builds a tied model: ("hf", ()) for an HF class that ties its
         embeddings, ("module", ties) for a class of this module that ties weights."""
         base = value
         while isinstance(base, ast.Call) and method_name(base) in MOVES:
@@ -389,10 +398,10 @@ class TrainingObjects:
         name = dotted_name(func) or ""
         last = name.rsplit(".", 1)[-1]
         if last in self.tying_classes and qualified == "":
-            return "module", self.tying_classes[last]
+            return "module", tuple(self.tying_classes[last])
         from_hf = qualified.startswith("transformers.") or (qualified == "" and self._star_transformers)
         if from_hf and TIED_HF_CLASS.search(last):
-            return "hf", []
+            return "hf", ()
         return None
 
     @cached_property

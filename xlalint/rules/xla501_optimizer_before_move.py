@@ -69,10 +69,12 @@ parameters), a move to a device that is not known to be XLA.
 Move the `.to(...)` statement up, right before the optimizer is built. Safe when both
 are in the same block and nothing between them uses the optimizer or the model;
 unsafe when something between them does (it then runs with the model already on the
-device). No fix when they are in different blocks or functions, when a name the move
-reads is assigned between them, or when the model is wrapped in torch_xla's FSDP after
-the optimizer is built: the wrap moves (and shards) the model too, so the optimizer has
-to be built after the wrap (XLA209).
+device). When the move reads a name assigned between them (`device =
+torch_xla.device()` after the optimizer), the optimizer's statement moves down, right
+after the move, instead (safe, when nothing between them uses the optimizer or assigns
+what it reads). No fix when they are in different blocks or functions, or when the model
+is wrapped in torch_xla's FSDP after the optimizer is built: the wrap moves (and shards)
+the model too, so the optimizer has to be built after the wrap (XLA209).
 
 ## Example
 
@@ -308,17 +310,26 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             return None
         start, end = block.index(optimizer.statement), block.index(move.statement)
         between = block[start + 1 : end]
-        bound = _paths_bound([optimizer.statement, *between])
-        if any(same_object_tree(read, name) for read in _paths_read([move.statement]) for name in bound):
-            return None  # the move reads something assigned in between (`self.device = device`)
         uses = {optimizer.name} if optimizer.name else set()
         uses |= set(optimizer.models)
-        used = any(same_object_tree(read, name) for read in _paths_read(between) for name in uses)
+        used = _reads_any(between, uses)
         applicability = "unsafe" if used else "safe"
+        if not _reads_any([move.statement], _paths_bound([optimizer.statement, *between])):
+            return self.fix(
+                applicability,
+                "move the model to the XLA device before building the optimizer",
+                MoveStatement(self.ctx.span(move.statement), self.ctx.span(optimizer.statement), "before"),
+            )
+        # The move reads something assigned in between (`device = torch_xla.device()`):
+        # build the optimizer after the move instead, when nothing in between needs it
+        # and it reads nothing assigned there but the moved model.
+        bound_between = _paths_bound(between) - {move.model}
+        if used or optimizer.name is None or _reads_any([optimizer.statement], bound_between):
+            return None
         return self.fix(
-            applicability,
-            "move the model to the XLA device before building the optimizer",
-            MoveStatement(self.ctx.span(move.statement), self.ctx.span(optimizer.statement), "before"),
+            "safe",
+            "build the optimizer after the model is moved to the XLA device",
+            MoveStatement(self.ctx.span(optimizer.statement), self.ctx.span(move.statement), "after"),
         )
 
 
@@ -336,6 +347,11 @@ def _block_of(first: ast.stmt, second: ast.stmt) -> list[ast.stmt] | None:
         if isinstance(block, list) and first in block and second in block:
             return block
     return None
+
+
+def _reads_any(statements: list[ast.stmt], names: set[str]) -> bool:
+    """The statements read one of ``names``, a part of one, or what one is part of."""
+    return any(same_object_tree(read, name) for read in _paths_read(statements) for name in names)
 
 
 def _paths_read(statements: list[ast.stmt]) -> set[str]:
