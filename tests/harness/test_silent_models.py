@@ -63,3 +63,56 @@ def test_tied_gpt2_is_untied_by_the_move_and_tied_again_by_the_fix(scripts_dir, 
 
     assert fixed.runtime_findings == []  # the move still splits them; `tie_weights()` joins them again
     assert "parameters 16 tied True" in fixed.stdout_tail
+
+
+FALLBACK_PROBE = """
+import json
+import torch
+import torch.nn.functional as F
+import torch_xla
+import torch_xla.debug.metrics as met
+
+d = torch_xla.device()
+x = torch.randn(4, 8).to(d)
+i = torch.randint(0, 8, (16,)).to(d)
+torch_xla.sync()
+calls = {
+    "torch.bincount": lambda: torch.bincount(i),
+    "torch.histc": lambda: torch.histc(x, bins=4),
+    "torch.searchsorted": lambda: torch.searchsorted(torch.sort(x.flatten())[0], x),
+    "torch.median": lambda: torch.median(x),
+    "torch.fft.rfft": lambda: torch.fft.rfft(x),
+    "lowered: F.one_hot(i, 8).sum(0)": lambda: F.one_hot(i, 8).sum(0),
+}
+seen = {}
+for name, call in calls.items():
+    before = set(met.executed_fallback_ops())
+    result = call()
+    torch_xla.sync()
+    seen[name] = sorted(set(met.executed_fallback_ops()) - before)
+print(json.dumps(seen))
+"""
+
+
+def test_the_fallback_counter_shows_the_listed_ops(tmp_path):
+    """XLA304's table against torch_xla itself: each listed op shows up in
+    `executed_fallback_ops()` under the aten name the table gives; the suggested
+    `one_hot(...).sum(0)` for `bincount` does not."""
+    import os
+    import subprocess
+    import sys
+
+    from xlalint.rules.xla304_cpu_fallback_op import fallback_table
+
+    script = tmp_path / "probe.py"
+    script.write_text(FALLBACK_PROBE)
+    env = {**os.environ, "PJRT_DEVICE": "CPU"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    table = fallback_table()["fallbacks"]
+    for name, ops in seen.items():
+        if name.startswith("lowered"):
+            assert ops == []
+        else:
+            assert ops == table[name]["plain"], name
