@@ -108,6 +108,7 @@ class TrainingObjects:
     def __init__(self, ctx: Context):
         self.ctx = ctx
         self.semantic = ctx.semantic
+        self._device_names: dict[tuple[int, str], bool] = {}
 
     # -- optimizers -------------------------------------------------------------------------
     @cached_property
@@ -223,19 +224,37 @@ class TrainingObjects:
                 return True
             return name in TORCH_DEVICE and bool(expr.args) and self.is_xla_device(expr.args[0], depth + 1)
         if isinstance(expr, ast.Name):
-            for scope in enclosing_scopes(expr):
-                values = list(assigned_values(scope, lambda t, n=expr.id: _is_name(t, n), shallow=True))
-                if values:
-                    return any(self.is_xla_device(v, depth + 1) for v in values)
-                if isinstance(scope, FUNCTIONS) and expr.id in parameter_names(scope):
-                    return self._passed_xla_device(scope, expr.id, depth)
-            return False
+            # Many `.to(device)` calls ask about one `device`: answered once per scope.
+            key = (id(enclosing_function(expr)), expr.id)
+            known = self._device_names.get(key)
+            if known is None:
+                known = self._device_names[key] = self._name_is_xla_device(expr, depth)
+            return known
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
             cls = enclosing(expr, ast.ClassDef)
             if cls is not None:
                 values = assigned_values(cls, lambda t, a=expr.attr: is_self_attr(t, a))
                 return any(self.is_xla_device(v, depth + 1) for v in values)
         return False
+
+    def _name_is_xla_device(self, expr: ast.Name, depth: int) -> bool:
+        for scope in enclosing_scopes(expr):
+            values = list(assigned_values(scope, lambda t, n=expr.id: _is_name(t, n), shallow=True))
+            if values:
+                return any(self.is_xla_device(v, depth + 1) for v in values)
+            if isinstance(scope, FUNCTIONS) and expr.id in parameter_names(scope):
+                return self._passed_xla_device(scope, expr.id, depth)
+        return False
+
+    @cached_property
+    def _may_name_xla_device(self) -> bool:
+        """A cheap first test: the module imports torch_xla or spells ``"xla"``."""
+        if self.semantic.imports.imports_module("torch_xla"):
+            return True
+        return any(
+            isinstance(c.value, str) and (c.value == "xla" or c.value.startswith("xla:"))
+            for c in self.semantic.nodes_of(ast.Constant)
+        )
 
     def _passed_xla_device(self, function: ast.AST, parameter: str, depth: int) -> bool:
         positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]  # type: ignore[attr-defined]
@@ -258,6 +277,8 @@ class TrainingObjects:
         for call in self.ctx.distributed.calls_named("to", ACCELERATE_PREPARE):
             name = method_name(call)
             if name == "to":
+                if not self._may_name_xla_device:
+                    continue
                 device = call.args[0] if call.args else _keyword_value(call, "device")
                 if not self.is_xla_device(device):
                     continue
@@ -403,6 +424,21 @@ class TrainingObjects:
         if from_hf and TIED_HF_CLASS.search(last):
             return "hf", ()
         return None
+
+    @cached_property
+    def may_hold_tied_models(self) -> bool:
+        """A cheap first test for XLA502: a class of the module ties weights, or a call
+        names a class that ties embeddings."""
+        if self.tying_classes:
+            return True
+        for call in self.semantic.calls:
+            func = call.func
+            if isinstance(func, ast.Attribute) and func.attr in ("from_pretrained", "from_config"):
+                func = func.value
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if TIED_HF_CLASS.search(name):
+                return True
+        return False
 
     @cached_property
     def _star_transformers(self) -> bool:
