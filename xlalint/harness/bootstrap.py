@@ -435,8 +435,10 @@ def _before_torch_xla_exit() -> None:
     as the script left them, then read the kept losses (a transfer of their own)."""
     global _METRICS_AT_EXIT
     try:
+        # The last step's executions may still run: wait, as torch_xla's handler would.
+        sys.modules["torch_xla"]._XLAC._xla_wait_device_ops(devices=[])
         _METRICS_AT_EXIT = _read_metrics()
-        _runtime_watch().WATCH.read_losses(sys.modules["torch"])
+        _runtime_watch().WATCH.read_losses(sys.modules["torch_xla"]._XLAC)
     except Exception:
         pass
 

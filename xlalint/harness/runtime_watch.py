@@ -189,15 +189,16 @@ class RuntimeWatch:
         else:
             self._last_loss = loss
 
-    def read_losses(self, torch) -> None:
-        """Read the kept losses, before torch_xla shuts down. Each was synced with its
-        step, so this copies data and runs no graph (none shows among the causes)."""
+    def read_losses(self, xlac) -> None:
+        """Read the kept losses, before torch_xla shuts down: only those a sync already
+        computed (their graph is a bare ``device_data``), so that this copies data and
+        runs no graph of its own (none shows among the causes)."""
         kept = [*self._first_losses, *([self._last_loss] if self._last_loss is not None else [])]
         self._first_losses, self._last_loss = [], None
-        if len(kept) < 2:
-            return
         with contextlib.suppress(Exception):
-            self.loss_values = [float(t.cpu()) for t in kept]
+            computed = [t for t in kept if _is_computed(xlac, t)]
+            if len(computed) >= 2:
+                self.loss_values = [float(t.cpu()) for t in computed]
 
     def write(self, out_dir: str) -> None:
         with contextlib.suppress(Exception):
@@ -212,6 +213,12 @@ class RuntimeWatch:
         with open(path + ".tmp", "w", encoding="utf-8") as file:
             json.dump(record, file)
         os.replace(path + ".tmp", path)
+
+
+def _is_computed(xlac, tensor) -> bool:
+    """The tensor holds data on the device: its IR is one ``xla::device_data`` node."""
+    nodes = [line for line in xlac._get_xla_tensors_text([tensor]).splitlines() if "=" in line]
+    return len(nodes) == 1 and "device_data" in nodes[0]
 
 
 WATCH = RuntimeWatch()

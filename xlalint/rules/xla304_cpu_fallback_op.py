@@ -115,6 +115,8 @@ class CpuFallbackOp(Rule):
         rows = []
         for qualified, forms in table["fallbacks"].items():
             for form, ops in forms.items():
+                if not ops:
+                    continue  # this form was measured lowered
                 rows.append(f"| `{qualified}` | {form} | {', '.join(f'`{op}`' for op in ops)} |")
         return f"""
 ## Why
