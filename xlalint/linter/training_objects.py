@@ -138,7 +138,10 @@ class TrainingObjects:
     def optimizers(self) -> list[Optimizer]:
         found: list[Optimizer] = []
         for call in self.semantic.calls:
-            if not isinstance(call.func, (ast.Name, ast.Attribute)) or not self.is_optimizer_call(call):
+            func = call.func
+            # A cheap first test: optimizers are classes (`SGD`, `AdamW`), spelled capitalised.
+            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if not last[:1].isupper() or (not call.args and not call.keywords) or not self.is_optimizer_call(call):
                 continue
             params = call.args[0] if call.args else _keyword_value(call, "params")
             if params is None:
@@ -393,15 +396,18 @@ class TrainingObjects:
         """Classes of the module whose ``__init__`` ties weights: class name -> the
         (target, source) attribute paths of each tie (``("head.weight", "embed.weight")``)."""
         found: dict[str, list[tuple[str, str]]] = {}
-        for cls in self.semantic.nodes_of(ast.ClassDef):
-            init = next((s for s in cls.body if isinstance(s, FUNCTIONS) and s.name == "__init__"), None)
-            if init is None:
+        for node in self.semantic.nodes_of(ast.Assign):
+            value = node.value
+            # A cheap first test on every assignment of the module: `... .weight = ... .weight`.
+            if not (isinstance(value, ast.Attribute) and value.attr == "weight" and len(node.targets) == 1):
                 continue
-            for node in ast.walk(init):
-                if isinstance(node, ast.Assign) and len(node.targets) == 1:
-                    target, source = dotted_name(node.targets[0]), dotted_name(node.value)
-                    if _is_weight_of_self(target) and _is_weight_of_self(source):
-                        found.setdefault(cls.name, []).append((target[5:], source[5:]))  # type: ignore[index]
+            target, source = dotted_name(node.targets[0]), dotted_name(value)
+            if not (_is_weight_of_self(target) and _is_weight_of_self(source)):
+                continue
+            init = enclosing_function(node)
+            cls = enclosing(init, ast.ClassDef) if init is not None and init.name == "__init__" else None
+            if cls is not None:
+                found.setdefault(cls.name, []).append((target[5:], source[5:]))  # type: ignore[attr-defined,index]
         return found
 
     def tied_class(self, value: ast.expr) -> tuple[str, tuple[tuple[str, str], ...]] | None:

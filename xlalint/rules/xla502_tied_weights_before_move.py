@@ -199,7 +199,7 @@ model.tie_weights()
 
     def finish(self) -> None:
         objects = self.ctx.training_objects
-        if not objects.may_hold_tied_models or not objects.moves:
+        if not objects.moves or not objects.may_hold_tied_models:
             return
         moved: set[tuple[str, int]] = set()
         for move in sorted(objects.moves, key=lambda m: (m.statement.lineno, m.statement.col_offset)):
