@@ -84,6 +84,21 @@ RUN_SCHEMA = {
         "steps_per_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
         "peak_memory_bytes": {"type": ["integer", "null"], "minimum": 0},
         "fixed_files": {"type": "array", "items": {"type": "string"}},
+        # Only when the run confirmed a silent bug (XLA501, XLA502).
+        "runtime_findings": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["code", "file", "line", "message"],
+                "additionalProperties": False,
+                "properties": {
+                    "code": {"type": "string"},
+                    "file": {"type": ["string", "null"]},
+                    "line": {"type": ["integer", "null"]},
+                    "message": {"type": "string"},
+                },
+            },
+        },
     },
 }
 REPORT_SCHEMA = {

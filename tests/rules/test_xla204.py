@@ -19,6 +19,12 @@ EXPECTED = {
     "mp_model": [(18, 5, CODE), (20, 5, CODE)],
     # The seed comes after the build; the pretrained encoder is not reported.
     "seeded_late": [(20, 5, CODE)],
+    # Issue 24: a new head on a base checkpoint (`num_labels=5`) built before the seed a
+    # helper sets, traced through a star-imported AdamW given groups from
+    # `named_parameters()` by a helper; the plain pretrained encoder is not reported.
+    "hf_finetune": [(25, 5, CODE)],
+    # A module-level model shared by forked workers is not reported; a worker's own is.
+    "fork_shared": [(15, 5, CODE)],
 }
 
 

@@ -249,13 +249,16 @@ def register_cuda_plugin(library: str) -> None:
 
 def _write_metrics(out_dir: str) -> None:
     pid = os.getpid()
+    if "torch" in sys.modules:
+        with contextlib.suppress(Exception):
+            _runtime_watch().WATCH.write(out_dir)
     if STEPS.count:
         with contextlib.suppress(Exception):  # never break the script's exit
             _write_json(os.path.join(out_dir, f"{STEPS_PREFIX}{pid}.json"), STEPS.to_json())
     if "torch_xla" not in sys.modules:
         return  # this process never used XLA (a resource tracker, a tokenizer worker...)
     try:
-        record = {"pid": pid, **_read_metrics()}
+        record = {"pid": pid, **(_METRICS_AT_EXIT or _read_metrics())}
     except Exception as error:  # report it; never break the script's exit
         record = {"pid": pid, "error": f"{type(error).__name__}: {error}"}
     _write_json(os.path.join(out_dir, f"metrics-{pid}.json"), record)
@@ -403,6 +406,41 @@ def _hook_optimizer_steps(torch_module) -> None:
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
     register_optimizer_step_post_hook(STEPS.on_step)
+    _runtime_watch().WATCH.install(torch_module, _innermost_user_frame)
+
+
+def _runtime_watch():
+    """The runtime watch (XLA501, XLA502, the loss): the copy next to this file in the
+    hook folder, or the package's own when this module is imported from xlalint."""
+    try:
+        import _xlalint_runtime_watch as watch
+    except ImportError:
+        from xlalint.harness import runtime_watch as watch
+    return watch
+
+
+def _innermost_user_frame(frame):
+    """The first frame of the user's code at or above ``frame``, or None."""
+    depth = 0
+    while frame is not None and _user_frame(frame) is None and depth < _MAX_FRAMES_UP:
+        frame, depth = frame.f_back, depth + 1
+    return frame if frame is not None and _user_frame(frame) is not None else None
+
+
+_METRICS_AT_EXIT: dict | None = None
+
+
+def _before_torch_xla_exit() -> None:
+    """Runs before torch_xla's own exit handler (registered after it): take the metrics
+    as the script left them, then read the kept losses (a transfer of their own)."""
+    global _METRICS_AT_EXIT
+    try:
+        # The last step's executions may still run: wait, as torch_xla's handler would.
+        sys.modules["torch_xla"]._XLAC._xla_wait_device_ops(devices=[])
+        _METRICS_AT_EXIT = _read_metrics()
+        _runtime_watch().WATCH.read_losses(sys.modules["torch_xla"]._XLAC)
+    except Exception:
+        pass
 
 
 class _AfterImport:
@@ -477,6 +515,8 @@ def _hook_tensor_to(torch_xla_module) -> None:
     # tells a sync from other causes by the Python frames that call its step marker.
     counter_value = torch_xla_module._XLAC._xla_counter_value
     TRANSFERS.step_of = lambda: counter_value("MarkStep") or 0
+    # After torch_xla's own exit handler was registered: runs before it.
+    atexit.register(_before_torch_xla_exit)
 
 
 def _hook_device_loader(loader_module) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xlalint.harness.results import Cause, RunResult
+from xlalint.harness.results import Cause, RunResult, RuntimeFinding
 
 if TYPE_CHECKING:
     from xlalint.harness.prepare import ScriptVersion, SourceFile
@@ -85,6 +85,7 @@ def format_text(report: HarnessReport) -> str:
 def format_run(run: RunResult) -> list[str]:
     lines = [f"{run.description} run: {run.status_line()}, {run.wall_s:.1f} s"]
     lines.extend(f"  warning: {warning}" for warning in run.warnings)
+    lines.extend(format_runtime_findings(run.runtime_findings))
     if run.import_error:
         lines.append(f"  torch_xla could not be imported: {run.import_error}")
     if not run.ok and run.stderr_tail:
@@ -120,6 +121,23 @@ def format_run(run: RunResult) -> list[str]:
             ]
         )
     lines.extend(format_causes(run.causes))
+    return lines
+
+
+def format_runtime_findings(findings: list[RuntimeFinding]) -> list[str]:
+    """The silent bugs the run showed, at the user's line, with the finding they confirm."""
+    if not findings:
+        return []
+    lines = ["  runtime findings (what the run did; file:line [code]: what happened):"]
+    for finding in findings:
+        place = f"{finding.file}:{finding.line}" if finding.file and finding.line else finding.file or "(no user frame)"
+        if finding.joined == finding.code:
+            confirms = f"; confirms the {finding.code} finding on that line"
+        elif finding.joined:
+            confirms = f"; the finding on that line is {finding.joined}"
+        else:
+            confirms = "; no finding on that line"
+        lines.append(f"    {place} [{finding.code}]: {finding.message}{confirms}")
     return lines
 
 

@@ -56,6 +56,22 @@ class Cause:
         return record
 
 
+@dataclass(frozen=True)
+class RuntimeFinding:
+    """What the child saw at run time that confirms a silent bug (XLA501, XLA502), at the
+    line of the user's code where the static finding is reported."""
+
+    code: str
+    file: str | None  # as causes name it: the user's script as given, or a local module
+    line: int | None  # in the user's file (None: a line the fix inserted, or no user frame)
+    message: str
+    #: The code of the static finding on that line, if any (text report only).
+    joined: str | None = field(default=None, compare=False)
+
+    def to_json(self) -> dict:
+        return {"code": self.code, "file": self.file, "line": self.line, "message": self.message}
+
+
 @dataclass
 class Metrics:
     """torch_xla's metrics, summed over every process of the run that used XLA."""
@@ -143,6 +159,8 @@ class RunResult:
     steps: Steps | None = None  # None: no optimizer step was taken (or the process was killed)
     #: The user's files whose fixed copy ran in their place (as the report names them).
     fixed_files: list[str] = field(default_factory=list)
+    #: Silent bugs the child saw happen (XLA501, XLA502).
+    runtime_findings: list[RuntimeFinding] = field(default_factory=list)
 
     @property
     def killed(self) -> bool:
@@ -189,6 +207,12 @@ class RunResult:
         return notes
 
     def to_json(self) -> dict:
+        record = self._metrics_json()
+        if self.runtime_findings:
+            record["runtime_findings"] = [finding.to_json() for finding in self.runtime_findings]
+        return record
+
+    def _metrics_json(self) -> dict:
         metrics = self.metrics
 
         def value(name: str) -> int | None:

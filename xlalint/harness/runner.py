@@ -23,13 +23,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TextIO
 
-from xlalint.harness import bootstrap, cleanup, shapes
+from xlalint.harness import bootstrap, cleanup, runtime_findings, runtime_watch, shapes
 from xlalint.harness.debug_log import RawCause, parse_debug_files
 from xlalint.harness.environment import Device
 from xlalint.harness.prepare import ScriptVersion
 from xlalint.harness.results import Cause, Metrics, RunResult, Steps
 
 BOOTSTRAP_MODULE = "_xlalint_bootstrap"
+RUNTIME_WATCH_MODULE = "_xlalint_runtime_watch"  # imported by the bootstrap in the child
 _CHILD_COMMAND = f"import {BOOTSTRAP_MODULE} as b; b.run_main()"
 _SITECUSTOMIZE = f"""\
 # Written by `xlalint run` into a temporary folder; removed after the run.
@@ -54,6 +55,8 @@ def write_hook(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     source = Path(bootstrap.__file__).read_text(encoding="utf-8")
     (folder / f"{BOOTSTRAP_MODULE}.py").write_text(source, encoding="utf-8")
+    watch = Path(runtime_watch.__file__).read_text(encoding="utf-8")
+    (folder / f"{RUNTIME_WATCH_MODULE}.py").write_text(watch, encoding="utf-8")
     (folder / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
     return folder
 
@@ -130,6 +133,7 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
 
     metrics, notes = _collect_metrics(out_dir)
     exit_ok = child.returncode == 0 and not timed_out
+    runtime, runtime_warnings = runtime_findings.collect(out_dir, version, settings.display_path)
     return RunResult(
         label=version.label,
         description=version.description,
@@ -144,10 +148,11 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
         import_error=_import_error(out_dir),
         leftovers=leftovers,
         notes=notes,
-        warnings=_warnings(metrics) if exit_ok and not version.native else [],
+        warnings=[*(_warnings(metrics) if exit_ok and not version.native else []), *runtime_warnings],
         native=version.native,
         steps=_collect_steps(out_dir),
         fixed_files=[file.display_path for file in version.files() if file.changed],
+        runtime_findings=runtime,
     )
 
 

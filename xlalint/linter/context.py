@@ -1,6 +1,6 @@
 """What a rule may know about the module being checked: its text, tree, settings, the
-semantic layer, and the analyses (``steps``, ``distributed``, ``tokenizers``) built on
-first use.
+semantic layer, and the analyses (``steps``, ``distributed``, ``tokenizers``,
+``training_objects``, ``devices``) built on first use.
 
 The analyses are given what they need (the semantic layer, each other), never the
 context: this module imports them, they do not import it.
@@ -18,6 +18,7 @@ from xlalint.linter.model import Import, Span, split_lines
 from xlalint.linter.semantic import Semantic
 from xlalint.linter.steps import StepAnalysis
 from xlalint.linter.tokenizers import Tokenizers
+from xlalint.linter.training_objects import TrainingObjects
 
 if TYPE_CHECKING:
     from xlalint.linter.config import Settings
@@ -55,6 +56,11 @@ class Context:
     def tokenizers(self) -> Tokenizers:
         """Which expressions are tokenizers and which calls encode text, built on first use."""
         return Tokenizers(self.semantic)
+
+    @cached_property
+    def training_objects(self) -> TrainingObjects:
+        """The models, optimizers and moves of models to the XLA device, built on first use."""
+        return TrainingObjects(self.semantic, self.distributed)
 
     @cached_property
     def devices(self) -> DeviceAnalysis:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import ast
 
 from xlalint.linter.model import InsertStatement
-from xlalint.linter.order import is_optimizer_class
 from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import dotted_name, enclosing_function, method_name, parent
-from xlalint.linter.values import assigned_values, enclosing_scopes, walk_scope
+from xlalint.linter.scripts import SPAWN
+from xlalint.linter.semantic import dotted_name, enclosing_function, method_name, parent, string_value
+from xlalint.linter.values import walk_scope
 
 SEEDS = frozenset(
     {
@@ -37,8 +37,6 @@ _SEED_NAMES = frozenset({"set_seed", "seed_everything", "set_random_seed", "seed
 # initialisation of a model the same in every process.
 _NOT_SEEDING_ROOTS = frozenset({"torch", "torch_xla", "numpy", "random", "jax", "tensorflow"})
 BROADCAST = frozenset({"torch_xla.core.xla_model.broadcast_master_param"})
-# Values that are not a freshly initialised model.
-_NOT_BUILT = frozenset({"from_pretrained", "load", "deepcopy", "to", "cuda", "train", "eval", "float", "half"})
 _MOVES = frozenset({"to", "cuda"})
 
 
@@ -66,10 +64,18 @@ calls `dist.init_process_group("xla")` or `xr.world_size()`/`xr.global_ordinal()
 not SPMD, not an HF Trainer/accelerate loop), the statement that builds the model
 whose parameters go to an optimizer (`model = Net()`, `self.model =
 build(cfg).to(device)`), when no seed call
-comes before it and no `xm.broadcast_master_param` is anywhere in the file. Not flagged:
-`from_pretrained` models (the pretrained weights are the same everywhere), a model
-that loads a state dict, a model wrapped by DDP (it broadcasts) or FSDP or
-`MpModelWrapper`; a seed in another function counts (its order is not known).
+comes before it and no `xm.broadcast_master_param` is anywhere in the file. The
+optimizer is traced to its model whatever its import (`from transformers import *`,
+`AdamW`), through parameter groups built from `model.named_parameters()` and through a
+helper of the file given the model. A `from_pretrained(...)` of a task class that adds a
+freshly initialised head (`num_labels=5` on a base checkpoint) builds a model: each
+process draws its own head. The seed must come first: a seed after the build in the same
+function (also through a helper of the file that seeds) does not count. Not flagged:
+other `from_pretrained` models (the pretrained weights are the same everywhere), a model
+that loads a state dict, a model wrapped by DDP (it broadcasts) or FSDP, a model held by
+`xmp.MpModelWrapper` or built at module level before a fork-start
+`xmp.spawn(..., start_method="fork")` (every process shares its weights); a seed in a
+function the file never calls counts (its order is not known).
 
 ## Fix
 
@@ -128,6 +134,18 @@ xm.broadcast_master_param(model)
                 model = Net()
                 other = AutoModel.from_pretrained("bert-base-uncased")
                 opt = torch.optim.AdamW([*model.parameters(), *other.parameters()])
+            """
+        ),
+        # Held by MpModelWrapper: every process shares one copy of the weights.
+        Valid(
+            """
+            import torch
+            import torch_xla
+            import torch_xla.distributed.xla_multiprocessing as xmp
+            WRAPPED = xmp.MpModelWrapper(Net())
+            def _mp_fn(index):
+                model = WRAPPED.to(torch_xla.device())
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
             """
         ),
         # One process.
@@ -191,6 +209,18 @@ xm.broadcast_master_param(model)
             """,
             count=1,
         ),
+        # A new head on a base checkpoint, an optimizer from a star import.
+        Invalid(
+            """
+            import torch_xla
+            from transformers import *
+            def _mp_fn(index):
+                model = AutoModelForSequenceClassification.from_pretrained("bert-base-cased", num_labels=5)
+                set_seed(42)
+                optimizer = AdamW([{"params": [p for n, p in model.named_parameters()]}])
+            """,
+            count=1,
+        ),
         # Never moved in sight: reported, no fix.
         Invalid(
             """
@@ -219,6 +249,8 @@ xm.broadcast_master_param(model)
         for model, build in models:
             if id(build) in reported or self._seeded_before(build, seeds) or self._loads_state(model):
                 continue
+            if self._shared_by_fork(build):
+                continue
             reported.add(id(build))
             message = (
                 f"`{model}` is built with no `torch.manual_seed` before it and no "
@@ -229,51 +261,28 @@ xm.broadcast_master_param(model)
     # -- the model ------------------------------------------------------------------------
     def _models(self) -> list[tuple[str, ast.stmt]]:
         """(model name, the statement that builds it) for every model whose parameters an
-        optimizer of the module is given."""
-        semantic = self.ctx.semantic
+        optimizer of the module is given (``linter.training_objects``), when that
+        statement gives it fresh random weights."""
+        objects = self.ctx.training_objects
         found: list[tuple[str, ast.stmt]] = []
-        for node in self.ctx.distributed.calls_named("parameters", "named_parameters"):
-            call = _optimizer_given(node, semantic)
-            name = dotted_name(node.func.value) if call is not None else None  # type: ignore[attr-defined]
-            build = self._build_of(name, call) if name and call is not None else None
-            if build is not None:
-                found.append((name, build))  # type: ignore[arg-type]
+        for optimizer in objects.optimizers:
+            for model in optimizer.models:
+                build = objects.build_of(model, optimizer.statement)
+                if build is not None and objects.builds_fresh_weights(build[1], model):
+                    found.append((model, build[0]))
         return found
 
-    def _build_of(self, name: str, use: ast.AST) -> ast.stmt | None:
-        """The first statement that assigns ``name`` a new model, in the scope of ``use``
-        (for ``self.<attr>``: anywhere in the class). ``model.encoder`` is built with
-        ``model``."""
-        while name:
-            if name.startswith("self."):
-                cls = next((a for a in _ancestors(use) if isinstance(a, ast.ClassDef)), None)
-                scopes = [cls] if cls is not None else []
-                matches = _matches(name)
-                values = [v for scope in scopes for v in assigned_values(scope, matches)]
-            else:
-                values = []
-                for scope in enclosing_scopes(use):
-                    values = list(assigned_values(scope, _matches(name), shallow=True))
-                    if values:
-                        break
-            if values:
-                first = min(values, key=lambda v: (v.lineno, v.col_offset))
-                return self._statement(first) if self._builds(first, name) else None
-            if "." not in name:
-                return None
-            name = name.rsplit(".", 1)[0]
-        return None
-
-    def _builds(self, value: ast.expr, name: str) -> bool:
-        """``value`` makes a new, randomly initialised model: a call (possibly
-        ``.to(device)``) that is not a load, a copy, a pretrained model or a wrapper."""
-        base = value
-        while isinstance(base, ast.Call) and method_name(base) in _MOVES:
-            base = base.func.value  # type: ignore[attr-defined]
-        if not isinstance(base, ast.Call):
+    def _shared_by_fork(self, build: ast.stmt) -> bool:
+        """Built at module level before ``xmp.spawn(..., start_method="fork")``: every
+        forked process starts from the parent's weights."""
+        if enclosing_function(build) is not None:
             return False
-        callee = self.ctx.semantic.call_name(base) or dotted_name(base.func) or ""
-        return callee.rsplit(".", 1)[-1] not in _NOT_BUILT and dotted_name(base.func) != name
+        for call in self.ctx.distributed.calls_named("spawn"):
+            if self.ctx.semantic.call_name(call) in SPAWN and string_value(_keyword(call, "start_method")) == "fork":
+                return (call.lineno, call.col_offset) > (build.lineno, build.col_offset) or enclosing_function(
+                    call
+                ) is not None
+        return False
 
     def _statement(self, node: ast.AST) -> ast.stmt:
         current = node
@@ -327,8 +336,11 @@ xm.broadcast_master_param(model)
         level before a module-level build), at module level for a build in a function,
         or anywhere in another function (whose order is not known)."""
         home = enclosing_function(build)
+        called = {id(f) for seed in seeds if (f := enclosing_function(seed)) is not None and self._called_here(f)}
         for seed in seeds:
             where = enclosing_function(seed)
+            if where is not None and where is not home and id(where) in called:
+                continue  # a helper this module calls: its calls are among the seeds, in order
             if where is not home:
                 if home is None and where is not None:
                     continue  # a function's seed does not run before module-level code... unless called
@@ -336,6 +348,10 @@ xm.broadcast_master_param(model)
             if (seed.lineno, seed.col_offset) < (build.lineno, build.col_offset):
                 return True
         return False
+
+    def _called_here(self, function: ast.AST) -> bool:
+        steps = self.ctx.steps
+        return any(steps.resolve(c) is function for c in self.ctx.distributed.calls_named(function.name))  # type: ignore[attr-defined]
 
     # -- fix -----------------------------------------------------------------------------------
     def _fix(self, model: str, build: ast.stmt):
@@ -371,28 +387,5 @@ xm.broadcast_master_param(model)
         return min(moves, key=lambda s: s.lineno, default=None)
 
 
-def _optimizer_given(parameters: ast.Call, semantic) -> ast.Call | None:
-    """The optimizer constructor whose ``params`` argument holds ``parameters``
-    (``SGD(model.parameters())``, ``AdamW([{"params": m.parameters()}, ...])``)."""
-    child: ast.AST = parameters
-    for anc in _ancestors(parameters):
-        if isinstance(anc, ast.stmt):
-            return None
-        if isinstance(anc, ast.keyword):
-            continue  # `params=model.parameters()`: the value is the argument
-        if isinstance(anc, ast.Call) and is_optimizer_class(semantic.call_name(anc) or ""):
-            params = anc.args[0] if anc.args else next((k.value for k in anc.keywords if k.arg == "params"), None)
-            return anc if params is child else None
-        child = anc
-    return None
-
-
-def _matches(name: str):
-    return lambda target: dotted_name(target) == name
-
-
-def _ancestors(node: ast.AST):
-    current = parent(node)
-    while current is not None:
-        yield current
-        current = parent(current)
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)

@@ -1,0 +1,53 @@
+"""XLA503 upstream-checkpoint on whole scripts: findings and fixes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rules.fixture_checks import assert_fixes_to, expected_fixed
+from xlalint.linter.config import Settings
+from xlalint.linter.engine import lint_source
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA503"
+CODE = "XLA503"
+
+# case -> the (line, column, code) of every finding, columns 1-based as reported.
+EXPECTED = {
+    # `checkpoint_sequential` (no fix) and `checkpoint(..., use_reentrant=False)` (unsafe:
+    # torch_xla's checkpoint is reentrant only; the keyword is dropped).
+    "checkpointed_mlp": [(17, 17, CODE), (20, 21, CODE)],
+}
+
+
+def findings(source: str, path: str):
+    return [f for f in lint_source(source, path, Settings(), select=[CODE]) if f.code == CODE]
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_findings(case):
+    path = FIXTURES / f"{case}.py"
+    found = findings(path.read_text(), str(path))
+    assert [(f.span.line, f.span.col + 1, f.code) for f in found] == EXPECTED[case]
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+def test_fix(case, unsafe):
+    path = FIXTURES / f"{case}.py"
+    assert_fixes_to(CODE, path.read_text(), str(path), expected_fixed(FIXTURES, case, unsafe), unsafe=unsafe)
+
+
+def test_an_existing_import_of_the_xla_module_is_reused():
+    source = (
+        "import torch.utils.checkpoint\n"
+        "import torch_xla.utils.checkpoint\n"
+        "y = torch.utils.checkpoint.checkpoint(f, x, preserve_rng_state=False)\n"
+    )
+    expected = (
+        "import torch.utils.checkpoint\n"
+        "import torch_xla.utils.checkpoint\n"
+        "y = torch_xla.utils.checkpoint.checkpoint(f, x, preserve_rng_state=False)\n"
+    )
+    assert_fixes_to(CODE, source, "f.py", expected, unsafe=False)

@@ -1,0 +1,246 @@
+"""XLA304 cpu-fallback-op: an op torch_xla does not lower, in the training step.
+
+torch_xla runs an op it has no lowering for on the CPU: it executes the graph built so
+far, copies the inputs to the host, runs the op with PyTorch's CPU kernel and copies the
+result back, on every step. Which ops do that is measured, not guessed: the table
+``data/fallback_ops.json`` is written by ``tools/fallback_ops.py``, which runs each
+candidate on torch_xla and reads ``torch_xla.debug.metrics.executed_fallback_ops()``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from functools import cache
+from pathlib import Path
+
+from xlalint.linter.rule import Invalid, Rule, Valid
+from xlalint.linter.semantic import dotted_name, keyword
+
+TABLE = Path(__file__).parent / "data" / "fallback_ops.json"
+# What to write instead, where there is a lowered way (the message names it).
+ALTERNATIVES = {
+    "torch.bincount": "`F.one_hot(x, n).sum(0)` with a known `n` (`minlength`)",
+    "torch.histc": "`F.one_hot(((x - lo) / (hi - lo) * bins).long().clamp(0, bins - 1), bins).sum(0)`",
+    "torch.searchsorted": "`(sorted_seq[..., None, :] <= values[..., None]).sum(-1)` for a short sorted sequence",
+    "torch.bucketize": "`(values[..., None] > boundaries).sum(-1)` for a few boundaries",
+    "torch.median": "`x.sort(dim).values.select(dim, (n - 1) // 2)` (`sort` is lowered)",
+    "torch.nanmedian": "`x.sort(dim).values` and a count of the non-NaN values",
+    "torch.nn.functional.ctc_loss": "none lowered: compute the loss every N steps, or on the host in a step closure",
+    "torch.nn.CTCLoss": "none lowered: compute the loss every N steps, or on the host in a step closure",
+}
+# Modules whose call runs a fallback op: they are built once and called in the step.
+_MODULE_FORM = "module"
+
+
+@cache
+def fallback_table() -> dict:
+    """The measured table (loaded once): versions and, per function, the call forms
+    ("plain", "dim", "module", ...) that fell back with the aten ops that did."""
+    with open(TABLE, encoding="utf-8") as file:
+        return json.load(file)
+
+
+@cache
+def _by_last_name() -> dict[str, list[str]]:
+    """Last name -> the table's qualified names that end with it (a cheap first test)."""
+    found: dict[str, list[str]] = {}
+    for qualified in fallback_table()["fallbacks"]:
+        found.setdefault(qualified.rsplit(".", 1)[-1], []).append(qualified)
+    return found
+
+
+class CpuFallbackOp(Rule):
+    code = "XLA304"
+    name = "cpu-fallback-op"
+    summary = "An op torch_xla runs on the CPU, in the training step"
+    fix_availability = "none"
+
+    VALID = [
+        # Lowered ops; a fallback op outside the step (before the loop).
+        Valid(
+            """
+            import torch
+            import torch.nn.functional as F
+            counts = torch.bincount(dataset_labels)
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                hist = F.one_hot(y, 10).sum(0)
+            """
+        ),
+        # A method of something that is not a tensor of the step (a NumPy array).
+        Valid(
+            """
+            import numpy as np
+            import torch
+            for x, y in loader:
+                loss = model(x).sum()
+                loss.backward()
+                spread = np.asarray(history).median()
+            """
+        ),
+    ]
+
+    INVALID = [
+        Invalid(
+            """
+            import torch
+            for x, y in loader:
+                counts = torch.bincount(y, minlength=10)
+                loss = loss_fn(model(x), y, counts)
+                loss.backward()
+            """,
+            count=1,
+        ),
+        # A loss module built once and called in the step; the FFT of a helper the step calls.
+        Invalid(
+            """
+            import torch
+            from torch import nn
+            ctc = nn.CTCLoss()
+            def spectrum(x):
+                return torch.fft.rfft(x).abs()
+            for x, y, xl, yl in loader:
+                loss = ctc(model(spectrum(x)), y, xl, yl)
+                loss.backward()
+            """,
+            count=2,
+        ),
+    ]
+
+    @classmethod
+    def _explanation(cls) -> str:
+        table = fallback_table()
+        rows = []
+        for qualified, forms in table["fallbacks"].items():
+            for form, ops in forms.items():
+                if not ops:
+                    continue  # this form was measured lowered
+                rows.append(f"| `{qualified}` | {form} | {', '.join(f'`{op}`' for op in ops)} |")
+        return f"""
+## Why
+
+An op that torch_xla does not lower to XLA runs as a *CPU fallback*: torch_xla executes
+the graph built so far, copies the op's inputs to the host, runs PyTorch's CPU kernel,
+copies the result back and starts a new graph. In the step that is a device-to-host round
+trip and a graph cut on every step (and often a new compile when the result's shape
+changes). `torch_xla.debug.metrics.executed_fallback_ops()` lists the ops that did so.
+
+## What is flagged
+
+In the step (the step-loop body and the same-file functions it calls; not in step
+closures, not under an every-N-steps guard): a call of a function that fell back when
+measured, in the same form (one argument: "plain"; a second argument or `dim=`: "dim"),
+as `torch.f(x)` or as the tensor method `x.f()` on a tensor of the step, and a call
+of a loss module that fell back (`nn.CTCLoss`) built in the file. `torch.unique` and the
+other data-dependent-shape ops are XLA302's.
+
+The list is data: `xlalint/rules/data/fallback_ops.json`, written by
+`tools/fallback_ops.py`, which ran {table["candidates"]} candidates (the `torch.*`,
+`torch.linalg.*`, `torch.fft.*`, `torch.special.*` and `torch.nn.functional.*` functions a
+step uses, called with small tensors; {table["calls_that_ran"]} calls ran) on
+torch {table["torch"]} + torch_xla {table["torch_xla"]} ({table["device"]}) and read the
+fallback counters after each. These fell back:
+
+| function | form | fallback ops |
+|---|---|---|
+{chr(10).join(rows)}
+
+## Fix
+
+None: the message names a lowered alternative where there is one (`F.one_hot(x,
+n).sum(0)` for `bincount` with a known `minlength`); otherwise move the op out of the
+step (every N steps, or into `xm.add_step_closure`).
+
+## Example
+
+```python
+for x, y in loader:
+    counts = torch.bincount(y, minlength=10)    # XLA304: runs on the CPU
+    counts = F.one_hot(y, 10).sum(0)            # lowered
+```
+"""
+
+    def finish(self) -> None:
+        steps = self.ctx.steps
+        if not steps.loops:
+            return
+        names = _by_last_name()
+        modules = self._fallback_modules()
+        for call in self.ctx.semantic.calls:
+            func = call.func
+            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if last is None or (last not in names and not modules):
+                continue
+            found = self._fallback(call, last, names, modules)
+            if found is None or not steps.in_step(call):
+                continue
+            qualified, ops = found
+            if qualified.startswith("."):
+                loop = steps.loop_of(call)
+                if loop is None or not loop.is_tensor(func.value):  # type: ignore[attr-defined]
+                    continue
+                qualified = qualified[1:]
+            shown = qualified.replace("torch.nn.functional.", "F.")
+            advice = ALTERNATIVES.get(qualified)
+            table = fallback_table()
+            message = (
+                f"`{shown}` runs on the CPU on torch_xla {table['torch_xla']} ({', '.join(ops)}): a host round trip "
+                "and a graph cut in every step"
+            )
+            if advice:
+                message += f"; instead: {advice}"
+            self.report(call, message)
+
+    def _fallback(self, call: ast.Call, last: str, names, modules) -> tuple[str, list[str]] | None:
+        """(the function's qualified name, its fallback ops) when ``call`` falls back; a
+        tensor method is returned as ``.torch.f`` (the caller checks its receiver)."""
+        table = fallback_table()["fallbacks"]
+        qualified = self.ctx.semantic.call_name(call)
+        if qualified in table:
+            ops = _ops_of(table[qualified], _form(call, method=False))
+            return (qualified, ops) if ops else None
+        if qualified is None and isinstance(call.func, ast.Attribute) and last in names:
+            # `x.median()`: a method of a tensor with the same name as a torch function.
+            function = f"torch.{last}"
+            ops = _ops_of(table.get(function, {}), _form(call, method=True))
+            return (f".{function}", ops) if ops else None
+        callee = dotted_name(call.func)
+        if callee in modules:
+            return modules[callee]
+        return None
+
+    def _fallback_modules(self) -> dict[str, tuple[str, list[str]]]:
+        """Names (``ctc``, ``self.criterion``) bound to a module whose call fell back."""
+        table = fallback_table()["fallbacks"]
+        found: dict[str, tuple[str, list[str]]] = {}
+        for call in self.ctx.semantic.calls:
+            qualified = self.ctx.semantic.call_name(call)
+            ops = table.get(qualified or "", {}).get(_MODULE_FORM)
+            if not ops:
+                continue
+            owner = getattr(call, "parent", None)
+            if isinstance(owner, ast.Assign) and len(owner.targets) == 1:
+                name = dotted_name(owner.targets[0])
+                if name:
+                    found[name] = (qualified, ops)  # type: ignore[assignment]
+        return found
+
+
+def _ops_of(forms: dict[str, list[str]], form: str) -> list[str]:
+    """The fallback ops of ``form``; for a form that was not measured, those of a form
+    that was (`torch.fft.rfft(x, dim=-1)` falls back as `torch.fft.rfft(x)` does)."""
+    if form in forms:
+        return forms[form]
+    return next((ops for ops in forms.values() if ops), [])
+
+
+def _form(call: ast.Call, method: bool) -> str:
+    """ "dim" when the call reduces over a given dimension, else "plain"."""
+    given = len(call.args) >= (1 if method else 2) or keyword(call, "dim") is not None
+    return "dim" if given else "plain"
+
+
+# The explanation lists the measured table: built from it, once, when the class is made.
+CpuFallbackOp.explanation = CpuFallbackOp._explanation()

@@ -1,0 +1,287 @@
+"""XLA502 tied-weights-before-move: a model with tied weights moved to the XLA device and
+never tied again.
+
+Moving a module to an XLA device makes a new parameter for each parameter it visits, and
+it visits a shared parameter once per place that holds it: the two modules that shared
+one weight now hold two copies, which train apart.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from xlalint.linter.model import InsertStatement
+from xlalint.linter.rule import Invalid, Rule, Valid
+from xlalint.linter.semantic import dotted_name, enclosing_function, method_name
+from xlalint.linter.training_objects import Move, same_object_tree
+
+_TIE_METHOD = "tie_weights"
+# Names that say a script (an accelerate one, which need not import torch_xla) runs on XLA.
+_XLA_WORDS = frozenset({"XLA", "TPU", "is_torch_xla_available", "is_tpu_available", "is_torch_tpu_available"})
+
+
+class TiedWeightsBeforeMove(Rule):
+    code = "XLA502"
+    name = "tied-weights-before-move"
+    summary = "A model with tied weights is moved to the XLA device and its weights are not tied again"
+    fix_availability = "unsafe"
+    explanation = """
+## Why
+
+Language models share one matrix between the input embedding and the output layer
+(`lm_head.weight is wte.weight`). `model.to(xla_device)` makes a new `Parameter` for
+every parameter it meets, and on XLA it meets the shared one twice: afterwards the two
+layers hold two different tensors. Nothing fails; the embedding and the output layer
+train apart, the model has one matrix more to train and to save, and a checkpoint no
+longer matches the architecture's tying.
+
+Reproduced on torch 2.9.0 + torch_xla 2.9.0 (CPU) with
+`GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100, n_positions=32))`:
+16 parameters before `.to(torch_xla.device())`, 17 after, and
+`model.lm_head.weight is model.transformer.wte.weight` turns False; `model.tie_weights()`
+after the move brings it back to 16. `xlalint run --compare --unsafe-fixes` on that
+model trained for three steps (tests/harness/scripts/tied_lm.py): the original run
+reports at the `.to` line that "`transformer.wte.weight` and `lm_head.weight` were one
+parameter before the move to the XLA device and are two after (16 parameters before,
+17 after)", and ends with 17 parameters, untied; the fixed run ends with 16, tied, with
+the same compiles (2) and executions (3).
+
+## What is flagged
+
+A model whose weights are tied, moved to the XLA device (`model.to(<XLA device>)`,
+`model = Cls(...).to(...)`, `accelerator.prepare(model, ...)` in a script that imports torch_xla or tests for XLA/TPU
+such as `DistributedType.XLA`: on GPUs a move keeps the tying), with no
+`model.tie_weights()` (or the tying assignment) after the move in the same function.
+Tied models: an HF model class that ties input and output embeddings (`*ForCausalLM`,
+`*LMHeadModel`, `*ForMaskedLM`, `*ForConditionalGeneration`, their `Auto*` forms,
+built with `Cls(config)`, `from_pretrained` or `from_config`), and a class of the file
+whose `__init__` ties weights (`self.head.weight = self.embed.weight`). Not flagged: a
+model given to an HF `Trainer` (it ties the weights again after moving the model).
+
+## Fix
+
+unsafe: insert `model.tie_weights()` (HF) or the tying assignment on the model
+(`model.head.weight = model.embed.weight`) right after the move. It changes which
+tensor the output layer uses: the embedding's, as the model was built.
+
+## Example
+
+```python
+model = GPT2LMHeadModel(config).to(torch_xla.device())
+```
+becomes
+```python
+model = GPT2LMHeadModel(config).to(torch_xla.device())
+model.tie_weights()
+```
+"""
+
+    VALID = [
+        Valid(
+            """
+            import torch_xla
+            from transformers import GPT2LMHeadModel
+            model = GPT2LMHeadModel(config).to(torch_xla.device())
+            model.tie_weights()
+            """
+        ),
+        # A model without tied weights; a tied model the Trainer moves and ties.
+        Valid(
+            """
+            import torch_xla
+            from transformers import BertForSequenceClassification, AutoModelForCausalLM, Trainer
+            model = BertForSequenceClassification.from_pretrained("bert-base-uncased").to(torch_xla.device())
+            lm = AutoModelForCausalLM.from_pretrained("gpt2")
+            trainer = Trainer(model=lm, args=args)
+            """
+        ),
+        # accelerate in a script that never mentions XLA: it runs on GPUs, where a move
+        # keeps the tying.
+        Valid(
+            """
+            from accelerate import Accelerator
+            from transformers import AutoModelForCausalLM
+            accelerator = Accelerator()
+            model = AutoModelForCausalLM.from_pretrained("gpt2")
+            model, optimizer = accelerator.prepare(model, optimizer)
+            """
+        ),
+        # Tied again by hand after the move.
+        Valid(
+            """
+            import torch_xla
+            from torch import nn
+            class LM(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.embed = nn.Embedding(100, 32)
+                    self.head = nn.Linear(32, 100, bias=False)
+                    self.head.weight = self.embed.weight
+            model = LM()
+            model.to(torch_xla.device())
+            model.head.weight = model.embed.weight
+            """
+        ),
+    ]
+
+    INVALID = [
+        Invalid(
+            """
+            import torch_xla
+            from transformers import GPT2LMHeadModel
+            model = GPT2LMHeadModel(config).to(torch_xla.device())
+            """,
+            unsafe_fixed="""
+            import torch_xla
+            from transformers import GPT2LMHeadModel
+            model = GPT2LMHeadModel(config).to(torch_xla.device())
+            model.tie_weights()
+            """,
+            count=1,
+        ),
+        # A module of the file that ties its weights; moved in a function.
+        Invalid(
+            """
+            import torch_xla.core.xla_model as xm
+            from torch import nn
+            class LM(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.embed = nn.Embedding(100, 32)
+                    self.head = nn.Linear(32, 100, bias=False)
+                    self.head.weight = self.embed.weight
+            def main():
+                device = xm.xla_device()
+                model = LM()
+                model = model.to(device)
+                return model
+            """,
+            unsafe_fixed="""
+            import torch_xla.core.xla_model as xm
+            from torch import nn
+            class LM(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.embed = nn.Embedding(100, 32)
+                    self.head = nn.Linear(32, 100, bias=False)
+                    self.head.weight = self.embed.weight
+            def main():
+                device = xm.xla_device()
+                model = LM()
+                model = model.to(device)
+                model.head.weight = model.embed.weight
+                return model
+            """,
+            count=1,
+        ),
+        # accelerate moves what it prepares; a star import from transformers.
+        Invalid(
+            """
+            from accelerate import Accelerator, DistributedType
+            from transformers import *
+            accelerator = Accelerator()
+            assert accelerator.distributed_type == DistributedType.XLA
+            model = AutoModelForMaskedLM.from_config(config)
+            model, optimizer = accelerator.prepare(model, optimizer)
+            """,
+            unsafe_fixed="""
+            from accelerate import Accelerator, DistributedType
+            from transformers import *
+            accelerator = Accelerator()
+            assert accelerator.distributed_type == DistributedType.XLA
+            model = AutoModelForMaskedLM.from_config(config)
+            model, optimizer = accelerator.prepare(model, optimizer)
+            model.tie_weights()
+            """,
+            count=1,
+        ),
+    ]
+
+    def finish(self) -> None:
+        objects = self.ctx.training_objects
+        if not objects.moves or not objects.may_hold_tied_models:
+            return
+        moved: set[tuple[str, int]] = set()
+        for move in sorted(objects.moves, key=lambda m: (m.statement.lineno, m.statement.col_offset)):
+            key = (move.model, id(enclosing_function(move.statement)))
+            if key in moved:
+                continue  # a later move of a model already on the device changes nothing
+            moved.add(key)
+            values = objects.built_values(move.model, move.statement)
+            kinds = {objects.tied_class(value) for value in values if not _moves_itself(value, move.model)}
+            tied = [kind for kind in kinds if kind is not None]
+            if not tied or self._given_to_trainer(move.model):
+                continue
+            if move.kind == "prepare" and not self._targets_xla():
+                continue
+            if any(self._tied_again(move, kind, ties) for kind, ties in tied):
+                continue
+            what = "its input and output embeddings" if tied[0][0] == "hf" else "its tied weights"
+            message = (
+                f"`{move.model}` is moved to the XLA device here and {what} are not tied again after the move: "
+                f"the move makes two copies of each shared weight, which train apart"
+            )
+            # One way to tie again only when every value the name can hold ties the same way.
+            fix = self._fix(move, *tied[0]) if len(kinds) == 1 else None
+            self.report(move.call, message, fix=fix)
+
+    def _targets_xla(self) -> bool:
+        """The file imports torch_xla or tests for XLA/TPU (``DistributedType.XLA``,
+        ``is_torch_xla_available()``): accelerate then runs it on XLA devices."""
+        if self.ctx.distributed.uses_xla:
+            return True
+        return any(node.attr in _XLA_WORDS for node in self.ctx.semantic.nodes_of(ast.Attribute)) or any(
+            node.id in _XLA_WORDS for node in self.ctx.semantic.nodes_of(ast.Name)
+        )
+
+    def _given_to_trainer(self, model: str) -> bool:
+        for call in self.ctx.distributed.calls_named("Trainer", "Seq2SeqTrainer"):
+            given = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "model")]
+            if any(dotted_name(value) == model for value in given):
+                return True
+        return False
+
+    def _tied_again(self, move: Move, kind: str, ties: tuple[tuple[str, str], ...]) -> bool:
+        """``model.tie_weights()`` or the tying assignment, after the move in its function."""
+        scope = enclosing_function(move.statement)
+        after = (move.statement.lineno, move.statement.col_offset)
+        for call in self.ctx.distributed.calls_named(_TIE_METHOD):
+            receiver = dotted_name(call.func.value) if method_name(call) else None  # type: ignore[attr-defined]
+            if (
+                receiver
+                and same_object_tree(receiver, move.model)
+                and enclosing_function(call) is scope
+                and (call.lineno, call.col_offset) > after
+            ):
+                return True
+        if kind != "module":
+            return False
+        wanted = {(f"{move.model}.{target}", f"{move.model}.{source}") for target, source in ties}
+        for node in self.ctx.semantic.nodes_of(ast.Assign):
+            if (
+                (node.lineno, node.col_offset) > after
+                and enclosing_function(node) is scope
+                and len(node.targets) == 1
+                and (dotted_name(node.targets[0]), dotted_name(node.value)) in wanted
+            ):
+                return True
+        return False
+
+    def _fix(self, move: Move, kind: str, ties: tuple[tuple[str, str], ...]):
+        model = move.model
+        if kind == "hf":
+            code = f"{model}.{_TIE_METHOD}()"
+        else:
+            code = "\n".join(f"{model}.{target} = {model}.{source}" for target, source in ties)
+        return self.fix(
+            "unsafe",
+            "tie the weights again after the move",
+            InsertStatement(self.ctx.span(move.statement), code, "after"),
+        )
+
+
+def _moves_itself(value: ast.expr, model: str) -> bool:
+    """``model.to(device)``: the same model again, not a new one."""
+    while isinstance(value, ast.Call) and method_name(value) in ("to", "cuda", "train", "eval"):
+        value = value.func.value  # type: ignore[attr-defined]
+    return dotted_name(value) == model
