@@ -31,6 +31,7 @@ RUN_KEYS = {
     "steps_per_s",
     "peak_memory_bytes",
     "fixed_files",
+    "leftovers",
 }
 RUN_SCHEMA = {
     "type": "object",
@@ -84,6 +85,16 @@ RUN_SCHEMA = {
         "steps_per_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
         "peak_memory_bytes": {"type": ["integer", "null"], "minimum": 0},
         "fixed_files": {"type": "array", "items": {"type": "string"}},
+        "leftovers": {
+            "type": "object",
+            "required": ["killed", "not_killed", "tracked"],
+            "additionalProperties": False,
+            "properties": {
+                "killed": {"type": "array", "items": {"type": "integer"}},
+                "not_killed": {"type": "array", "items": {"type": "integer"}},
+                "tracked": {"type": "boolean"},
+            },
+        },
         # Only when the run confirmed a silent bug (XLA501, XLA502).
         "runtime_findings": {
             "type": "array",
