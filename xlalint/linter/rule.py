@@ -124,6 +124,27 @@ class Context:
 
         return DistributedAnalysis(self)
 
+    @cached_property
+    def parallelism(self) -> Any:
+        """The parallelism the file uses (multi-process, DDP, XLA FSDP, SPMD), built on first use."""
+        from xlalint.linter.parallelism import ParallelismAnalysis
+
+        return ParallelismAnalysis(self)
+
+    @cached_property
+    def ranks(self) -> Any:
+        """The values that differ between processes (ranks, ordinals), built on first use."""
+        from xlalint.linter.ranks import RankAnalysis
+
+        return RankAnalysis(self)
+
+    @cached_property
+    def launch(self) -> Any:
+        """What the parent process runs before it starts its workers, built on first use."""
+        from xlalint.linter.launch import LaunchAnalysis
+
+        return LaunchAnalysis(self)
+
     def span(self, node: ast.AST) -> Span:
         return Span.of(node, self.lines)
 

@@ -1,0 +1,233 @@
+"""The parallelism a file uses (docs/rules.md, "Scope" and "The rules of today's torch_xla").
+
+- *multi-process*: the file is a multi-process XLA script (``xlalint.linter.scripts``):
+  one process per device, each with its own copy of the model;
+- *DDP*: the model is wrapped in ``DistributedDataParallel`` (it all-reduces in backward);
+- *XLA FSDP*: the model is wrapped in ``XlaFullyShardedDataParallel`` (it reduce-scatters
+  the gradients in backward and each process holds a shard of the parameters);
+- *SPMD FSDPv2*: ``SpmdFullyShardedDataParallel``, FSDP written with SPMD sharding (its
+  parameters are global tensors);
+- *SPMD*: the file calls ``xr.use_spmd()``: one process drives every device of the host,
+  and ``xr.world_size()`` is 1 (torch_xla 2.9 ``runtime.world_size``).
+
+Rules ask these facts instead of matching the wrappers themselves: XLA203 and XLA106
+must not make a process reduce gradients that FSDP or SPMD already made global, XLA209
+and XLA210 report the per-process APIs used there. Also here, the minimal "which model
+does an optimizer hold" that the FSDP questions need (the optimizer's parameters are
+``<model>.parameters()``, directly, through parameter groups or one variable).
+
+Built once per module on first use (``Context.parallelism``).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from enum import Enum
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from xlalint.linter.order import is_optimizer_class
+from xlalint.linter.scripts import SPAWN, calls_to, is_multiprocess_xla_script
+from xlalint.linter.semantic import dotted_name, keyword, parent
+from xlalint.linter.values import assigned_values, enclosing_scopes, is_self_attr
+
+if TYPE_CHECKING:
+    from xlalint.linter.rule import Context
+
+USE_SPMD = frozenset({"torch_xla.runtime.use_spmd"})
+
+
+class WrapKind(Enum):
+    DDP = "DistributedDataParallel"
+    TORCH_FSDP = "torch FSDP"
+    XLA_FSDP = "XlaFullyShardedDataParallel"
+    SPMD_FSDP = "SpmdFullyShardedDataParallel"
+    MP_MODEL_WRAPPER = "MpModelWrapper"
+
+
+# The model wrappers, by where torch/torch_xla 2.9 define (and re-export) them.
+WRAPPERS: dict[str, WrapKind] = {
+    "torch.nn.parallel.DistributedDataParallel": WrapKind.DDP,
+    "torch.nn.parallel.distributed.DistributedDataParallel": WrapKind.DDP,
+    "torch.distributed.fsdp.FullyShardedDataParallel": WrapKind.TORCH_FSDP,
+    "torch.distributed.fsdp.fully_shard": WrapKind.TORCH_FSDP,
+    "torch.distributed._composable.fsdp.fully_shard": WrapKind.TORCH_FSDP,
+    "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel": WrapKind.XLA_FSDP,
+    "torch_xla.distributed.fsdp.xla_fully_sharded_data_parallel.XlaFullyShardedDataParallel": WrapKind.XLA_FSDP,
+    "torch_xla.experimental.spmd_fully_sharded_data_parallel.SpmdFullyShardedDataParallel": WrapKind.SPMD_FSDP,
+    "torch_xla.distributed.spmd.SpmdFullyShardedDataParallel": WrapKind.SPMD_FSDP,
+    "torch_xla.distributed.xla_multiprocessing.MpModelWrapper": WrapKind.MP_MODEL_WRAPPER,
+}
+XLA_FSDP_KINDS = frozenset({WrapKind.XLA_FSDP, WrapKind.SPMD_FSDP})
+_PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
+_MAX_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class Wrap:
+    """A model wrapped for parallel training: ``model = FSDP(net, ...)``."""
+
+    call: ast.Call
+    kind: WrapKind
+    #: The module given to the wrapper (first argument or ``module=``), if any.
+    module: ast.expr | None
+    #: What the wrapped model is assigned to (``model``, ``self.model``), if anything.
+    target: str | None
+
+
+class ParallelismAnalysis:
+    """The parallelism facts of one module, computed on first use."""
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.semantic = ctx.semantic
+
+    # -- the kind of script ----------------------------------------------------------------
+    @cached_property
+    def multiprocess(self) -> bool:
+        """A multi-process XLA script (docs/rules.md, "Scope"), SPMD or not."""
+        return is_multiprocess_xla_script(self.semantic)
+
+    @cached_property
+    def launches(self) -> list[ast.Call]:
+        """``xmp.spawn(...)`` / ``torch_xla.launch(...)``: the file starts its workers."""
+        return calls_to(self.semantic, SPAWN)
+
+    @cached_property
+    def use_spmd_calls(self) -> list[ast.Call]:
+        return calls_to(self.semantic, USE_SPMD)
+
+    @property
+    def spmd(self) -> bool:
+        """``xr.use_spmd()``: one process drives every device."""
+        return bool(self.use_spmd_calls)
+
+    # -- model wrappers ------------------------------------------------------------------
+    @cached_property
+    def wraps(self) -> list[Wrap]:
+        found = []
+        for call in calls_to(self.semantic, frozenset(WRAPPERS)):
+            kind = WRAPPERS[self.semantic.call_name(call)]  # type: ignore[index]
+            module = call.args[0] if call.args else _keyword_value(call, "module")
+            found.append(Wrap(call, kind, module, _assigned_to(call)))
+        return found
+
+    def wrapped(self, *kinds: WrapKind) -> list[Wrap]:
+        return [w for w in self.wraps if w.kind in kinds]
+
+    @property
+    def wraps_model(self) -> bool:
+        """DDP, FSDP or ``MpModelWrapper`` keep the processes' models in step."""
+        return bool(self.wraps)
+
+    @property
+    def ddp(self) -> bool:
+        return bool(self.wrapped(WrapKind.DDP))
+
+    @property
+    def xla_fsdp(self) -> bool:
+        """torch_xla's FSDP, either form (``XlaFullyShardedDataParallel`` or FSDPv2)."""
+        return bool(self.wrapped(*XLA_FSDP_KINDS))
+
+    @property
+    def gradients_not_per_process(self) -> bool:
+        """XLA FSDP reduces the gradients in backward and SPMD computes global ones: a
+        per-process all-reduce (``xm.optimizer_step``, ``xm.reduce_gradients``) is wrong
+        here (XLA209, XLA210), so XLA203 and XLA106 never suggest one."""
+        return self.spmd or self.xla_fsdp
+
+    def fsdp_wrap_of(self, model: ast.expr | None) -> Wrap | None:
+        """The torch_xla FSDP wrap that ``model`` (a name or ``self.<attr>``) holds."""
+        name = dotted_name(model) if model is not None else None
+        if name is None:
+            return None
+        for wrap in self.wrapped(*XLA_FSDP_KINDS):
+            if wrap.target == name and _same_scope(wrap.call, model):  # type: ignore[arg-type]
+                return wrap
+        return None
+
+    # -- which model an optimizer holds -------------------------------------------------
+    def optimizer_constructions(self, optimizer: ast.expr | None) -> list[ast.Call]:
+        """The optimizer constructor calls (``torch.optim.*``, HF's ``AdamW``) that
+        ``optimizer`` (a name or ``self.<attr>``) is assigned, in its scope."""
+        return [v for v in _values_of(optimizer) if isinstance(v, ast.Call) and self.is_optimizer(v)]
+
+    def is_optimizer(self, call: ast.Call) -> bool:
+        return is_optimizer_class(self.semantic.call_name(call) or "")
+
+    def models_of(self, construction: ast.Call) -> list[ast.expr]:
+        """The modules whose ``parameters()``/``named_parameters()`` an optimizer is built
+        from: in its ``params`` argument, parameter groups, or one variable holding them."""
+        params = construction.args[0] if construction.args else _keyword_value(construction, "params")
+        return list(_parameter_owners(params, 0))
+
+
+def _parameter_owners(expr: ast.AST | None, depth: int):
+    if expr is None or depth > _MAX_DEPTH:
+        return
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in _PARAMETER_METHODS:
+                yield node.func.value
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            for value in _values_of(node):
+                yield from _parameter_owners(value, depth + 1)
+
+
+def _values_of(expr: ast.expr | None) -> list[ast.expr]:
+    """What a name or ``self.<attr>`` is assigned in the scope that binds it."""
+    if isinstance(expr, ast.Name):
+        for scope in enclosing_scopes(expr):
+            values = list(assigned_values(scope, lambda t, n=expr.id: isinstance(t, ast.Name) and t.id == n, True))
+            if values:
+                return values
+        return []
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        cls = next((a for a in _ancestors(expr) if isinstance(a, ast.ClassDef)), None)
+        if cls is not None:
+            return list(assigned_values(cls, lambda t, a=expr.attr: is_self_attr(t, a)))
+    return []
+
+
+def _assigned_to(call: ast.Call) -> str | None:
+    """``model`` for ``model = FSDP(net)`` (also ``model = FSDP(net).to(device)``)."""
+    node: ast.AST = call
+    owner = parent(node)
+    while isinstance(owner, ast.Attribute) and isinstance(parent(owner), ast.Call):
+        node = parent(owner)  # type: ignore[assignment]
+        owner = parent(node)
+    if isinstance(owner, ast.Assign) and len(owner.targets) == 1 and owner.value is node:
+        return dotted_name(owner.targets[0])
+    if isinstance(owner, ast.AnnAssign) and owner.value is node:
+        return dotted_name(owner.target)
+    return None
+
+
+def _same_scope(a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` read the same variable: the same function (``self.<attr>``: the
+    same class), or ``a`` at module level."""
+    scope_a = _scope(a)
+    return scope_a is _scope(b) or isinstance(scope_a, (ast.Module, ast.ClassDef))
+
+
+def _scope(node: ast.AST) -> ast.AST | None:
+    for anc in _ancestors(node):
+        if isinstance(anc, ast.ClassDef):
+            return anc
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            cls = parent(anc)
+            return cls if isinstance(cls, ast.ClassDef) else anc
+    return None
+
+
+def _ancestors(node: ast.AST):
+    current = parent(node)
+    while current is not None:
+        yield current
+        current = parent(current)
+
+
+def _keyword_value(call: ast.Call, name: str) -> ast.expr | None:
+    kw = keyword(call, name)
+    return kw.value if kw is not None else None
