@@ -1,8 +1,8 @@
 """The multi-process analysis (docs/rules.md, "Scope"): the facts about data parallelism that
 XLA106, XLA202, XLA203, XLA204 and XLA301 share.
 
-- is this a *multi-process XLA script* (``xlalint.linter.scripts``), and not an SPMD one
-  (``xr.use_spmd()``: one process per host, the compiler shards the work);
+- is this a data-parallel script: a *multi-process XLA script* that is not an SPMD one
+  (``xlalint.linter.parallelism``) and does not leave its loop to a library;
 - its *training* ``DataLoader``\\ s: the loaders whose batches a step loop iterates,
   followed through ``enumerate``/``tqdm``/``iter``, device loaders
   (``pl.MpDeviceLoader(loader, device)``, ``ParallelLoader(loader, ...).per_device_loader``),
@@ -11,9 +11,9 @@ XLA106, XLA202, XLA203, XLA204 and XLA301 share.
   another module), a loader bound to a name that says ``train``;
 - the optimizer steps along each path through the step (``xlalint.linter.order``) and
   whether the gradients are all-reduced before each, on each path;
-- whether the model is wrapped by something that keeps the processes in step itself
-  (DDP, FSDP, ``xmp.MpModelWrapper``), its optimizer reduces the gradients itself
-  (ZeRO-1), or the script reduces gradients by hand.
+- whether its optimizer reduces the gradients itself (ZeRO-1), or the script reduces
+  gradients by hand (whether a wrapper keeps the models in step, DDP, FSDP,
+  ``xmp.MpModelWrapper``, is ``Context.parallelism``'s).
 
 Built once per module on first use (``Context.distributed``), like ``Context.steps``.
 """
@@ -28,7 +28,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from xlalint.linter.order import STEPS, Event, EventFinder, Kind, Path, loop_paths
-from xlalint.linter.scripts import WORLD, calls_to, is_multiprocess_xla_script, uses_syncing_library
+from xlalint.linter.scripts import WORLD, calls_to, uses_syncing_library
 from xlalint.linter.semantic import dotted_name, keyword, method_name, parent
 from xlalint.linter.steps import ITERATOR_WRAPPERS, MP_DEVICE_LOADER, PARALLEL_LOADER
 from xlalint.linter.values import (
@@ -48,24 +48,6 @@ if TYPE_CHECKING:
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 DISTRIBUTED_SAMPLER = "torch.utils.data.distributed.DistributedSampler"
 DISTRIBUTED_SAMPLERS = frozenset({DISTRIBUTED_SAMPLER, "torch.utils.data.DistributedSampler"})
-USE_SPMD = frozenset({"torch_xla.runtime.use_spmd"})
-# Wrappers that keep the processes' models identical themselves: DDP broadcasts the
-# weights when it wraps and all-reduces in backward; FSDP reduces (and shards) the
-# gradients; MpModelWrapper shares one copy of the weights between the processes.
-DATA_PARALLEL_WRAPPERS = frozenset(
-    {
-        "torch.nn.parallel.DistributedDataParallel",
-        "torch.nn.parallel.distributed.DistributedDataParallel",
-        "torch.distributed.fsdp.FullyShardedDataParallel",
-        "torch.distributed.fsdp.fully_shard",
-        "torch.distributed._composable.fsdp.fully_shard",
-        "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel",
-        "torch_xla.distributed.fsdp.xla_fully_sharded_data_parallel.XlaFullyShardedDataParallel",
-        "torch_xla.experimental.spmd_fully_sharded_data_parallel.SpmdFullyShardedDataParallel",
-        "torch_xla.distributed.spmd.SpmdFullyShardedDataParallel",
-        "torch_xla.distributed.xla_multiprocessing.MpModelWrapper",
-    }
-)
 # Optimizers whose `step()` reduce-scatters the gradients itself (ZeRO-1 shards the
 # optimizer state): `opt.step()` on one is the right call.
 REDUCING_OPTIMIZERS = frozenset({"torch_xla.distributed.zero_redundancy_optimizer.ZeroRedundancyOptimizer"})
@@ -147,25 +129,12 @@ class DistributedAnalysis:
         return self.semantic.imports.imports_module("torch_xla")
 
     @cached_property
-    def spmd(self) -> bool:
-        return bool(calls_to(self.semantic, USE_SPMD))
-
-    @cached_property
-    def multiprocess(self) -> bool:
-        """A multi-process XLA script (docs/rules.md, "Scope"), SPMD or not."""
-        return is_multiprocess_xla_script(self.semantic)
-
-    @cached_property
     def data_parallel(self) -> bool:
         """One process per device, each with its own model, data and gradients: a
         multi-process XLA script that is not SPMD and does not leave the loop to a
         library (HF Trainer, accelerate), which shards and reduces for it."""
-        return self.multiprocess and not self.spmd and not uses_syncing_library(self.semantic)
-
-    @cached_property
-    def wraps_model(self) -> bool:
-        """DDP, FSDP or ``MpModelWrapper`` keep the processes' models in step."""
-        return bool(calls_to(self.semantic, DATA_PARALLEL_WRAPPERS))
+        parallelism = self.ctx.parallelism
+        return parallelism.multiprocess and not parallelism.spmd and not uses_syncing_library(self.semantic)
 
     @cached_property
     def optimizer_reduces(self) -> bool:
