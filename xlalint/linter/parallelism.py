@@ -30,7 +30,15 @@ from typing import TYPE_CHECKING
 from xlalint.linter.order import is_optimizer_class
 from xlalint.linter.scripts import SPAWN, calls_to, is_multiprocess_xla_script
 from xlalint.linter.semantic import dotted_name, keyword, parent
-from xlalint.linter.values import assigned_values, enclosing_scopes, is_self_attr
+from xlalint.linter.values import (
+    FUNCTIONS,
+    assigned_values,
+    call_sites,
+    enclosing_scopes,
+    is_self_attr,
+    parameter_names,
+    passed_argument,
+)
 
 if TYPE_CHECKING:
     from xlalint.linter.rule import Context
@@ -137,14 +145,21 @@ class ParallelismAnalysis:
         here (XLA209, XLA210), so XLA203 and XLA106 never suggest one."""
         return self.spmd or self.xla_fsdp
 
-    def fsdp_wrap_of(self, model: ast.expr | None) -> Wrap | None:
-        """The torch_xla FSDP wrap that ``model`` (a name or ``self.<attr>``) holds."""
+    def fsdp_wrap_of(self, model: ast.expr | None, depth: int = 0) -> Wrap | None:
+        """The torch_xla FSDP wrap that ``model`` (a name or ``self.<attr>``) holds: one
+        assigned to it, or, for a function parameter, the one every call site passes."""
         name = dotted_name(model) if model is not None else None
-        if name is None:
+        if name is None or depth > _MAX_DEPTH:
             return None
         for wrap in self.wrapped(*XLA_FSDP_KINDS):
             if wrap.target == name and _same_scope(wrap.call, model):  # type: ignore[arg-type]
                 return wrap
+        function = _scope(model)  # type: ignore[arg-type]
+        if isinstance(model, ast.Name) and isinstance(function, FUNCTIONS) and name in parameter_names(function):
+            passed = [passed_argument(site, function, name) for site in call_sites(function, self.semantic)]
+            wraps = [self.fsdp_wrap_of(value, depth + 1) for value in passed]
+            if wraps and all(wraps):
+                return wraps[0]
         return None
 
     # -- which model an optimizer holds -------------------------------------------------
@@ -161,6 +176,60 @@ class ParallelismAnalysis:
         from: in its ``params`` argument, parameter groups, or one variable holding them."""
         params = construction.args[0] if construction.args else _keyword_value(construction, "params")
         return list(_parameter_owners(params, 0))
+
+    def fsdp_model_of_optimizer(self, optimizer: ast.expr | None) -> Wrap | None:
+        """The torch_xla FSDP wrap whose parameters ``optimizer`` holds. An optimizer this
+        file does not build in sight (a function parameter) counts as the FSDP model's
+        when every optimizer the file builds is an FSDP model's."""
+        constructions = self.optimizer_constructions(optimizer) or self._all_optimizer_constructions
+        wraps = [self._fsdp_wrap_of_construction(c) for c in constructions]
+        return wraps[0] if wraps and all(wraps) else None
+
+    def optimizers_built_before(self, wrap: Wrap) -> list[ast.Call]:
+        """Optimizers built from the parameters of the module ``wrap`` wraps, earlier in
+        the same function: they hold the parameters FSDP replaces with its shards."""
+        names = {dotted_name(wrap.module) if wrap.module is not None else None, wrap.target} - {None}
+        found = []
+        for construction in self._all_optimizer_constructions:
+            if (
+                (construction.lineno, construction.col_offset) < (wrap.call.lineno, wrap.call.col_offset)
+                and _scope(construction) is _scope(wrap.call)
+                and any(dotted_name(m) in names for m in self.models_of(construction))
+            ):
+                found.append(construction)
+        return found
+
+    @cached_property
+    def _all_optimizer_constructions(self) -> list[ast.Call]:
+        return [c for c in self.semantic.calls if self.is_optimizer(c)]
+
+    def _fsdp_wrap_of_construction(self, construction: ast.Call) -> Wrap | None:
+        models = self.models_of(construction)
+        wraps = [self.fsdp_wrap_of(m) for m in models]
+        return wraps[0] if wraps and all(wraps) else None
+
+
+def plain_optimizer_step(call: ast.Call) -> tuple[str, tuple[tuple[str, ast.expr], ...]] | None:
+    """``xm.optimizer_step(opt, optimizer_args=args)`` as the optimizer's own step, for
+    a file whose gradients are reduced already (FSDP) or global (SPMD): the template
+    ``{opt}.step(**{args})`` and its parts, or None when the call asks for more
+    (``barrier=True`` was also a sync point, ``groups=``, ``pin_layout=``)."""
+    names = ("optimizer", "barrier", "optimizer_args")  # its positional order in 2.9
+    if len(call.args) > 3 or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    values: dict[str, ast.expr] = dict(zip(names, call.args))
+    for kw in call.keywords:
+        if kw.arg not in names or kw.arg in values:
+            return None
+        values[kw.arg] = kw.value
+    barrier = values.get("barrier")
+    if "optimizer" not in values or not (
+        barrier is None or (isinstance(barrier, ast.Constant) and barrier.value is False)
+    ):
+        return None
+    if "optimizer_args" in values:
+        return "{opt}.step(**{args})", (("opt", values["optimizer"]), ("args", values["optimizer_args"]))
+    return "{opt}.step()", (("opt", values["optimizer"]),)
 
 
 def _parameter_owners(expr: ast.AST | None, depth: int):

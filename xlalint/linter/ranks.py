@@ -28,7 +28,7 @@ import ast
 from typing import TYPE_CHECKING
 
 from xlalint.linter.semantic import parent, string_value
-from xlalint.linter.values import FUNCTIONS, call_sites, enclosing_scopes, parameter_names
+from xlalint.linter.values import FUNCTIONS, call_sites, enclosing_scopes, parameter_names, passed_argument
 
 if TYPE_CHECKING:
     from xlalint.linter.rule import Context
@@ -180,14 +180,9 @@ class RankAnalysis:
         sites = list(call_sites(function, self.semantic))
         if not sites:
             return False
-        positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
-        if positional and positional[0] in ("self", "cls") and _class_of(function) is not None:
-            positional = positional[1:]
         changed = False
-        for index, name in enumerate(positional):
-            if name in self._names.get(id(function), ()):
-                continue
-            values = [_argument(site, index, name) for site in sites]
+        for name in parameter_names(function) - self._names.get(id(function), set()):
+            values = [passed_argument(site, function, name) for site in sites]
             if all(v is not None and self.differs(v) for v in values):
                 changed |= _add(self._names, function, name)
         return changed
@@ -199,15 +194,6 @@ def _add(names: dict[int, set[str]], scope: ast.AST, name: str) -> bool:
         return False
     bound.add(name)
     return True
-
-
-def _argument(call: ast.Call, index: int, name: str) -> ast.expr | None:
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
-        return call.args[index]
-    return None
 
 
 def _is_environ(node: ast.AST) -> bool:
