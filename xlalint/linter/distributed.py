@@ -154,7 +154,7 @@ class DistributedAnalysis:
             qualified = self.semantic.call_name(call)
             if qualified is not None and qualified.startswith("torch_xla."):
                 continue  # the path analysis knows torch_xla's own reductions
-            if qualified is not None and not _mentions_gradients(call):
+            if qualified is not None and not mentions_gradients(call):
                 continue  # `dist.all_reduce(loss)`: averaging a metric
             return True
         return False
@@ -327,7 +327,8 @@ def _inside(node: ast.AST, outer: ast.AST) -> bool:
     return False
 
 
-def _mentions_gradients(call: ast.Call) -> bool:
+def mentions_gradients(call: ast.Call) -> bool:
+    """An argument of ``call`` names gradients (``p.grad``, ``xm._fetch_gradients(opt)``)."""
     for arg in [*call.args, *(k.value for k in call.keywords)]:
         for node in ast.walk(arg):
             name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""

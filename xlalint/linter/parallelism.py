@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from xlalint.linter.order import is_optimizer_class
 from xlalint.linter.scripts import SPAWN, calls_to, is_multiprocess_xla_script
 from xlalint.linter.semantic import dotted_name, keyword, parent
+from xlalint.linter.steps import mutually_exclusive
 from xlalint.linter.values import (
     FUNCTIONS,
     assigned_values,
@@ -110,6 +111,11 @@ class ParallelismAnalysis:
     def spmd(self) -> bool:
         """``xr.use_spmd()``: one process drives every device."""
         return bool(self.use_spmd_calls)
+
+    def spmd_at(self, node: ast.AST) -> ast.Call | None:
+        """The ``xr.use_spmd()`` call that puts ``node`` under SPMD: one that is not in the
+        other branch of an ``if`` (``if args.spmd: xr.use_spmd() else: xmp.spawn(...)``)."""
+        return next((c for c in self.use_spmd_calls if not mutually_exclusive(c, node)), None)
 
     # -- model wrappers ------------------------------------------------------------------
     @cached_property
