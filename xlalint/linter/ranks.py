@@ -139,14 +139,14 @@ class RankAnalysis:
         every process runs it (as far as this file shows)."""
         child = node
         for anc in _ancestors(node):
-            if isinstance(anc, (*FUNCTIONS, ast.Lambda, ast.ClassDef)):
-                return None
-            if isinstance(anc, (ast.If, ast.While, ast.IfExp)) and child is not anc.test and self.differs(anc.test):
-                return anc
             if isinstance(child, ast.stmt):
                 exit_test = self._earlier_exit(anc, child)
                 if exit_test is not None:
                     return exit_test
+            if isinstance(anc, (*FUNCTIONS, ast.Lambda, ast.ClassDef)):
+                return None
+            if isinstance(anc, (ast.If, ast.While, ast.IfExp)) and child is not anc.test and self.differs(anc.test):
+                return anc
             child = anc
         return None
 
