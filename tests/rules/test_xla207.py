@@ -65,8 +65,11 @@ MP = "import torch_xla\nimport torch_xla.core.xla_model as xm\nimport torch_xla.
         "        xm.all_reduce('sum', [t])\n",
         # The else branch of a rank test runs on the other processes only.
         "def _mp_fn(index):\n    if xm.is_master_ordinal():\n        pass\n    else:\n        xm.rendezvous('x')\n",
+        # A helper the module calls only under a rank test.
+        "def evaluate():\n    return xm.all_reduce('sum', [t])\n"
+        "def _mp_fn(index):\n    if xm.is_master_ordinal():\n        evaluate()\n",
     ],
-    ids=["parameter", "variables", "else"],
+    ids=["parameter", "variables", "else", "helper"],
 )
 def test_values_that_differ_between_processes(body):
     assert len(findings(MP + body, "f.py")) == 1

@@ -132,23 +132,32 @@ class RankAnalysis:
                         return True
         return False
 
-    def rank_test(self, node: ast.AST) -> ast.AST | None:
+    def rank_test(self, node: ast.AST, depth: int = 0) -> ast.AST | None:
         """The test that decides, differently in each process, whether ``node`` runs: the
-        ``if``/``while``/conditional expression around it, or an earlier
-        ``if <test>: return`` in a block around it (the ``if`` is returned). None when
-        every process runs it (as far as this file shows)."""
+        ``if``/``while``/conditional expression around it, an earlier
+        ``if <test>: return`` in a block around it (the ``if`` is returned), or, in a
+        function that the module calls only under such tests, the test of its first
+        call. None when every process runs it (as far as this file shows)."""
         child = node
         for anc in _ancestors(node):
             if isinstance(child, ast.stmt):
                 exit_test = self._earlier_exit(anc, child)
                 if exit_test is not None:
                     return exit_test
-            if isinstance(anc, (*FUNCTIONS, ast.Lambda, ast.ClassDef)):
+            if isinstance(anc, FUNCTIONS):
+                return self._test_of_every_call(anc, depth)
+            if isinstance(anc, (ast.Lambda, ast.ClassDef)):
                 return None
             if isinstance(anc, (ast.If, ast.While, ast.IfExp)) and child is not anc.test and self.differs(anc.test):
                 return anc
             child = anc
         return None
+
+    def _test_of_every_call(self, function: ast.FunctionDef | ast.AsyncFunctionDef, depth: int) -> ast.AST | None:
+        if depth >= _MAX_ROUNDS:
+            return None
+        tests = [self.rank_test(site, depth + 1) for site in call_sites(function, self.semantic)]
+        return tests[0] if tests and all(tests) else None
 
     def _earlier_exit(self, block_owner: ast.AST, stmt: ast.stmt) -> ast.If | None:
         for field in ("body", "orelse", "finalbody"):

@@ -96,7 +96,8 @@ In a multi-process XLA script, under a test that differs between processes (a ca
 `xm.is_master_ordinal()`, `xm.get_ordinal()`, `xm.get_local_ordinal()`,
 `xr.global_ordinal()`, `xr.local_ordinal()`, `dist.get_rank()`; accelerate's
 `is_main_process`/`process_index`; `os.environ["RANK"]`; the launcher's process index;
-a variable or parameter assigned from one), or after an `if <such a test>: return`:
+a variable or parameter assigned from one), after an `if <such a test>: return`, or
+in a same-module function that the module calls only under such a test:
 a collective or rendezvous, a sync, and in the step a host read of a tensor of the
 step. Not flagged: a test on a value every process shares (`if epoch == 0`,
 `if args.debug`), `xm.master_print`/`xm.save` called on every process, work in a step
