@@ -28,7 +28,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from xlalint.linter.order import is_optimizer_class
-from xlalint.linter.scripts import SPAWN, calls_to, is_multiprocess_xla_script
+from xlalint.linter.scripts import SPAWN, is_multiprocess_xla_script
 from xlalint.linter.semantic import dotted_name, keyword, parent
 from xlalint.linter.steps import mutually_exclusive
 from xlalint.linter.values import (
@@ -101,11 +101,17 @@ class ParallelismAnalysis:
     @cached_property
     def launches(self) -> list[ast.Call]:
         """``xmp.spawn(...)`` / ``torch_xla.launch(...)``: the file starts its workers."""
-        return calls_to(self.semantic, SPAWN)
+        return self._calls_to(SPAWN)
 
     @cached_property
     def use_spmd_calls(self) -> list[ast.Call]:
-        return calls_to(self.semantic, USE_SPMD)
+        return self._calls_to(USE_SPMD)
+
+    def _calls_to(self, names: frozenset[str]) -> list[ast.Call]:
+        """The calls of the qualified ``names``, through the index of calls by their own
+        name that the rules share (``DistributedAnalysis.calls_named``)."""
+        candidates = self.ctx.distributed.calls_named(*{name.rsplit(".", 1)[-1] for name in names})
+        return [call for call in candidates if self.semantic.call_name(call) in names]
 
     @property
     def spmd(self) -> bool:
@@ -121,7 +127,7 @@ class ParallelismAnalysis:
     @cached_property
     def wraps(self) -> list[Wrap]:
         found = []
-        for call in calls_to(self.semantic, frozenset(WRAPPERS)):
+        for call in self._calls_to(frozenset(WRAPPERS)):
             kind = WRAPPERS[self.semantic.call_name(call)]  # type: ignore[index]
             module = call.args[0] if call.args else _keyword_value(call, "module")
             found.append(Wrap(call, kind, module, _assigned_to(call)))
