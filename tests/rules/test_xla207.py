@@ -85,8 +85,11 @@ def test_values_that_differ_between_processes(body):
         "def _mp_fn(index):\n    if xm.is_master_ordinal():\n        xm.wait_device_ops()\n",
         # The world size is the same everywhere.
         "def _mp_fn(index):\n    if xr.world_size() > 1:\n        xm.rendezvous('x')\n",
+        # HF's main_process_first: every process reaches one of the two barriers.
+        "def main_first(local_rank):\n    if local_rank not in [-1, 0]:\n        xm.rendezvous('first')\n"
+        "    yield\n    if local_rank == 0:\n        xm.rendezvous('first')\n",
     ],
-    ids=["mixed-call-sites", "wait-device-ops", "world-size"],
+    ids=["mixed-call-sites", "wait-device-ops", "world-size", "paired-barriers"],
 )
 def test_values_every_process_shares(body):
     assert findings(MP + body, "f.py") == []

@@ -197,6 +197,15 @@ class RankAnalysis:
         return changed
 
 
+def paired(a: ast.AST, b: ast.AST) -> bool:
+    """Rank tests ``a`` and ``b`` (as ``rank_test`` returns them) are two different tests:
+    around the same collective in one function they are taken as a pair that lets every
+    process reach one of the two. HF's ``main_process_first``: ``if not main: barrier()``,
+    the work, ``if main: barrier()``; ``torch_distributed_zero_first`` with
+    ``local_rank not in [-1, 0]`` and ``local_rank == 0``."""
+    return isinstance(a, ast.If) and isinstance(b, ast.If) and a is not b and ast.dump(a.test) != ast.dump(b.test)
+
+
 def _add(names: dict[int, set[str]], scope: ast.AST, name: str) -> bool:
     bound = names.setdefault(id(scope), set())
     if name in bound:

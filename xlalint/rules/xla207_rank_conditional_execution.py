@@ -12,9 +12,10 @@ from __future__ import annotations
 import ast
 
 from xlalint.linter.model import Fix, InsertStatement, RemoveStatement
+from xlalint.linter.ranks import paired
 from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import enclosing_statement
-from xlalint.linter.steps import SYNC_CALLS
+from xlalint.linter.semantic import enclosing_function, enclosing_statement
+from xlalint.linter.steps import SYNC_CALLS, mutually_exclusive
 
 XM = "torch_xla.core.xla_model"
 DIST = "torch.distributed"
@@ -99,7 +100,10 @@ In a multi-process XLA script, under a test that differs between processes (a ca
 a variable or parameter assigned from one), after an `if <such a test>: return`, or
 in a same-module function that the module calls only under such a test:
 a collective or rendezvous, a sync, and in the step a host read of a tensor of the
-step. Not flagged: a test on a value every process shares (`if epoch == 0`,
+step. Not flagged: the same collective in one function under two different rank tests
+or in both branches of one (`if not main: barrier()`, the work, `if main: barrier()`,
+as HF's `main_process_first` does: each process reaches one); a test on a value every
+process shares (`if epoch == 0`,
 `if args.debug`), `xm.master_print`/`xm.save` called on every process, work in a step
 closure (`xm.add_step_closure`).
 
@@ -246,13 +250,33 @@ xm.master_print(f"step {step} loss {loss.item()}")
             return
         ranks = self.ctx.ranks
         reported: set[int] = set()
+        tests = {id(node): ranks.rank_test(node) for node, _what in candidates}
         for node, what in candidates:
-            test = ranks.rank_test(node)
+            test = tests[id(node)]
             stmt = enclosing_statement(node)
             if test is None or stmt is None or id(stmt) in reported:
                 continue
+            if what == "collective" and self._balanced(node, test, candidates, tests):
+                continue
             reported.add(id(stmt))
             self.report(node, self._message(node, what, test), fix=self._master_print_fix(stmt, test))
+
+    def _balanced(self, call: ast.AST, test: ast.AST, candidates, tests) -> bool:
+        """The same collective, in the same function, under another rank test or in the
+        other branch of the same ``if``: every process reaches one of the two."""
+        name = self.ctx.semantic.call_name(call) or self.ctx.source_of(call.func)  # type: ignore[attr-defined]
+        function = enclosing_function(call)
+        for other, what in candidates:
+            if other is call or what != "collective" or enclosing_function(other) is not function:
+                continue
+            if (self.ctx.semantic.call_name(other) or self.ctx.source_of(other.func)) != name:  # type: ignore[attr-defined]
+                continue
+            other_test = tests[id(other)]
+            if other_test is not None and (
+                paired(test, other_test) or (other_test is test and mutually_exclusive(call, other))
+            ):
+                return True
+        return False
 
     # -- what could hang ------------------------------------------------------------------
     def _candidates(self) -> list[tuple[ast.AST, str]]:
