@@ -29,12 +29,13 @@ from typing import TYPE_CHECKING
 
 from xlalint.linter.order import is_optimizer_class
 from xlalint.linter.scripts import SPAWN, is_multiprocess_xla_script
-from xlalint.linter.semantic import dotted_name, keyword, parent
+from xlalint.linter.semantic import ancestors, dotted_name, keyword, parent
 from xlalint.linter.steps import mutually_exclusive
 from xlalint.linter.values import (
     FUNCTIONS,
     assigned_values,
     call_sites,
+    enclosing,
     enclosing_scopes,
     is_self_attr,
     parameter_names,
@@ -265,7 +266,7 @@ def _values_of(expr: ast.expr | None) -> list[ast.expr]:
                 return values
         return []
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
-        cls = next((a for a in _ancestors(expr) if isinstance(a, ast.ClassDef)), None)
+        cls = enclosing(expr, ast.ClassDef)
         if cls is not None:
             return list(assigned_values(cls, lambda t, a=expr.attr: is_self_attr(t, a)))
     return []
@@ -293,20 +294,13 @@ def _same_scope(a: ast.AST, b: ast.AST) -> bool:
 
 
 def _scope(node: ast.AST) -> ast.AST | None:
-    for anc in _ancestors(node):
+    for anc in ancestors(node):
         if isinstance(anc, ast.ClassDef):
             return anc
         if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
             cls = parent(anc)
             return cls if isinstance(cls, ast.ClassDef) else anc
     return None
-
-
-def _ancestors(node: ast.AST):
-    current = parent(node)
-    while current is not None:
-        yield current
-        current = parent(current)
 
 
 def _keyword_value(call: ast.Call, name: str) -> ast.expr | None:

@@ -27,8 +27,8 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from xlalint.linter.semantic import parent, string_value
-from xlalint.linter.values import FUNCTIONS, call_sites, enclosing_scopes, parameter_names, passed_argument
+from xlalint.linter.semantic import ancestors, string_value
+from xlalint.linter.values import FUNCTIONS, call_sites, enclosing, enclosing_scopes, parameter_names, passed_argument
 
 if TYPE_CHECKING:
     from xlalint.linter.rule import Context
@@ -120,7 +120,7 @@ class RankAnalysis:
                 if node.attr in RANK_ATTRIBUTES:
                     return True
                 if isinstance(node.value, ast.Name) and node.value.id == "self":
-                    cls = _class_of(node)
+                    cls = enclosing(node, ast.ClassDef)
                     if cls is not None and f"self.{node.attr}" in known.get(id(cls), ()):
                         return True
             elif isinstance(node, ast.Subscript):
@@ -139,7 +139,7 @@ class RankAnalysis:
         function that the module calls only under such tests, the test of its first
         call. None when every process runs it (as far as this file shows)."""
         child = node
-        for anc in _ancestors(node):
+        for anc in ancestors(node):
             if isinstance(child, ast.stmt):
                 exit_test = self._earlier_exit(anc, child)
                 if exit_test is not None:
@@ -178,7 +178,7 @@ class RankAnalysis:
             scope = next(enclosing_scopes(target))
             return _add(self._names, scope, target.id)
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
-            cls = _class_of(target)
+            cls = enclosing(target, ast.ClassDef)
             return cls is not None and _add(self._names, cls, f"self.{target.attr}")
         if isinstance(target, (ast.Tuple, ast.List)):
             return False  # `rank, world = ...`: which element differs is not known
@@ -225,17 +225,3 @@ def _reads_rank_environment(call: ast.Call) -> bool:
         return False
     is_get = (func.attr == "get" and _is_environ(func.value)) or func.attr == "getenv"
     return is_get and string_value(call.args[0]) in RANK_ENVIRONMENT
-
-
-def _class_of(node: ast.AST) -> ast.ClassDef | None:
-    for anc in _ancestors(node):
-        if isinstance(anc, ast.ClassDef):
-            return anc
-    return None
-
-
-def _ancestors(node: ast.AST):
-    current = parent(node)
-    while current is not None:
-        yield current
-        current = parent(current)
