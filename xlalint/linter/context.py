@@ -1,6 +1,6 @@
 """What a rule may know about the module being checked: its text, tree, settings, the
-semantic layer, and the analyses (``steps``, ``distributed``, ``tokenizers``) built on
-first use.
+semantic layer, and the analyses (``steps``, ``distributed``, ``parallelism``, ``ranks``,
+``launch``, ``tokenizers``) built on first use.
 
 The analyses are given what they need (the semantic layer, each other), never the
 context: this module imports them, they do not import it.
@@ -13,7 +13,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from xlalint.linter.distributed import DistributedAnalysis
+from xlalint.linter.launch import LaunchAnalysis
 from xlalint.linter.model import Import, Span, split_lines
+from xlalint.linter.parallelism import ParallelismAnalysis
+from xlalint.linter.ranks import RankAnalysis
 from xlalint.linter.semantic import Semantic
 from xlalint.linter.steps import StepAnalysis
 from xlalint.linter.tokenizers import Tokenizers
@@ -48,7 +51,22 @@ class Context:
     def distributed(self) -> DistributedAnalysis:
         """The multi-process analysis (training loaders, optimizer steps and gradient
         reduction, model wrappers), built on first use."""
-        return DistributedAnalysis(self.semantic, lambda: self.steps)
+        return DistributedAnalysis(self.semantic, lambda: self.steps, self.parallelism)
+
+    @cached_property
+    def parallelism(self) -> ParallelismAnalysis:
+        """The parallelism the file uses (multi-process, DDP, XLA FSDP, SPMD), built on first use."""
+        return ParallelismAnalysis(self.semantic)
+
+    @cached_property
+    def ranks(self) -> RankAnalysis:
+        """The values that differ between processes (ranks, ordinals), built on first use."""
+        return RankAnalysis(self.semantic)
+
+    @cached_property
+    def launch(self) -> LaunchAnalysis:
+        """What the parent process runs before it starts its workers, built on first use."""
+        return LaunchAnalysis(self.semantic, self.parallelism)
 
     @cached_property
     def tokenizers(self) -> Tokenizers:

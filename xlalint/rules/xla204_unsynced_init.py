@@ -207,7 +207,7 @@ xm.broadcast_master_param(model)
 
     def finish(self) -> None:
         distributed = self.ctx.distributed
-        if not distributed.data_parallel or distributed.wraps_model:
+        if not distributed.data_parallel or self.ctx.parallelism.wraps_model:
             return
         semantic = self.ctx.semantic
         calls = distributed.calls_named("broadcast_master_param")
