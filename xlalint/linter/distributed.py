@@ -104,11 +104,6 @@ class DistributedAnalysis:
     def steps(self) -> StepAnalysis:
         return self._step_analysis()
 
-    def calls_named(self, *names: str) -> list[ast.Call]:
-        """``Semantic.calls_of``: the calls of a function or method whose own name is one
-        of ``names``, however it is imported."""
-        return self.semantic.calls_of(*names)
-
     # -- the script -----------------------------------------------------------------------
     @cached_property
     def uses_xla(self) -> bool:
@@ -178,7 +173,7 @@ class DistributedAnalysis:
     # -- the training data ------------------------------------------------------------------
     @cached_property
     def dataloaders(self) -> list[ast.Call]:
-        return [c for c in self.calls_named("DataLoader") if self.semantic.call_name(c) in DATALOADERS]
+        return [c for c in self.semantic.calls_of("DataLoader") if self.semantic.call_name(c) in DATALOADERS]
 
     @cached_property
     def training_loaders(self) -> list[TrainingLoader]:
@@ -204,7 +199,7 @@ class DistributedAnalysis:
         calls in its body (a ``while`` loop over an iterator)."""
         if isinstance(loop, (ast.For, ast.AsyncFor)):
             yield loop.iter
-        for call in self.calls_named("next"):
+        for call in self.semantic.calls_of("next"):
             if isinstance(call.func, ast.Name) and call.args and _inside(call, loop):
                 yield call.args[0]
         # The step loop may be the inner loop of an epoch loop fed by another step loop's

@@ -206,11 +206,10 @@ xm.broadcast_master_param(model)
     ]
 
     def finish(self) -> None:
-        distributed = self.ctx.distributed
-        if not distributed.data_parallel or self.ctx.parallelism.wraps_model:
+        if not self.ctx.distributed.data_parallel or self.ctx.parallelism.wraps_model:
             return
         semantic = self.ctx.semantic
-        calls = distributed.calls_named("broadcast_master_param")
+        calls = semantic.calls_of("broadcast_master_param")
         if any(semantic.call_name(c) in BROADCAST for c in calls):
             return
         models = self._models()
@@ -232,7 +231,7 @@ xm.broadcast_master_param(model)
         optimizer of the module is given."""
         semantic = self.ctx.semantic
         found: list[tuple[str, ast.stmt]] = []
-        for node in self.ctx.distributed.calls_named("parameters", "named_parameters"):
+        for node in semantic.calls_of("parameters", "named_parameters"):
             call = _optimizer_given(node, semantic)
             name = dotted_name(node.func.value) if call is not None else None  # type: ignore[attr-defined]
             build = self._build_of(name, call) if name and call is not None else None
@@ -292,9 +291,9 @@ xm.broadcast_master_param(model)
         """The calls that seed torch's CPU generator: a seed function, a function of
         another module named like one (`utils.set_seed(42)`), and calls of same-module
         functions that make one (transitively, a few levels deep)."""
-        semantic, distributed, steps = self.ctx.semantic, self.ctx.distributed, self.ctx.steps
+        semantic, steps = self.ctx.semantic, self.ctx.steps
         found: list[ast.Call] = []
-        for call in distributed.calls_named("manual_seed", *_SEED_NAMES):
+        for call in semantic.calls_of("manual_seed", *_SEED_NAMES):
             name = semantic.call_name(call)
             if name is not None:
                 root = name.split(".", 1)[0]
@@ -316,7 +315,7 @@ xm.broadcast_master_param(model)
             frontier = [
                 call
                 for function in functions.values()
-                for call in distributed.calls_named(function.name)
+                for call in semantic.calls_of(function.name)
                 if steps.resolve(call) is function
             ]
             found = found + frontier

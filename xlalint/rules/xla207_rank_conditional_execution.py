@@ -281,24 +281,24 @@ xm.master_print(f"step {step} loss {loss.item()}")
     # -- what could hang ------------------------------------------------------------------
     def _candidates(self) -> list[tuple[ast.AST, str]]:
         """(node, kind) for every collective, sync, and host read of a step tensor."""
-        semantic, distributed = self.ctx.semantic, self.ctx.distributed
+        semantic = self.ctx.semantic
         found: list[tuple[ast.AST, str]] = []
         collective_names = {name.rsplit(".", 1)[-1] for name in COLLECTIVES}
-        for call in distributed.calls_named(*collective_names):
+        for call in semantic.calls_of(*collective_names):
             if semantic.call_name(call) in COLLECTIVES:
                 found.append((call, "collective"))
-        for call in distributed.calls_named(*COLLECTIVE_METHODS):
+        for call in semantic.calls_of(*COLLECTIVE_METHODS):
             if isinstance(call.func, ast.Attribute):
                 found.append((call, "collective"))
-        for call in distributed.calls_named(*{name.rsplit(".", 1)[-1] for name in SYNC_CALLS}):
+        for call in semantic.calls_of(*{name.rsplit(".", 1)[-1] for name in SYNC_CALLS}):
             if semantic.call_name(call) in SYNC_CALLS:
                 found.append((call, "sync"))
         steps = self.ctx.steps
         if steps.loops:
-            for call in distributed.calls_named(*HOST_READS):
+            for call in semantic.calls_of(*HOST_READS):
                 if isinstance(call.func, ast.Attribute) and not call.args and self._step_tensor(call.func.value, call):
                     found.append((call, "host read"))
-            for call in distributed.calls_named("print"):
+            for call in semantic.calls_of("print"):
                 if isinstance(call.func, ast.Name) and any(self._step_tensor(a, call) for a in call.args):
                     found.append((call, "host read"))
             for text in semantic.nodes_of(ast.JoinedStr):

@@ -225,7 +225,7 @@ opt.step()
         if not wraps:
             return
         found: list[tuple[ast.Call, str, Fix | None]] = []
-        for call in self.ctx.distributed.calls_named("optimizer_step"):
+        for call in self.ctx.semantic.calls_of("optimizer_step"):
             if self.ctx.semantic.call_name(call) in OPTIMIZER_STEP:
                 optimizer = call.args[0] if call.args else _keyword_value(call, "optimizer")
                 wrap = parallelism.fsdp_model_of_optimizer(optimizer)
@@ -239,7 +239,7 @@ opt.step()
                     "unsharded ones; build it after the wrap, from the wrapped model's parameters"
                 )
                 found.append((construction, message, None))
-        for call in self.ctx.distributed.calls_named("clip_grad_norm_"):
+        for call in self.ctx.semantic.calls_of("clip_grad_norm_"):
             if self.ctx.semantic.call_name(call) in CLIP_GRAD_NORM:
                 model = _parameters_of(call.args[0] if call.args else _keyword_value(call, "parameters"))
                 wrap = parallelism.fsdp_wrap_of(model)

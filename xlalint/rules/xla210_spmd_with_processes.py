@@ -187,7 +187,7 @@ opt.step()
                     f"`{self.ctx.source_of(launch.func)}` starts one process per device; run SPMD as one process"
                 )
                 found.append((launch, message, None))
-        for call in self.ctx.distributed.calls_named("optimizer_step", "reduce_gradients", "all_reduce"):
+        for call in self.ctx.semantic.calls_of("optimizer_step", "reduce_gradients", "all_reduce"):
             spmd = parallelism.spmd_at(call)
             if spmd is None:
                 continue
@@ -200,7 +200,7 @@ opt.step()
                     found.append((call, self._reduce_message(call, spmd), self._step_fix(call)))
             elif name in GRADIENT_REDUCTIONS and (name != f"{XM}.all_reduce" or mentions_gradients(call)):
                 found.append((call, self._reduce_message(call, spmd), None))
-        for call in self.ctx.distributed.calls_named("DistributedSampler"):
+        for call in self.ctx.semantic.calls_of("DistributedSampler"):
             replicas = next((k.value for k in call.keywords if k.arg == "num_replicas"), None)
             spmd = parallelism.spmd_at(call)
             if (
