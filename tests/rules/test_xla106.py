@@ -206,3 +206,41 @@ for x in loader:
     fixed = fix_source(source, "t.py", Settings(), unsafe=True, select=[CODE]).source
     assert "    scaler.unscale_(opt)\n    if clip: torch.nn.utils.clip_grad_norm_" in fixed
     assert fixed.count("unscale_") == 1
+
+
+# Clip-then-`xm.optimizer_step` in a multi-process script gets the unsafe fix
+# `xm.reduce_gradients(opt)`; clip; `opt.step()`. Under torch_xla's FSDP (the wrapper
+# reduced the gradients already) or SPMD (they are global) that reduce would be wrong:
+# no finding and no fix there (the `xm.optimizer_step` is XLA209's or XLA210's).
+CLIP_THEN_OPTIMIZER_STEP = """\
+import torch
+import torch_xla.core.xla_model as xm
+{imports}
+def _mp_fn(index):
+    model = {model}
+    for x in loader:
+        model(x).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        xm.optimizer_step(opt)
+"""
+
+
+def test_clip_before_optimizer_step_gets_the_reduce_first_fix():
+    source = CLIP_THEN_OPTIMIZER_STEP.format(imports="", model="Net()")
+    assert [f.span.line for f in findings(source, "t.py")] == [8]
+    assert "xm.reduce_gradients(opt)" in fix_source(source, "t.py", Settings(), unsafe=True, select=[CODE]).source
+
+
+@pytest.mark.parametrize(
+    "imports, model",
+    [
+        ("from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP", "FSDP(Net())"),
+        ("import torch_xla.runtime as xr\nxr.use_spmd()", "Net()"),
+    ],
+    ids=["xla-fsdp", "spmd"],
+)
+def test_no_reduce_gradients_fix_under_fsdp_or_spmd(imports, model):
+    source = CLIP_THEN_OPTIMIZER_STEP.format(imports=imports, model=model)
+    assert findings(source, "t.py") == []
+    fixed = fix_source(source, "t.py", Settings(), unsafe=True, select=[CODE]).source
+    assert "reduce_gradients" not in fixed

@@ -9,6 +9,7 @@ import pytest
 from rules.fixture_checks import assert_fixes_to, expected_fixed
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import lint_source
+from xlalint.linter.fixing import fix_source
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA203"
 CODE = "XLA203"
@@ -70,3 +71,45 @@ def test_metric_all_reduce_is_not_a_gradient_reduction():
         "        opt.step()\n"
     )
     assert [(f.span.line, f.code) for f in findings(source, "f.py")] == [(8, CODE)]
+
+
+# Under torch_xla's FSDP the wrapper reduce-scatters the gradients in backward, and under
+# SPMD they are global: `xm.optimizer_step` would be wrong there (XLA209, XLA210), so
+# XLA203 neither reports `opt.step()` nor offers its fix.
+UNREDUCED_STEP = """\
+import torch
+import torch_xla.core.xla_model as xm
+{imports}
+def _mp_fn(index):
+    model = {model}
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        opt.zero_grad()
+        model(x, y).backward()
+        opt.step()
+"""
+
+
+def test_the_plain_script_is_reported_with_the_fix():
+    found = findings(UNREDUCED_STEP.format(imports="", model="Net()"), "f.py")
+    assert [(f.span.line, f.fix is not None) for f in found] == [(10, True)]
+
+
+@pytest.mark.parametrize(
+    "imports, model",
+    [
+        ("from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP", "FSDP(Net())"),
+        ("import torch_xla.distributed.fsdp as fsdp", "fsdp.XlaFullyShardedDataParallel(Net())"),
+        (
+            "from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel\n"
+            "import torch_xla.runtime as xr\nxr.use_spmd()",
+            "SpmdFullyShardedDataParallel(Net())",
+        ),
+        ("import torch_xla.runtime as xr\nxr.use_spmd()", "Net()"),
+    ],
+    ids=["xla-fsdp", "xla-fsdp-module", "fsdp-v2", "spmd"],
+)
+def test_silent_under_fsdp_and_spmd(imports, model):
+    source = UNREDUCED_STEP.format(imports=imports, model=model)
+    assert findings(source, "f.py") == []
+    assert fix_source(source, "f.py", Settings(), unsafe=True, select=[CODE]).source == source

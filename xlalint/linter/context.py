@@ -1,6 +1,6 @@
 """What a rule may know about the module being checked: its text, tree, settings, the
-semantic layer, and the analyses (``steps``, ``distributed``, ``tokenizers``,
-``training_objects``, ``devices``) built on first use.
+semantic layer, and the analyses (``steps``, ``distributed``, ``parallelism``, ``ranks``,
+``launch``, ``tokenizers``, ``training_objects``, ``devices``) built on first use.
 
 The analyses are given what they need (the semantic layer, each other), never the
 context: this module imports them, they do not import it.
@@ -14,7 +14,10 @@ from typing import TYPE_CHECKING
 
 from xlalint.linter.devices import DeviceAnalysis
 from xlalint.linter.distributed import DistributedAnalysis
+from xlalint.linter.launch import LaunchAnalysis
 from xlalint.linter.model import Import, Span, split_lines
+from xlalint.linter.parallelism import ParallelismAnalysis
+from xlalint.linter.ranks import RankAnalysis
 from xlalint.linter.semantic import Semantic
 from xlalint.linter.steps import StepAnalysis
 from xlalint.linter.tokenizers import Tokenizers
@@ -50,7 +53,22 @@ class Context:
     def distributed(self) -> DistributedAnalysis:
         """The multi-process analysis (training loaders, optimizer steps and gradient
         reduction, model wrappers), built on first use."""
-        return DistributedAnalysis(self.semantic, lambda: self.steps)
+        return DistributedAnalysis(self.semantic, lambda: self.steps, self.parallelism)
+
+    @cached_property
+    def parallelism(self) -> ParallelismAnalysis:
+        """The parallelism the file uses (multi-process, DDP, XLA FSDP, SPMD), built on first use."""
+        return ParallelismAnalysis(self.semantic)
+
+    @cached_property
+    def ranks(self) -> RankAnalysis:
+        """The values that differ between processes (ranks, ordinals), built on first use."""
+        return RankAnalysis(self.semantic)
+
+    @cached_property
+    def launch(self) -> LaunchAnalysis:
+        """What the parent process runs before it starts its workers, built on first use."""
+        return LaunchAnalysis(self.semantic, self.parallelism)
 
     @cached_property
     def tokenizers(self) -> Tokenizers:
@@ -60,7 +78,7 @@ class Context:
     @cached_property
     def training_objects(self) -> TrainingObjects:
         """The models, optimizers and moves of models to the XLA device, built on first use."""
-        return TrainingObjects(self.semantic, self.distributed)
+        return TrainingObjects(self.semantic)
 
     @cached_property
     def devices(self) -> DeviceAnalysis:

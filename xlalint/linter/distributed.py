@@ -1,8 +1,8 @@
 """The multi-process analysis (docs/rules.md, "Scope"): the facts about data parallelism that
 XLA106, XLA202, XLA203, XLA204 and XLA301 share.
 
-- is this a *multi-process XLA script* (``xlalint.linter.scripts``), and not an SPMD one
-  (``xr.use_spmd()``: one process per host, the compiler shards the work);
+- is this a data-parallel script: a *multi-process XLA script* that is not an SPMD one
+  (``xlalint.linter.parallelism``) and does not leave its loop to a library;
 - its *training* ``DataLoader``\\ s: the loaders whose batches a step loop iterates,
   followed through ``enumerate``/``tqdm``/``iter``, device loaders
   (``pl.MpDeviceLoader(loader, device)``, ``ParallelLoader(loader, ...).per_device_loader``),
@@ -11,9 +11,9 @@ XLA106, XLA202, XLA203, XLA204 and XLA301 share.
   another module), a loader bound to a name that says ``train``;
 - the optimizer steps along each path through the step (``xlalint.linter.order``) and
   whether the gradients are all-reduced before each, on each path;
-- whether the model is wrapped by something that keeps the processes in step itself
-  (DDP, FSDP, ``xmp.MpModelWrapper``), its optimizer reduces the gradients itself
-  (ZeRO-1), or the script reduces gradients by hand.
+- whether its optimizer reduces the gradients itself (ZeRO-1), or the script reduces
+  gradients by hand (whether a wrapper keeps the models in step, DDP, FSDP,
+  ``xmp.MpModelWrapper``, is ``xlalint.linter.parallelism``'s).
 
 Built once per module on first use (``Context.distributed``), like ``Context.steps``.
 """
@@ -29,7 +29,8 @@ from typing import Protocol
 
 from xlalint.linter.model import Import
 from xlalint.linter.order import STEPS, Event, EventFinder, Kind, Path, loop_paths
-from xlalint.linter.scripts import WORLD, calls_to, is_multiprocess_xla_script, uses_syncing_library
+from xlalint.linter.parallelism import ParallelismAnalysis
+from xlalint.linter.scripts import WORLD, calls_to, uses_syncing_library
 from xlalint.linter.semantic import Semantic, dotted_name, keyword, method_name, parent
 from xlalint.linter.steps import ITERATOR_WRAPPERS, MP_DEVICE_LOADER, PARALLEL_LOADER, StepAnalysis
 from xlalint.linter.values import (
@@ -46,24 +47,6 @@ from xlalint.linter.values import (
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 DISTRIBUTED_SAMPLER = "torch.utils.data.distributed.DistributedSampler"
 DISTRIBUTED_SAMPLERS = frozenset({DISTRIBUTED_SAMPLER, "torch.utils.data.DistributedSampler"})
-USE_SPMD = frozenset({"torch_xla.runtime.use_spmd"})
-# Wrappers that keep the processes' models identical themselves: DDP broadcasts the
-# weights when it wraps and all-reduces in backward; FSDP reduces (and shards) the
-# gradients; MpModelWrapper shares one copy of the weights between the processes.
-DATA_PARALLEL_WRAPPERS = frozenset(
-    {
-        "torch.nn.parallel.DistributedDataParallel",
-        "torch.nn.parallel.distributed.DistributedDataParallel",
-        "torch.distributed.fsdp.FullyShardedDataParallel",
-        "torch.distributed.fsdp.fully_shard",
-        "torch.distributed._composable.fsdp.fully_shard",
-        "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel",
-        "torch_xla.distributed.fsdp.xla_fully_sharded_data_parallel.XlaFullyShardedDataParallel",
-        "torch_xla.experimental.spmd_fully_sharded_data_parallel.SpmdFullyShardedDataParallel",
-        "torch_xla.distributed.spmd.SpmdFullyShardedDataParallel",
-        "torch_xla.distributed.xla_multiprocessing.MpModelWrapper",
-    }
-)
 # Optimizers whose `step()` reduce-scatters the gradients itself (ZeRO-1 shards the
 # optimizer state): `opt.step()` on one is the right call.
 REDUCING_OPTIMIZERS = frozenset({"torch_xla.distributed.zero_redundancy_optimizer.ZeroRedundancyOptimizer"})
@@ -110,40 +93,16 @@ def _same(path: Path, event: Event) -> Event:
 class DistributedAnalysis:
     """The multi-process facts of one module, computed on first use."""
 
-    def __init__(self, semantic: Semantic, step_analysis: Callable[[], StepAnalysis]):
+    def __init__(self, semantic: Semantic, step_analysis: Callable[[], StepAnalysis], parallelism: ParallelismAnalysis):
         """``step_analysis``: gives the module's step analysis, asked only by the facts
         that need it (most rules ask only which calls the file makes)."""
         self.semantic = semantic
         self._step_analysis = step_analysis
+        self.parallelism = parallelism
 
     @property
     def steps(self) -> StepAnalysis:
         return self._step_analysis()
-
-    # -- calls by name --------------------------------------------------------------------
-    @cached_property
-    def _calls_by_name(self) -> dict[str, list[ast.Call]]:
-        bindings = self.semantic.imports.bindings
-        index: dict[str, list[ast.Call]] = {}
-        for call in self.semantic.calls:
-            func = call.func
-            if isinstance(func, ast.Attribute):
-                name = func.attr
-            elif isinstance(func, ast.Name):
-                # An imported name under an alias (`from torch import save as tsave`).
-                name = bindings.get(func.id, func.id).rsplit(".", 1)[-1]
-            else:
-                continue
-            index.setdefault(name, []).append(call)
-        return index
-
-    def calls_named(self, *names: str) -> list[ast.Call]:
-        """The calls of a function or method whose own name is one of ``names``, however
-        it is imported: a cheap filter before resolving qualified names."""
-        if len(names) == 1:
-            return self._calls_by_name.get(names[0], [])
-        found = [call for name in names for call in self._calls_by_name.get(name, [])]
-        return sorted(found, key=lambda c: (c.lineno, c.col_offset))
 
     # -- the script -----------------------------------------------------------------------
     @cached_property
@@ -151,25 +110,12 @@ class DistributedAnalysis:
         return self.semantic.imports.imports_module("torch_xla")
 
     @cached_property
-    def spmd(self) -> bool:
-        return bool(calls_to(self.semantic, USE_SPMD))
-
-    @cached_property
-    def multiprocess(self) -> bool:
-        """A multi-process XLA script (docs/rules.md, "Scope"), SPMD or not."""
-        return is_multiprocess_xla_script(self.semantic)
-
-    @cached_property
     def data_parallel(self) -> bool:
         """One process per device, each with its own model, data and gradients: a
         multi-process XLA script that is not SPMD and does not leave the loop to a
         library (HF Trainer, accelerate), which shards and reduces for it."""
-        return self.multiprocess and not self.spmd and not uses_syncing_library(self.semantic)
-
-    @cached_property
-    def wraps_model(self) -> bool:
-        """DDP, FSDP or ``MpModelWrapper`` keep the processes' models in step."""
-        return bool(calls_to(self.semantic, DATA_PARALLEL_WRAPPERS))
+        parallelism = self.parallelism
+        return parallelism.multiprocess and not parallelism.spmd and not uses_syncing_library(self.semantic)
 
     @cached_property
     def optimizer_reduces(self) -> bool:
@@ -183,13 +129,16 @@ class DistributedAnalysis:
         model (``dist.all_reduce(p.grad)``, a helper from another module): the script
         takes care of the reduction somewhere, so XLA203 stays quiet."""
         candidates = [
-            call for name, calls in self._calls_by_name.items() if _REDUCING_NAME.search(name) for call in calls
+            call
+            for name, calls in self.semantic.calls_by_function.items()
+            if _REDUCING_NAME.search(name)
+            for call in calls
         ]
         for call in candidates:
             qualified = self.semantic.call_name(call)
             if qualified is not None and qualified.startswith("torch_xla."):
                 continue  # the path analysis knows torch_xla's own reductions
-            if qualified is not None and not _mentions_gradients(call):
+            if qualified is not None and not mentions_gradients(call):
                 continue  # `dist.all_reduce(loss)`: averaging a metric
             return True
         return False
@@ -224,7 +173,7 @@ class DistributedAnalysis:
     # -- the training data ------------------------------------------------------------------
     @cached_property
     def dataloaders(self) -> list[ast.Call]:
-        return [c for c in self.calls_named("DataLoader") if self.semantic.call_name(c) in DATALOADERS]
+        return [c for c in self.semantic.calls_of("DataLoader") if self.semantic.call_name(c) in DATALOADERS]
 
     @cached_property
     def training_loaders(self) -> list[TrainingLoader]:
@@ -250,7 +199,7 @@ class DistributedAnalysis:
         calls in its body (a ``while`` loop over an iterator)."""
         if isinstance(loop, (ast.For, ast.AsyncFor)):
             yield loop.iter
-        for call in self.calls_named("next"):
+        for call in self.semantic.calls_of("next"):
             if isinstance(call.func, ast.Name) and call.args and _inside(call, loop):
                 yield call.args[0]
         # The step loop may be the inner loop of an epoch loop fed by another step loop's
@@ -373,7 +322,8 @@ def _inside(node: ast.AST, outer: ast.AST) -> bool:
     return False
 
 
-def _mentions_gradients(call: ast.Call) -> bool:
+def mentions_gradients(call: ast.Call) -> bool:
+    """An argument of ``call`` names gradients (``p.grad``, ``xm._fetch_gradients(opt)``)."""
     for arg in [*call.args, *(k.value for k in call.keywords)]:
         for node in ast.walk(arg):
             name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""

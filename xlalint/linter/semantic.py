@@ -413,7 +413,9 @@ class Semantic:
         return self.nodes_of(ast.Call)
 
     def calls_named(self, name: str) -> list[ast.Call]:
-        """The calls of ``name(...)`` or ``<anything>.name(...)``, in source order."""
+        """The calls of ``name(...)`` or ``<anything>.name(...)`` as written (an imported
+        alias is not resolved: ``values.call_sites`` asks for a local function), in
+        source order."""
         return self._calls_by_called_name.get(name, [])
 
     def names_with_id(self, identifier: str) -> list[ast.Name]:
@@ -439,6 +441,33 @@ class Semantic:
         for node in self.nodes_of(ast.Attribute):
             index.setdefault(node.attr, []).append(node)
         return index
+
+    @cached_property
+    def calls_by_function(self) -> dict[str, list[ast.Call]]:
+        """Every call, by the own name of the function or method it calls however that is
+        imported: ``save`` for ``torch.save(x)``, ``obj.save()``, and ``tsave(x)`` after
+        ``from torch import save as tsave``."""
+        bindings = self.imports.bindings
+        index: dict[str, list[ast.Call]] = {}
+        for call in self.calls:
+            func = call.func
+            if isinstance(func, ast.Attribute):
+                name = func.attr
+            elif isinstance(func, ast.Name):
+                name = bindings.get(func.id, func.id).rsplit(".", 1)[-1]
+            else:
+                continue
+            index.setdefault(name, []).append(call)
+        return index
+
+    def calls_of(self, *names: str) -> list[ast.Call]:
+        """The calls of a function or method whose own name is one of ``names``
+        (``calls_by_function``), in source order: a cheap filter before resolving
+        qualified names with ``call_name``."""
+        if len(names) == 1:
+            return self.calls_by_function.get(names[0], [])
+        found = [call for name in names for call in self.calls_by_function.get(name, [])]
+        return sorted(found, key=lambda c: (c.lineno, c.col_offset))
 
     def method_calls(self, cls: ast.ClassDef, name: str) -> list[ast.Call]:
         """The calls ``<x>.name(...)`` whose nearest enclosing class is ``cls``, in source order."""

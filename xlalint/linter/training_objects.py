@@ -49,7 +49,6 @@ from xlalint.linter.values import (
 )
 
 if TYPE_CHECKING:
-    from xlalint.linter.distributed import DistributedAnalysis
     from xlalint.linter.semantic import Semantic
 
 XLA_DEVICE_CALLS = frozenset({"torch_xla.device", "torch_xla.torch_xla.device", "torch_xla.core.xla_model.xla_device"})
@@ -106,11 +105,8 @@ class Move:
 class TrainingObjects:
     """The models, optimizers and model moves of one module, computed on first use."""
 
-    def __init__(self, semantic: Semantic, distributed: DistributedAnalysis):
-        """``distributed``: the module's multi-process analysis, asked which calls the
-        file makes (``accelerator.prepare``)."""
+    def __init__(self, semantic: Semantic):
         self.semantic = semantic
-        self.distributed = distributed
         self._device_names: dict[tuple[int, str], bool] = {}
 
     # -- optimizers -------------------------------------------------------------------------
@@ -280,7 +276,7 @@ class TrainingObjects:
         """Every move of a named object to the XLA device (a model or not: callers match
         the names they know to be models)."""
         found: list[Move] = []
-        for call in self.distributed.calls_named("to", ACCELERATE_PREPARE):
+        for call in self.semantic.calls_of("to", ACCELERATE_PREPARE):
             name = method_name(call)
             if name == "to":
                 if not self._may_name_xla_device:

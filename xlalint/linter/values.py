@@ -110,3 +110,20 @@ def enclosing(node: ast.AST, kind) -> ast.AST | None:
         if isinstance(anc, kind):
             return anc
     return None
+
+
+def passed_argument(call: ast.Call, func: Function, param: str) -> ast.expr | None:
+    """What ``call`` (a call of ``func``) passes for parameter ``param``: by keyword, or
+    by position (``self``/``cls`` of a method skipped); None when it cannot tell."""
+    for kw in call.keywords:
+        if kw.arg == param:
+            return kw.value
+    positional = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+    if positional and positional[0] in ("self", "cls") and enclosing(func, ast.ClassDef) is not None:
+        positional = positional[1:]
+    if param not in positional:
+        return None
+    index = positional.index(param)
+    if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+        return call.args[index]
+    return None

@@ -95,7 +95,9 @@ takes the same branch each time):
 - in a file that uses a GradScaler or a multi-process XLA script, on any path:
   clipping after `scaler.step`/`opt.step`/`xm.optimizer_step` with no step after it;
 - on a path without a scaler, in a multi-process XLA script: clipping before
-  `xm.optimizer_step(opt)` with no all-reduce before the clip.
+  `xm.optimizer_step(opt)` with no all-reduce before the clip (not under torch_xla's
+  FSDP or SPMD, where the gradients are reduced or global already and
+  `xm.optimizer_step` is itself the mistake: XLA209, XLA210).
 
 Not flagged: the order above; clipping without a scaler on one process (before or
 after `opt.step()`); a path that never uses the scaler (`if use_amp:
@@ -432,14 +434,16 @@ scaler.update()
         distributed = self.ctx.distributed
         if not distributed.loop_paths:
             return
-        finder, multiprocess = distributed.finder, distributed.multiprocess
+        finder, multiprocess = distributed.finder, self.ctx.parallelism.multiprocess
         # Clipping after the step is judged on every path of a file that uses a
         # GradScaler (or that all-reduces across processes), the scaler's or not.
         judge_late_clip = finder.has_scaler or multiprocess
+        # Under XLA FSDP or SPMD the gradients are not per process: no reduce-first fix.
+        reduce_first = multiprocess and not self.ctx.parallelism.gradients_not_per_process
         found: dict[int, tuple[str, Event, Path, list[Path]]] = {}
         for _loop, paths in distributed.loop_paths:
             for path in paths:
-                for problem, event in problems(path, multiprocess, judge_late_clip):
+                for problem, event in problems(path, reduce_first, judge_late_clip):
                     known = found.get(id(event.call))
                     if known is None or _PRIORITY[problem] < _PRIORITY[known[0]]:
                         found[id(event.call)] = (problem, event, path, paths)

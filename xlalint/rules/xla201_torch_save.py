@@ -161,7 +161,7 @@ xm.save(model.state_dict(), "model.pt")
     def finish(self) -> None:
         if not self.ctx.semantic.imports.imports_module("torch_xla"):
             return
-        for call in self.ctx.distributed.calls_named("save"):
+        for call in self.ctx.semantic.calls_of("save"):
             if self.ctx.semantic.call_name(call) in TORCH_SAVE:
                 fix = self._fix(call)
                 message = None if fix else f"{self.summary} (it takes only the data and the path: no automatic fix)"

@@ -42,7 +42,9 @@ not SPMD, not an HF Trainer/accelerate loop): a path through the step that reach
 coming right before the step, and `xm.optimizer_step(opt, optimizer_args={"closure": closure})`
 is flagged too: it all-reduces, then the closure makes new gradients. Paths are taken one at a time:
 `if use_xla: xm.optimizer_step(opt) else: opt.step()` flags the `else`. Not flagged:
-a model wrapped in DDP or FSDP (they reduce in backward), `MpModelWrapper`, torch_xla's
+a model wrapped in DDP or FSDP (they reduce in backward), torch_xla's FSDP in either
+form and SPMD (`xr.use_spmd()`), where `xm.optimizer_step` would be wrong (XLA209,
+XLA210), `MpModelWrapper`, torch_xla's
 `ZeroRedundancyOptimizer` (its `step()` reduce-scatters the gradients), and scripts
 that call something named like a gradient all-reduce the analysis does not model
 (`dist.all_reduce(p.grad)`, `average_gradients(model)`).
@@ -278,7 +280,7 @@ xm.optimizer_step(opt)
         distributed = self.ctx.distributed
         if (
             not distributed.data_parallel
-            or distributed.wraps_model
+            or self.ctx.parallelism.wraps_model
             or distributed.optimizer_reduces
             or distributed.reduces_by_hand
         ):

@@ -236,11 +236,10 @@ xm.broadcast_master_param(model)
     ]
 
     def finish(self) -> None:
-        distributed = self.ctx.distributed
-        if not distributed.data_parallel or distributed.wraps_model:
+        if not self.ctx.distributed.data_parallel or self.ctx.parallelism.wraps_model:
             return
         semantic = self.ctx.semantic
-        calls = distributed.calls_named("broadcast_master_param")
+        calls = semantic.calls_of("broadcast_master_param")
         if any(semantic.call_name(c) in BROADCAST for c in calls):
             return
         models = self._models()
@@ -277,7 +276,7 @@ xm.broadcast_master_param(model)
         forked process starts from the parent's weights."""
         if enclosing_function(build) is not None:
             return False
-        for call in self.ctx.distributed.calls_named("spawn"):
+        for call in self.ctx.semantic.calls_of("spawn"):
             if self.ctx.semantic.call_name(call) in SPAWN and string_value(_keyword(call, "start_method")) == "fork":
                 return (call.lineno, call.col_offset) > (build.lineno, build.col_offset) or enclosing_function(
                     call
@@ -301,9 +300,9 @@ xm.broadcast_master_param(model)
         """The calls that seed torch's CPU generator: a seed function, a function of
         another module named like one (`utils.set_seed(42)`), and calls of same-module
         functions that make one (transitively, a few levels deep)."""
-        semantic, distributed, steps = self.ctx.semantic, self.ctx.distributed, self.ctx.steps
+        semantic, steps = self.ctx.semantic, self.ctx.steps
         found: list[ast.Call] = []
-        for call in distributed.calls_named("manual_seed", *_SEED_NAMES):
+        for call in semantic.calls_of("manual_seed", *_SEED_NAMES):
             name = semantic.call_name(call)
             if name is not None:
                 root = name.split(".", 1)[0]
@@ -325,7 +324,7 @@ xm.broadcast_master_param(model)
             frontier = [
                 call
                 for function in functions.values()
-                for call in distributed.calls_named(function.name)
+                for call in semantic.calls_of(function.name)
                 if steps.resolve(call) is function
             ]
             found = found + frontier
@@ -351,7 +350,7 @@ xm.broadcast_master_param(model)
 
     def _called_here(self, function: ast.AST) -> bool:
         steps = self.ctx.steps
-        return any(steps.resolve(c) is function for c in self.ctx.distributed.calls_named(function.name))  # type: ignore[attr-defined]
+        return any(steps.resolve(c) is function for c in self.ctx.semantic.calls_of(function.name))  # type: ignore[attr-defined]
 
     # -- fix -----------------------------------------------------------------------------------
     def _fix(self, model: str, build: ast.stmt):

@@ -116,7 +116,7 @@ xmp.spawn(_mp_fn, args=(flags,), start_method="fork")
     def finish(self) -> None:
         if self.ctx.target_version < PJRT_DEFAULT:
             return
-        for call in self.ctx.distributed.calls_named("spawn"):
+        for call in self.ctx.semantic.calls_of("spawn"):
             if self.ctx.semantic.call_name(call) in SPAWN:
                 self._check(call)
 

@@ -171,7 +171,7 @@ os.environ["GPU_NUM_DEVICES"] = str(torch.cuda.device_count())
                 elif key == "GPU_NUM_DEVICES":
                     sets_devices = True
                     self._check_value(node, node.value)
-        for call in self.ctx.distributed.calls_named("setdefault", "putenv", "update"):
+        for call in self.ctx.semantic.calls_of("setdefault", "putenv", "update"):
             name = semantic.call_name(call)
             if name in SETDEFAULT_OR_PUTENV and len(call.args) == 2:
                 key = string_value(call.args[0])
@@ -195,7 +195,7 @@ os.environ["GPU_NUM_DEVICES"] = str(torch.cuda.device_count())
             )
         )
         if gpu and not sets_devices:
-            for call in self.ctx.distributed.calls_named("spawn", "launch"):
+            for call in self.ctx.semantic.calls_of("spawn", "launch"):
                 if semantic.call_name(call) in SPAWN:
                     self.report(
                         call,

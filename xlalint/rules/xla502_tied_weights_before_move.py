@@ -235,7 +235,7 @@ model.tie_weights()
         )
 
     def _given_to_trainer(self, model: str) -> bool:
-        for call in self.ctx.distributed.calls_named("Trainer", "Seq2SeqTrainer"):
+        for call in self.ctx.semantic.calls_of("Trainer", "Seq2SeqTrainer"):
             given = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "model")]
             if any(dotted_name(value) == model for value in given):
                 return True
@@ -245,7 +245,7 @@ model.tie_weights()
         """``model.tie_weights()`` or the tying assignment, after the move in its function."""
         scope = enclosing_function(move.statement)
         after = (move.statement.lineno, move.statement.col_offset)
-        for call in self.ctx.distributed.calls_named(_TIE_METHOD):
+        for call in self.ctx.semantic.calls_of(_TIE_METHOD):
             receiver = dotted_name(call.func.value) if method_name(call) else None  # type: ignore[attr-defined]
             if (
                 receiver

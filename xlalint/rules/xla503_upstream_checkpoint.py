@@ -138,7 +138,7 @@ h = torch_xla.utils.checkpoint.checkpoint(block, h)
         if not self.ctx.distributed.uses_xla:
             return
         semantic = self.ctx.semantic
-        for call in self.ctx.distributed.calls_named("checkpoint", "checkpoint_sequential"):
+        for call in self.ctx.semantic.calls_of("checkpoint", "checkpoint_sequential"):
             name = semantic.call_name(call)
             if name in UPSTREAM_CHECKPOINT:
                 fix = self._fix(call)

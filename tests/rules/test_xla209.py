@@ -1,0 +1,79 @@
+"""XLA209 fsdp-misuse on whole scripts: findings, the safe and the unsafe fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rules.fixture_checks import assert_fixes_to, expected_fixed
+from xlalint.linter.config import Settings
+from xlalint.linter.engine import lint_source
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA209"
+CODE = "XLA209"
+
+# case -> the (line, column, code) of every finding, columns 1-based as reported.
+EXPECTED = {
+    # The model reaches the loop as a parameter: torch's clip of the shard (unsafe fix),
+    # xm.optimizer_step of its optimizer (safe fix), an optimizer built before the wrap.
+    "fsdp_train": [(32, 9, CODE), (33, 9, CODE), (43, 14, CODE)],
+    # FSDPv2 under SPMD, in a class: xm.optimizer_step of self.optimizer; torch's clip is
+    # right there (global parameters).
+    "fsdpv2_trainer": [(32, 9, CODE)],
+}
+
+
+def findings(source: str, path: str):
+    return [f for f in lint_source(source, path, Settings(), select=[CODE]) if f.code == CODE]
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_findings(case):
+    path = FIXTURES / f"{case}.py"
+    found = findings(path.read_text(), str(path))
+    assert [(f.span.line, f.span.col + 1, f.code) for f in found] == EXPECTED[case]
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+def test_fix(case, unsafe):
+    path = FIXTURES / f"{case}.py"
+    assert_fixes_to(CODE, path.read_text(), str(path), expected_fixed(FIXTURES, case, unsafe), unsafe=unsafe)
+
+
+def test_messages_cite_the_wrap():
+    path = FIXTURES / "fsdp_train.py"
+    messages = [f.message for f in findings(path.read_text(), str(path))]
+    assert "clips by the norm of this process's shard only; use `model.clip_grad_norm_(...)`" in messages[0]
+    assert (
+        "`XlaFullyShardedDataParallel` (line 44) already reduced and sharded; step with `optimizer.step()`"
+        in messages[1]
+    )
+    assert "built before the model is wrapped" in messages[2]
+
+
+@pytest.mark.parametrize(
+    "step",
+    ["xm.optimizer_step(opt, barrier=True)", "xm.optimizer_step(opt, True)", "xm.optimizer_step(opt, groups=[[0, 1]])"],
+)
+def test_no_fix_when_the_call_asks_for_more(step):
+    source = (
+        "import torch\nimport torch_xla.core.xla_model as xm\n"
+        "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+        "model = FSDP(Net())\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        f"for x in loader:\n    model(x).backward()\n    {step}\n"
+    )
+    [finding] = findings(source, "f.py")
+    assert finding.fix is None
+
+
+def test_an_optimizer_of_another_model_is_not_reported():
+    source = (
+        "import torch\nimport torch_xla.core.xla_model as xm\n"
+        "from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP\n"
+        "model = FSDP(Net())\nhead = Head()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nhead_opt = torch.optim.SGD(head.parameters(), lr=0.1)\n"
+        "for x in loader:\n    head(model(x)).backward()\n    opt.step()\n    xm.optimizer_step(head_opt)\n"
+    )
+    assert findings(source, "f.py") == []

@@ -1,0 +1,303 @@
+"""The parallelism a file uses (docs/rules.md, "Scope" and "The rules of today's torch_xla").
+
+- *multi-process*: the file is a multi-process XLA script (``xlalint.linter.scripts``):
+  one process per device, each with its own copy of the model;
+- *DDP*: the model is wrapped in ``DistributedDataParallel`` (it all-reduces in backward);
+- *XLA FSDP*: the model is wrapped in ``XlaFullyShardedDataParallel`` (it reduce-scatters
+  the gradients in backward and each process holds a shard of the parameters);
+- *SPMD FSDPv2*: ``SpmdFullyShardedDataParallel``, FSDP written with SPMD sharding (its
+  parameters are global tensors);
+- *SPMD*: the file calls ``xr.use_spmd()``: one process drives every device of the host,
+  and ``xr.world_size()`` is 1 (torch_xla 2.9 ``runtime.world_size``).
+
+Rules ask these facts instead of matching the wrappers themselves: XLA203 and XLA106
+must not make a process reduce gradients that FSDP or SPMD already made global, XLA209
+and XLA210 report the per-process APIs used there. Also here, the minimal "which model
+does an optimizer hold" that the FSDP questions need (the optimizer's parameters are
+``<model>.parameters()``, directly, through parameter groups or one variable).
+
+Built once per module on first use (``Context.parallelism``).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from enum import Enum
+from functools import cached_property
+
+from xlalint.linter.order import is_optimizer_class
+from xlalint.linter.scripts import SPAWN, is_multiprocess_xla_script
+from xlalint.linter.semantic import Semantic, ancestors, dotted_name, keyword, parent
+from xlalint.linter.steps import mutually_exclusive
+from xlalint.linter.values import (
+    FUNCTIONS,
+    assigned_values,
+    call_sites,
+    enclosing,
+    enclosing_scopes,
+    is_self_attr,
+    parameter_names,
+    passed_argument,
+)
+
+USE_SPMD = frozenset({"torch_xla.runtime.use_spmd"})
+
+
+class WrapKind(Enum):
+    DDP = "DistributedDataParallel"
+    TORCH_FSDP = "torch FSDP"
+    XLA_FSDP = "XlaFullyShardedDataParallel"
+    SPMD_FSDP = "SpmdFullyShardedDataParallel"
+    MP_MODEL_WRAPPER = "MpModelWrapper"
+
+
+# The model wrappers, by where torch/torch_xla 2.9 define (and re-export) them.
+WRAPPERS: dict[str, WrapKind] = {
+    "torch.nn.parallel.DistributedDataParallel": WrapKind.DDP,
+    "torch.nn.parallel.distributed.DistributedDataParallel": WrapKind.DDP,
+    "torch.distributed.fsdp.FullyShardedDataParallel": WrapKind.TORCH_FSDP,
+    "torch.distributed.fsdp.fully_shard": WrapKind.TORCH_FSDP,
+    "torch.distributed._composable.fsdp.fully_shard": WrapKind.TORCH_FSDP,
+    "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel": WrapKind.XLA_FSDP,
+    "torch_xla.distributed.fsdp.xla_fully_sharded_data_parallel.XlaFullyShardedDataParallel": WrapKind.XLA_FSDP,
+    "torch_xla.experimental.spmd_fully_sharded_data_parallel.SpmdFullyShardedDataParallel": WrapKind.SPMD_FSDP,
+    "torch_xla.distributed.spmd.SpmdFullyShardedDataParallel": WrapKind.SPMD_FSDP,
+    "torch_xla.distributed.xla_multiprocessing.MpModelWrapper": WrapKind.MP_MODEL_WRAPPER,
+}
+XLA_FSDP_KINDS = frozenset({WrapKind.XLA_FSDP, WrapKind.SPMD_FSDP})
+_PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
+_MAX_DEPTH = 4
+
+
+@dataclass(frozen=True)
+class Wrap:
+    """A model wrapped for parallel training: ``model = FSDP(net, ...)``."""
+
+    call: ast.Call
+    kind: WrapKind
+    #: The module given to the wrapper (first argument or ``module=``), if any.
+    module: ast.expr | None
+    #: What the wrapped model is assigned to (``model``, ``self.model``), if anything.
+    target: str | None
+
+
+class ParallelismAnalysis:
+    """The parallelism facts of one module, computed on first use."""
+
+    def __init__(self, semantic: Semantic):
+        self.semantic = semantic
+
+    # -- the kind of script ----------------------------------------------------------------
+    @cached_property
+    def multiprocess(self) -> bool:
+        """A multi-process XLA script (docs/rules.md, "Scope"), SPMD or not."""
+        return is_multiprocess_xla_script(self.semantic)
+
+    @cached_property
+    def launches(self) -> list[ast.Call]:
+        """``xmp.spawn(...)`` / ``torch_xla.launch(...)``: the file starts its workers."""
+        return self._calls_to(SPAWN)
+
+    @cached_property
+    def use_spmd_calls(self) -> list[ast.Call]:
+        return self._calls_to(USE_SPMD)
+
+    def _calls_to(self, names: frozenset[str]) -> list[ast.Call]:
+        """The calls of the qualified ``names``, through the index of calls by their own
+        name that the rules share (``Semantic.calls_of``)."""
+        candidates = self.semantic.calls_of(*{name.rsplit(".", 1)[-1] for name in names})
+        return [call for call in candidates if self.semantic.call_name(call) in names]
+
+    @property
+    def spmd(self) -> bool:
+        """``xr.use_spmd()``: one process drives every device."""
+        return bool(self.use_spmd_calls)
+
+    def spmd_at(self, node: ast.AST) -> ast.Call | None:
+        """The ``xr.use_spmd()`` call that puts ``node`` under SPMD: one that is not in the
+        other branch of an ``if`` (``if args.spmd: xr.use_spmd() else: xmp.spawn(...)``)."""
+        return next((c for c in self.use_spmd_calls if not mutually_exclusive(c, node)), None)
+
+    # -- model wrappers ------------------------------------------------------------------
+    @cached_property
+    def wraps(self) -> list[Wrap]:
+        found = []
+        for call in self._calls_to(frozenset(WRAPPERS)):
+            kind = WRAPPERS[self.semantic.call_name(call)]  # type: ignore[index]
+            module = call.args[0] if call.args else _keyword_value(call, "module")
+            found.append(Wrap(call, kind, module, _assigned_to(call)))
+        return found
+
+    def wrapped(self, *kinds: WrapKind) -> list[Wrap]:
+        return [w for w in self.wraps if w.kind in kinds]
+
+    @property
+    def wraps_model(self) -> bool:
+        """DDP, FSDP or ``MpModelWrapper`` keep the processes' models in step."""
+        return bool(self.wraps)
+
+    @property
+    def ddp(self) -> bool:
+        return bool(self.wrapped(WrapKind.DDP))
+
+    @property
+    def xla_fsdp(self) -> bool:
+        """torch_xla's FSDP, either form (``XlaFullyShardedDataParallel`` or FSDPv2)."""
+        return bool(self.wrapped(*XLA_FSDP_KINDS))
+
+    @property
+    def gradients_not_per_process(self) -> bool:
+        """XLA FSDP reduces the gradients in backward and SPMD computes global ones: a
+        per-process all-reduce (``xm.optimizer_step``, ``xm.reduce_gradients``) is wrong
+        here (XLA209, XLA210), so XLA203 and XLA106 never suggest one."""
+        return self.spmd or self.xla_fsdp
+
+    def fsdp_wrap_of(self, model: ast.expr | None, depth: int = 0) -> Wrap | None:
+        """The torch_xla FSDP wrap that ``model`` (a name or ``self.<attr>``) holds: one
+        assigned to it, or, for a function parameter, the one every call site passes."""
+        name = dotted_name(model) if model is not None else None
+        if name is None or depth > _MAX_DEPTH:
+            return None
+        for wrap in self.wrapped(*XLA_FSDP_KINDS):
+            if wrap.target == name and _same_scope(wrap.call, model):  # type: ignore[arg-type]
+                return wrap
+        function = _scope(model)  # type: ignore[arg-type]
+        if isinstance(model, ast.Name) and isinstance(function, FUNCTIONS) and name in parameter_names(function):
+            passed = [passed_argument(site, function, name) for site in call_sites(function, self.semantic)]
+            wraps = [self.fsdp_wrap_of(value, depth + 1) for value in passed]
+            if wraps and all(wraps):
+                return wraps[0]
+        return None
+
+    # -- which model an optimizer holds -------------------------------------------------
+    def optimizer_constructions(self, optimizer: ast.expr | None) -> list[ast.Call]:
+        """The optimizer constructor calls (``torch.optim.*``, HF's ``AdamW``) that
+        ``optimizer`` (a name or ``self.<attr>``) is assigned, in its scope."""
+        return [v for v in _values_of(optimizer) if isinstance(v, ast.Call) and self.is_optimizer(v)]
+
+    def is_optimizer(self, call: ast.Call) -> bool:
+        return is_optimizer_class(self.semantic.call_name(call) or "")
+
+    def models_of(self, construction: ast.Call) -> list[ast.expr]:
+        """The modules whose ``parameters()``/``named_parameters()`` an optimizer is built
+        from: in its ``params`` argument, parameter groups, or one variable holding them."""
+        params = construction.args[0] if construction.args else _keyword_value(construction, "params")
+        return list(_parameter_owners(params, 0))
+
+    def fsdp_model_of_optimizer(self, optimizer: ast.expr | None) -> Wrap | None:
+        """The torch_xla FSDP wrap whose parameters ``optimizer`` holds. An optimizer this
+        file does not build in sight (a function parameter) counts as the FSDP model's
+        when every optimizer the file builds is an FSDP model's."""
+        constructions = self.optimizer_constructions(optimizer) or self._all_optimizer_constructions
+        wraps = [self._fsdp_wrap_of_construction(c) for c in constructions]
+        return wraps[0] if wraps and all(wraps) else None
+
+    def optimizers_built_before(self, wrap: Wrap) -> list[ast.Call]:
+        """Optimizers built from the parameters of the module ``wrap`` wraps, earlier in
+        the same function: they hold the parameters FSDP replaces with its shards."""
+        names = {dotted_name(wrap.module) if wrap.module is not None else None, wrap.target} - {None}
+        found = []
+        for construction in self._all_optimizer_constructions:
+            if (
+                (construction.lineno, construction.col_offset) < (wrap.call.lineno, wrap.call.col_offset)
+                and _scope(construction) is _scope(wrap.call)
+                and any(dotted_name(m) in names for m in self.models_of(construction))
+            ):
+                found.append(construction)
+        return found
+
+    @cached_property
+    def _all_optimizer_constructions(self) -> list[ast.Call]:
+        return [c for c in self.semantic.calls if self.is_optimizer(c)]
+
+    def _fsdp_wrap_of_construction(self, construction: ast.Call) -> Wrap | None:
+        models = self.models_of(construction)
+        wraps = [self.fsdp_wrap_of(m) for m in models]
+        return wraps[0] if wraps and all(wraps) else None
+
+
+def plain_optimizer_step(call: ast.Call) -> tuple[str, tuple[tuple[str, ast.expr], ...]] | None:
+    """``xm.optimizer_step(opt, optimizer_args=args)`` as the optimizer's own step, for
+    a file whose gradients are reduced already (FSDP) or global (SPMD): the template
+    ``{opt}.step(**{args})`` and its parts, or None when the call asks for more
+    (``barrier=True`` was also a sync point, ``groups=``, ``pin_layout=``)."""
+    names = ("optimizer", "barrier", "optimizer_args")  # its positional order in 2.9
+    if len(call.args) > 3 or any(isinstance(a, ast.Starred) for a in call.args):
+        return None
+    values: dict[str, ast.expr] = dict(zip(names, call.args))
+    for kw in call.keywords:
+        if kw.arg not in names or kw.arg in values:
+            return None
+        values[kw.arg] = kw.value
+    barrier = values.get("barrier")
+    if "optimizer" not in values or not (
+        barrier is None or (isinstance(barrier, ast.Constant) and barrier.value is False)
+    ):
+        return None
+    if "optimizer_args" in values:
+        return "{opt}.step(**{args})", (("opt", values["optimizer"]), ("args", values["optimizer_args"]))
+    return "{opt}.step()", (("opt", values["optimizer"]),)
+
+
+def _parameter_owners(expr: ast.AST | None, depth: int):
+    if expr is None or depth > _MAX_DEPTH:
+        return
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in _PARAMETER_METHODS:
+                yield node.func.value
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            for value in _values_of(node):
+                yield from _parameter_owners(value, depth + 1)
+
+
+def _values_of(expr: ast.expr | None) -> list[ast.expr]:
+    """What a name or ``self.<attr>`` is assigned in the scope that binds it."""
+    if isinstance(expr, ast.Name):
+        for scope in enclosing_scopes(expr):
+            values = list(assigned_values(scope, lambda t, n=expr.id: isinstance(t, ast.Name) and t.id == n, True))
+            if values:
+                return values
+        return []
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+        cls = enclosing(expr, ast.ClassDef)
+        if cls is not None:
+            return list(assigned_values(cls, lambda t, a=expr.attr: is_self_attr(t, a)))
+    return []
+
+
+def _assigned_to(call: ast.Call) -> str | None:
+    """``model`` for ``model = FSDP(net)`` (also ``model = FSDP(net).to(device)``)."""
+    node: ast.AST = call
+    owner = parent(node)
+    while isinstance(owner, ast.Attribute) and isinstance(parent(owner), ast.Call):
+        node = parent(owner)  # type: ignore[assignment]
+        owner = parent(node)
+    if isinstance(owner, ast.Assign) and len(owner.targets) == 1 and owner.value is node:
+        return dotted_name(owner.targets[0])
+    if isinstance(owner, ast.AnnAssign) and owner.value is node:
+        return dotted_name(owner.target)
+    return None
+
+
+def _same_scope(a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` read the same variable: the same function (``self.<attr>``: the
+    same class), or ``a`` at module level."""
+    scope_a = _scope(a)
+    return scope_a is _scope(b) or isinstance(scope_a, (ast.Module, ast.ClassDef))
+
+
+def _scope(node: ast.AST) -> ast.AST | None:
+    for anc in ancestors(node):
+        if isinstance(anc, ast.ClassDef):
+            return anc
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            cls = parent(anc)
+            return cls if isinstance(cls, ast.ClassDef) else anc
+    return None
+
+
+def _keyword_value(call: ast.Call, name: str) -> ast.expr | None:
+    kw = keyword(call, name)
+    return kw.value if kw is not None else None

@@ -1,0 +1,314 @@
+"""XLA209 fsdp-misuse: a model wrapped in torch_xla's FSDP, trained as if it were not.
+
+``XlaFullyShardedDataParallel`` shards the parameters in place and reduce-scatters the
+gradients in backward. Its own docstring (torch_xla 2.9,
+``torch_xla/distributed/fsdp/xla_fully_sharded_data_parallel.py``) warns against the
+three mistakes flagged here: stepping with ``xm.optimizer_step`` (which all-reduces the
+gradients again), building the optimizer before the wrap (it then holds the unsharded
+parameters), and ``torch.nn.utils.clip_grad_norm_`` (the norm of one process's shard).
+"""
+
+from __future__ import annotations
+
+import ast
+
+from xlalint.linter.model import Fix, ReplaceExpr
+from xlalint.linter.parallelism import XLA_FSDP_KINDS, Wrap, WrapKind, plain_optimizer_step
+from xlalint.linter.rule import Invalid, Rule, Valid
+from xlalint.linter.semantic import dotted_name
+
+OPTIMIZER_STEP = frozenset({"torch_xla.core.xla_model.optimizer_step"})
+CLIP_GRAD_NORM = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm_"})
+
+
+class FsdpMisuse(Rule):
+    code = "XLA209"
+    name = "fsdp-misuse"
+    summary = "A torch_xla FSDP model stepped or clipped as if it were not sharded"
+    explanation = """
+## Why
+
+torch_xla's FSDP (`XlaFullyShardedDataParallel`, and FSDPv2 `SpmdFullyShardedDataParallel`)
+shards the model's parameters in place and reduces the gradients itself in backward.
+The class's own docstring (torch_xla 2.9,
+`torch_xla/distributed/fsdp/xla_fully_sharded_data_parallel.py`) says:
+
+> The optimizer must be initialized *after* the module has been wrapped, since FSDP
+> will shard parameters in-place and this will break any previously initialized
+> optimizers.
+
+> Please use `optim.step()` instead of `xm.optimizer_step(optim)` for optimizer
+> update. The latter averages the gradients across XLA devices, which is incorrect for
+> FSDP.
+
+and its `clip_grad_norm_` method explains that `torch.nn.utils.clip_grad_norm_` "is not
+applicable here, because each rank only has a partial view of all the grads in the
+model": each process would clip by the norm of its own shard. None of this fails: the
+model trains on wrong gradients, or not at all. (Not observable on one CPU device,
+where there is one shard: checked statically.)
+
+## What is flagged
+
+For a model wrapped in torch_xla's FSDP (either class, whatever the import):
+- `xm.optimizer_step(opt)` where `opt` holds the model's parameters (an optimizer the
+  file does not build in sight counts when every optimizer the file builds is an FSDP
+  model's);
+- an optimizer built from the module's parameters (`parameters()`, `named_parameters()`,
+  parameter groups) earlier in the same function than the wrap;
+- `torch.nn.utils.clip_grad_norm_(model.parameters(), ...)` of an
+  `XlaFullyShardedDataParallel` model. Not for FSDPv2, whose parameters are global
+  (SPMD) tensors.
+
+## Fix
+
+- safe: `xm.optimizer_step(opt)` -> `opt.step()` (`optimizer_args=a` -> `opt.step(**a)`);
+  no fix for `barrier=True` (it was also a sync point), `groups=` or `pin_layout=`;
+- unsafe: `clip_grad_norm_(model.parameters(), n)` -> `model.clip_grad_norm_(n)` (the
+  norm of every shard; it is a collective, so every process must reach it);
+- none for the optimizer's place: build it after the wrap, from the wrapped model.
+
+## Example
+
+```python
+model = FSDP(Net().to(device))
+opt = torch.optim.AdamW(model.parameters())
+...
+torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+xm.optimizer_step(opt)
+```
+becomes
+```python
+model = FSDP(Net().to(device))
+opt = torch.optim.AdamW(model.parameters())
+...
+model.clip_grad_norm_(1.0)
+opt.step()
+```
+"""
+    fix_availability = "sometimes"
+
+    VALID = [
+        # What the docstring asks: wrap, then build the optimizer, step it, clip through FSDP.
+        Valid(
+            """
+            import torch
+            from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+            def _mp_fn(index):
+                model = FSDP(Net())
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for x in loader:
+                    model(x).backward()
+                    model.clip_grad_norm_(1.0)
+                    opt.step()
+            """
+        ),
+        # No FSDP: xm.optimizer_step is right (XLA203's fix).
+        Valid(
+            """
+            import torch
+            import torch_xla.core.xla_model as xm
+            def _mp_fn(index):
+                model = Net()
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for x in loader:
+                    model(x).backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    xm.optimizer_step(opt)
+            """
+        ),
+        # FSDPv2's parameters are global: torch's clip_grad_norm_ sees them whole.
+        Valid(
+            """
+            import torch
+            import torch_xla.runtime as xr
+            from torch_xla.experimental.spmd_fully_sharded_data_parallel import SpmdFullyShardedDataParallel as FSDPv2
+            xr.use_spmd()
+            model = FSDPv2(Net())
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            for x in loader:
+                model(x).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+            """
+        ),
+    ]
+
+    INVALID = [
+        Invalid(
+            """
+            import torch
+            import torch_xla.core.xla_model as xm
+            from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+            def _mp_fn(index):
+                model = FSDP(Net())
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for x in loader:
+                    model(x).backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    xm.optimizer_step(opt)
+            """,
+            fixed="""
+            import torch
+            import torch_xla.core.xla_model as xm
+            from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+            def _mp_fn(index):
+                model = FSDP(Net())
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for x in loader:
+                    model(x).backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                    opt.step()
+            """,
+            unsafe_fixed="""
+            import torch
+            import torch_xla.core.xla_model as xm
+            from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+            def _mp_fn(index):
+                model = FSDP(Net())
+                opt = torch.optim.SGD(model.parameters(), lr=0.1)
+                for x in loader:
+                    model(x).backward()
+                    model.clip_grad_norm_(1.0)
+                    opt.step()
+            """,
+            count=2,
+        ),
+        # The optimizer is built before the wrap: it holds the unsharded parameters.
+        Invalid(
+            """
+            import torch
+            import torch_xla.distributed.fsdp as fsdp
+            def _mp_fn(index):
+                model = Net()
+                opt = torch.optim.AdamW([{"params": model.parameters(), "lr": 1e-3}])
+                model = fsdp.XlaFullyShardedDataParallel(model)
+                for x in loader:
+                    model(x).backward()
+                    opt.step()
+            """,
+            count=1,
+        ),
+        # The optimizer is a parameter of the training function; the file's only
+        # optimizer is the FSDP model's. optimizer_args become the step's arguments.
+        Invalid(
+            """
+            import torch
+            import torch_xla.core.xla_model as xm
+            from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel
+            def train(model, opt, loader):
+                for x in loader:
+                    model(x).backward()
+                    xm.optimizer_step(opt, optimizer_args={"closure": None})
+            def _mp_fn(index):
+                model = XlaFullyShardedDataParallel(Net())
+                train(model, torch.optim.SGD(model.parameters(), lr=0.1), loader)
+            """,
+            fixed="""
+            import torch
+            import torch_xla.core.xla_model as xm
+            from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel
+            def train(model, opt, loader):
+                for x in loader:
+                    model(x).backward()
+                    opt.step(**{"closure": None})
+            def _mp_fn(index):
+                model = XlaFullyShardedDataParallel(Net())
+                train(model, torch.optim.SGD(model.parameters(), lr=0.1), loader)
+            """,
+            count=1,
+        ),
+    ]
+
+    def finish(self) -> None:
+        parallelism = self.ctx.parallelism
+        wraps = parallelism.wrapped(*XLA_FSDP_KINDS)
+        if not wraps:
+            return
+        found: list[tuple[ast.Call, str, Fix | None]] = []
+        for call in self.ctx.semantic.calls_of("optimizer_step"):
+            if self.ctx.semantic.call_name(call) in OPTIMIZER_STEP:
+                optimizer = call.args[0] if call.args else _keyword_value(call, "optimizer")
+                wrap = parallelism.fsdp_model_of_optimizer(optimizer)
+                if wrap is not None:
+                    found.append((call, self._optimizer_step_message(wrap, optimizer), self._step_fix(call)))
+        for wrap in wraps:
+            for construction in parallelism.optimizers_built_before(wrap):
+                message = (
+                    f"this optimizer is built before the model is wrapped in `{_class(wrap)}` "
+                    f"(line {wrap.call.lineno}), which shards the parameters in place: it holds the "
+                    "unsharded ones; build it after the wrap, from the wrapped model's parameters"
+                )
+                found.append((construction, message, None))
+        for call in self.ctx.semantic.calls_of("clip_grad_norm_"):
+            if self.ctx.semantic.call_name(call) in CLIP_GRAD_NORM:
+                model = _parameters_of(call.args[0] if call.args else _keyword_value(call, "parameters"))
+                wrap = parallelism.fsdp_wrap_of(model)
+                if wrap is not None and wrap.kind is WrapKind.XLA_FSDP:
+                    message = (
+                        "`torch.nn.utils.clip_grad_norm_` of an `XlaFullyShardedDataParallel` model clips by the "
+                        f"norm of this process's shard only; use `{dotted_name(model)}.clip_grad_norm_(...)`"
+                    )
+                    found.append((call, message, self._clip_fix(call, model)))
+        for node, message, fix in sorted(found, key=lambda f: (f[0].lineno, f[0].col_offset)):
+            self.report(node, message, fix=fix)
+
+    def _optimizer_step_message(self, wrap: Wrap, optimizer: ast.expr | None) -> str:
+        name = self.ctx.source_of(optimizer) if optimizer is not None else "opt"
+        return (
+            f"`xm.optimizer_step` all-reduces the gradients that `{_class(wrap)}` (line {wrap.call.lineno}) "
+            f"already reduced and sharded; step with `{name}.step()`"
+        )
+
+    def _step_fix(self, call: ast.Call):
+        plain = plain_optimizer_step(call)
+        if plain is None:
+            return None
+        template, parts = plain
+        return self.fix(
+            "safe",
+            "step the optimizer itself: FSDP reduced the gradients",
+            ReplaceExpr(self.ctx.span(call), template, tuple((k, self.ctx.span(v)) for k, v in parts)),
+        )
+
+    def _clip_fix(self, call: ast.Call, model: ast.expr):
+        """``clip_grad_norm_(model.parameters(), n[, norm_type])`` -> ``model.clip_grad_norm_(...)``."""
+        values: dict[str, ast.expr] = dict(zip(("parameters", "max_norm", "norm_type"), call.args))
+        if len(call.args) > 3 or any(isinstance(a, ast.Starred) for a in call.args):
+            return None
+        for kw in call.keywords:
+            if kw.arg not in ("parameters", "max_norm", "norm_type") or kw.arg in values:
+                return None
+            values[kw.arg] = kw.value
+        if "max_norm" not in values:
+            return None
+        template = "{model}.clip_grad_norm_({max_norm}"
+        parts = [("model", self.ctx.span(model)), ("max_norm", self.ctx.span(values["max_norm"]))]
+        if "norm_type" in values:
+            template += ", norm_type={norm_type}"
+            parts.append(("norm_type", self.ctx.span(values["norm_type"])))
+        return self.fix(
+            "unsafe",
+            "clip by the norm of every shard (FSDP's own clip_grad_norm_)",
+            ReplaceExpr(self.ctx.span(call), template + ")", tuple(parts)),
+        )
+
+
+def _class(wrap: Wrap) -> str:
+    return wrap.kind.value
+
+
+def _parameters_of(expr: ast.expr | None) -> ast.expr | None:
+    """``model`` for ``model.parameters()`` (with no arguments)."""
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "parameters"
+        and not expr.args
+        and not expr.keywords
+    ):
+        return expr.func.value
+    return None
+
+
+def _keyword_value(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
