@@ -166,8 +166,13 @@ class DeviceAnalysis:
         if id(func) not in self._locals:
             args = func.args  # type: ignore[attr-defined]
             names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
-            names |= {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            declared_global = {g for n in ast.walk(func) if isinstance(n, (ast.Global, ast.Nonlocal)) for g in n.names}
+            declared_global: set[str] = set()
+            for n in ast.walk(func):  # one walk: this is asked of every function that reads a device
+                if isinstance(n, ast.Name):
+                    if isinstance(n.ctx, ast.Store):
+                        names.add(n.id)
+                elif isinstance(n, (ast.Global, ast.Nonlocal)):
+                    declared_global.update(n.names)
             self._locals[id(func)] = names - declared_global
         return self._locals[id(func)]
 

@@ -77,19 +77,26 @@ class Tokenizers:
                 names.update(name for name in map(dotted_name, targets) if name)
         return frozenset(names)
 
+    @cached_property
+    def _variable_last_names(self) -> frozenset[str]:
+        return frozenset(name.rsplit(".", 1)[-1] for name in self.variables)
+
     def is_tokenizer(self, node: ast.AST) -> bool:
-        name = dotted_name(node)
-        if name is None:
+        # Asked of every call of the module: test the last name before building the
+        # dotted one.
+        last = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if last is None:
             return False
-        return name in self.variables or bool(TOKENIZER_NAME.match(name.split(".")[-1]))
+        if TOKENIZER_NAME.match(last):
+            return dotted_name(node) is not None
+        return last in self._variable_last_names and dotted_name(node) in self.variables
 
     def call_kind(self, call: ast.Call) -> str | None:
         """ "encode" for a tokenizer call that encodes text, "pad" for ``tokenizer.pad(...)``, else None."""
         if self.is_tokenizer(call.func):
             return "encode"
-        if isinstance(call.func, ast.Attribute) and self.is_tokenizer(call.func.value):
-            if call.func.attr in ENCODE_METHODS:
-                return "encode"
-            if call.func.attr == "pad":
-                return "pad"
+        func = call.func
+        is_method = isinstance(func, ast.Attribute) and (func.attr in ENCODE_METHODS or func.attr == "pad")
+        if is_method and self.is_tokenizer(func.value):  # type: ignore[union-attr]
+            return "encode" if func.attr in ENCODE_METHODS else "pad"  # type: ignore[union-attr]
         return None
