@@ -26,6 +26,7 @@ from typing import TextIO
 from xlalint.harness import bootstrap, cleanup, runtime_findings, runtime_watch, shapes
 from xlalint.harness.debug_log import RawCause, parse_debug_files
 from xlalint.harness.environment import Device
+from xlalint.harness.paths import shown_path
 from xlalint.harness.prepare import ScriptVersion
 from xlalint.harness.results import Cause, Metrics, RunResult, Steps
 
@@ -355,16 +356,8 @@ def _locate(raw: RawCause, version: ScriptVersion, display_path: str) -> Cause:
         )
     elsewhere = next((f for f in raw.frames if not _LIBRARY_PATH.search(f.file)), None)
     if elsewhere:
-        return Cause(raw.kind, raw.cause, _shown_path(elsewhere.file), elsewhere.line, None)
+        return Cause(raw.kind, raw.cause, shown_path(elsewhere.file), elsewhere.line, None)
     return Cause(raw.kind, raw.cause, None, None, None)
-
-
-def _shown_path(path: str) -> str:
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if relative.startswith("..") else relative
 
 
 def _tail(path: Path, lines: int) -> str:

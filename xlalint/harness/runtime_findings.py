@@ -5,9 +5,9 @@ finding there, and a loss that never changed."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from xlalint.harness.paths import shown_path
 from xlalint.harness.prepare import ScriptVersion
 from xlalint.harness.results import RuntimeFinding
 from xlalint.harness.runtime_watch import RUNTIME_PREFIX
@@ -45,7 +45,7 @@ def _place(raw: dict, version: ScriptVersion, display_path: str) -> RuntimeFindi
         return None
     source = version.file_at(file) if isinstance(file, str) else None
     if source is None or not isinstance(line, int):
-        shown = _shown_path(file) if isinstance(file, str) else None
+        shown = shown_path(file) if isinstance(file, str) else None
         return RuntimeFinding(code, shown, line if isinstance(line, int) else None, message)
     user_line = None if source.is_inserted_line(line) else source.user_line(line)
     return RuntimeFinding(
@@ -68,11 +68,3 @@ def _flat_loss(losses: dict) -> str | None:
         return None
     which = f"the first {len(values) - 1} and the last" if calls > len(values) else "all"
     return f"the loss never changed: {values[0]:.6g} at {which} of {calls} backward calls (the model is not training)"
-
-
-def _shown_path(path: str) -> str:
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if relative.startswith("..") else relative

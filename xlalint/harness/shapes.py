@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xlalint.harness import bootstrap
+from xlalint.harness.paths import shown_path
 
 if TYPE_CHECKING:
     from xlalint.harness.prepare import ScriptVersion
@@ -108,7 +108,7 @@ def _change(site: dict, namer: _Namer, version: ScriptVersion, display_path: str
         shown_file = display_path if local is version else local.display_path
         shown_line = None if local.is_inserted_line(line) else local.user_line(line)
     else:
-        shown_file, shown_line = _shown_path(file), line
+        shown_file, shown_line = shown_path(file), line
     return ShapeChange(shown_file, shown_line, name, tuple(shapes), len(set(shapes)))
 
 
@@ -181,14 +181,6 @@ def _loader_name(tree: ast.Module | None, line: int, path: list) -> str:
 
 def _short(text: str) -> str:
     return text if len(text) <= _MAX_NAME else text[: _MAX_NAME - 3] + "..."
-
-
-def _shown_path(path: str) -> str:
-    try:
-        relative = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if relative.startswith("..") else relative
 
 
 def explaining_findings(version: ScriptVersion) -> list[tuple[str, int | str | None]]:
