@@ -59,6 +59,16 @@ def test_an_empty_selector_is_a_one_line_error(project, key, selector):
     assert line.startswith("xlalint: error: ") and "empty rule selector" in line and key in line
 
 
+@pytest.mark.parametrize("option", ["--select", "--ignore", "--extend-select"])
+@pytest.mark.parametrize("value", ["", " ", "XLA104,"])
+def test_an_empty_selector_on_the_command_line_is_a_one_line_error(project, option, value):
+    (project / "a.py").write_text(CUDA)
+    result = run("check", "--no-cache", option, value, "a.py")
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"xlalint: error: {option}: ") and "empty rule selector" in line
+
+
 def test_a_walk_that_finds_no_python_file_says_so(project):
     (project / "src").mkdir()
     (project / "src" / "notes.txt").write_text("nothing to check\n")

@@ -71,7 +71,7 @@ def fail(message: str) -> typer.Exit:
 def _codes(values: list[str] | None) -> tuple[str, ...] | None:
     if not values:
         return None
-    return tuple(code.strip().upper() for value in values for code in value.split(",") if code.strip())
+    return tuple(code.strip().upper() for value in values for code in value.split(","))
 
 
 # Options shared by `check` and `fix` -------------------------------------------------------
