@@ -492,3 +492,13 @@ def test_string_device_script_ports_the_selection_and_dtype_together():
 def test_memory_print_keeps_the_users_line():
     fixed = read("port_cuda_memory_print.unsafe.py")
     assert 'print(f"epoch {epoch} peak memory {0 / 2**20:.1f} MiB")' in fixed
+
+
+def test_the_ported_example_moves_its_model_to_its_own_device_variable():
+    """Issue 23: `examples/cuda_port.py` chooses `device` and the port makes it the XLA
+    device; `.cuda()` becomes `.to(device)`, not a second `torch_xla.device()`."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "cuda_port.py"
+    fixed = fix_source(example.read_text(), "cuda_port.py", Settings(), unsafe=True).source
+    assert "model = Classifier().to(device)\n" in fixed
+    assert "device = torch_xla.device()\n" in fixed
+    assert ".to(torch_xla.device())" not in fixed

@@ -280,10 +280,11 @@ class DeviceAnalysis:
         return False
 
     def xla_device_variable(self, node: ast.AST) -> str | None:
-        """A variable that holds the XLA device wherever ``node`` runs: assigned
-        ``torch_xla.device()`` (or ``xm.xla_device()``) by a statement of the function's
-        (or module's) own body before ``node``, and never assigned anything else in that
-        scope. A fix writes it instead of calling ``torch_xla.device()`` again."""
+        """A variable that holds the XLA device wherever ``node`` runs once the file is
+        ported: assigned ``torch_xla.device()`` (or ``xm.xla_device()``, or a CUDA device the
+        port turns into it) by a statement of the function's (or module's) own body before
+        ``node``, and never assigned anything else in that scope. A fix writes it instead of
+        calling ``torch_xla.device()`` again."""
         scope = next((a for a in ancestors(node) if isinstance(a, FUNCTION_SCOPES)), self.tree)
         body = getattr(scope, "body", None)
         if not isinstance(body, list):
@@ -294,13 +295,19 @@ class DeviceAnalysis:
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
                 continue
             target = stmt.targets[0]
-            if not self._is_xla_device_call(stmt.value) or self.scope_of(target) is not scope:
+            if not self._is_xla_device_after_port(stmt.value) or self.scope_of(target) is not scope:
                 continue
-            if all(self._is_xla_device_call(value) for value in self.values_of(target)) and not self._bound_otherwise(
-                scope, target.id
+            if all(self._is_xla_device_after_port(value) for value in self.values_of(target)) and not (
+                self._bound_otherwise(scope, target.id)
             ):
                 return target.id
         return None
+
+    def _is_xla_device_after_port(self, node: ast.AST) -> bool:
+        """The XLA device, or a CUDA device that XLA104 ports to it (``torch.device("cuda" if
+        ... else "cpu")``): where the port is not applied, the variable still names the
+        device the script moves its data to, so the model follows it there too."""
+        return self._is_xla_device_call(node) or self.is_cuda_device(node)
 
     def _is_xla_device_call(self, node: ast.AST) -> bool:
         return isinstance(node, ast.Call) and not node.args and self.semantic.call_name(node) in XLA_DEVICE_CALLS

@@ -356,7 +356,7 @@ opt.step()
             import torch_xla
 
             device = torch_xla.device()
-            other = torch_xla.device()
+            other = device
             """,
             count=2,
         ),
@@ -518,7 +518,7 @@ opt.step()
 
             device = torch_xla.device()
             model.to(device)
-            other = torch_xla.device()
+            other = device
             """,
             count=2,
         ),
