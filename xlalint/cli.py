@@ -6,7 +6,9 @@ configuration error, a file that cannot be read or parsed, or an internal error.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
 from enum import Enum
 from pathlib import Path
@@ -220,7 +222,12 @@ def _run(
         # Stopped at once: the gate is closed (nothing more is written), workers are gone.
         stop.written = stopping.GATE.close()
         typer.echo(stop.message(), err=True)
-        raise typer.Exit(stop.exit_code) from None
+        # Leave now: the interpreter's exit handlers would wake the process pool's manager
+        # thread through a pipe the killed workers' pool has closed, and print a traceback.
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(stop.exit_code)
     if add_noqa:
         _report_add_noqa(reports)
         return
