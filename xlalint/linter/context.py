@@ -58,7 +58,7 @@ class Context:
     @cached_property
     def parallelism(self) -> ParallelismAnalysis:
         """The parallelism the file uses (multi-process, DDP, XLA FSDP, SPMD), built on first use."""
-        return ParallelismAnalysis(self.semantic)
+        return ParallelismAnalysis(self.semantic, self.training_objects)
 
     @cached_property
     def ranks(self) -> RankAnalysis:

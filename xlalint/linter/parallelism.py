@@ -12,9 +12,9 @@
 
 Rules ask these facts instead of matching the wrappers themselves: XLA203 and XLA106
 must not make a process reduce gradients that FSDP or SPMD already made global, XLA209
-and XLA210 report the per-process APIs used there. Also here, the minimal "which model
-does an optimizer hold" that the FSDP questions need (the optimizer's parameters are
-``<model>.parameters()``, directly, through parameter groups or one variable).
+and XLA210 report the per-process APIs used there. Which FSDP model an optimizer holds
+is asked of ``xlalint.linter.training_objects`` (the optimizers and the models whose
+parameters they hold).
 
 Built once per module on first use (``Context.parallelism``).
 """
@@ -26,17 +26,13 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
 
-from xlalint.linter.order import is_optimizer_class
 from xlalint.linter.scripts import SPAWN, is_multiprocess_xla_script
 from xlalint.linter.semantic import Semantic, ancestors, dotted_name, keyword, parent
 from xlalint.linter.steps import mutually_exclusive
+from xlalint.linter.training_objects import TrainingObjects
 from xlalint.linter.values import (
     FUNCTIONS,
-    assigned_values,
     call_sites,
-    enclosing,
-    enclosing_scopes,
-    is_self_attr,
     parameter_names,
     passed_argument,
 )
@@ -66,7 +62,6 @@ WRAPPERS: dict[str, WrapKind] = {
     "torch_xla.distributed.xla_multiprocessing.MpModelWrapper": WrapKind.MP_MODEL_WRAPPER,
 }
 XLA_FSDP_KINDS = frozenset({WrapKind.XLA_FSDP, WrapKind.SPMD_FSDP})
-_PARAMETER_METHODS = frozenset({"parameters", "named_parameters"})
 _MAX_DEPTH = 4
 
 
@@ -85,8 +80,10 @@ class Wrap:
 class ParallelismAnalysis:
     """The parallelism facts of one module, computed on first use."""
 
-    def __init__(self, semantic: Semantic):
+    def __init__(self, semantic: Semantic, training_objects: TrainingObjects):
         self.semantic = semantic
+        #: Which optimizers the module builds and whose parameters they hold.
+        self.training_objects = training_objects
 
     # -- the kind of script ----------------------------------------------------------------
     @cached_property
@@ -170,26 +167,13 @@ class ParallelismAnalysis:
                 return wraps[0]
         return None
 
-    # -- which model an optimizer holds -------------------------------------------------
-    def optimizer_constructions(self, optimizer: ast.expr | None) -> list[ast.Call]:
-        """The optimizer constructor calls (``torch.optim.*``, HF's ``AdamW``) that
-        ``optimizer`` (a name or ``self.<attr>``) is assigned, in its scope."""
-        return [v for v in _values_of(optimizer) if isinstance(v, ast.Call) and self.is_optimizer(v)]
-
-    def is_optimizer(self, call: ast.Call) -> bool:
-        return is_optimizer_class(self.semantic.call_name(call) or "")
-
-    def models_of(self, construction: ast.Call) -> list[ast.expr]:
-        """The modules whose ``parameters()``/``named_parameters()`` an optimizer is built
-        from: in its ``params`` argument, parameter groups, or one variable holding them."""
-        params = construction.args[0] if construction.args else _keyword_value(construction, "params")
-        return list(_parameter_owners(params, 0))
-
+    # -- which FSDP model an optimizer holds ----------------------------------------------
     def fsdp_model_of_optimizer(self, optimizer: ast.expr | None) -> Wrap | None:
-        """The torch_xla FSDP wrap whose parameters ``optimizer`` holds. An optimizer this
-        file does not build in sight (a function parameter) counts as the FSDP model's
-        when every optimizer the file builds is an FSDP model's."""
-        constructions = self.optimizer_constructions(optimizer) or self._all_optimizer_constructions
+        """The torch_xla FSDP wrap whose parameters ``optimizer`` (a name or ``self.<attr>``)
+        holds. An optimizer this file does not build in sight (a function parameter)
+        counts as the FSDP model's when every optimizer the file builds is an FSDP model's."""
+        objects = self.training_objects
+        constructions = objects.optimizer_calls_of(optimizer) or objects.optimizer_calls
         wraps = [self._fsdp_wrap_of_construction(c) for c in constructions]
         return wraps[0] if wraps and all(wraps) else None
 
@@ -198,73 +182,18 @@ class ParallelismAnalysis:
         the same function: they hold the parameters FSDP replaces with its shards."""
         names = {dotted_name(wrap.module) if wrap.module is not None else None, wrap.target} - {None}
         found = []
-        for construction in self._all_optimizer_constructions:
+        for construction in self.training_objects.optimizer_calls:
             if (
                 (construction.lineno, construction.col_offset) < (wrap.call.lineno, wrap.call.col_offset)
                 and _scope(construction) is _scope(wrap.call)
-                and any(dotted_name(m) in names for m in self.models_of(construction))
+                and any(dotted_name(m) in names for m in self.training_objects.held_models(construction))
             ):
                 found.append(construction)
         return found
 
-    @cached_property
-    def _all_optimizer_constructions(self) -> list[ast.Call]:
-        return [c for c in self.semantic.calls if self.is_optimizer(c)]
-
     def _fsdp_wrap_of_construction(self, construction: ast.Call) -> Wrap | None:
-        models = self.models_of(construction)
-        wraps = [self.fsdp_wrap_of(m) for m in models]
+        wraps = [self.fsdp_wrap_of(m) for m in self.training_objects.held_models(construction)]
         return wraps[0] if wraps and all(wraps) else None
-
-
-def plain_optimizer_step(call: ast.Call) -> tuple[str, tuple[tuple[str, ast.expr], ...]] | None:
-    """``xm.optimizer_step(opt, optimizer_args=args)`` as the optimizer's own step, for
-    a file whose gradients are reduced already (FSDP) or global (SPMD): the template
-    ``{opt}.step(**{args})`` and its parts, or None when the call asks for more
-    (``barrier=True`` was also a sync point, ``groups=``, ``pin_layout=``)."""
-    names = ("optimizer", "barrier", "optimizer_args")  # its positional order in 2.9
-    if len(call.args) > 3 or any(isinstance(a, ast.Starred) for a in call.args):
-        return None
-    values: dict[str, ast.expr] = dict(zip(names, call.args))
-    for kw in call.keywords:
-        if kw.arg not in names or kw.arg in values:
-            return None
-        values[kw.arg] = kw.value
-    barrier = values.get("barrier")
-    if "optimizer" not in values or not (
-        barrier is None or (isinstance(barrier, ast.Constant) and barrier.value is False)
-    ):
-        return None
-    if "optimizer_args" in values:
-        return "{opt}.step(**{args})", (("opt", values["optimizer"]), ("args", values["optimizer_args"]))
-    return "{opt}.step()", (("opt", values["optimizer"]),)
-
-
-def _parameter_owners(expr: ast.AST | None, depth: int):
-    if expr is None or depth > _MAX_DEPTH:
-        return
-    for node in ast.walk(expr):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr in _PARAMETER_METHODS:
-                yield node.func.value
-        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            for value in _values_of(node):
-                yield from _parameter_owners(value, depth + 1)
-
-
-def _values_of(expr: ast.expr | None) -> list[ast.expr]:
-    """What a name or ``self.<attr>`` is assigned in the scope that binds it."""
-    if isinstance(expr, ast.Name):
-        for scope in enclosing_scopes(expr):
-            values = list(assigned_values(scope, lambda t, n=expr.id: isinstance(t, ast.Name) and t.id == n, True))
-            if values:
-                return values
-        return []
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
-        cls = enclosing(expr, ast.ClassDef)
-        if cls is not None:
-            return list(assigned_values(cls, lambda t, a=expr.attr: is_self_attr(t, a)))
-    return []
 
 
 def _assigned_to(call: ast.Call) -> str | None:

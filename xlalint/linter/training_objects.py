@@ -134,23 +134,50 @@ class TrainingObjects:
         )
 
     @cached_property
-    def optimizers(self) -> list[Optimizer]:
-        found: list[Optimizer] = []
+    def optimizer_calls(self) -> list[ast.Call]:
+        """Every call of the module that builds an optimizer, whatever it is given."""
+        found: list[ast.Call] = []
         for call in self.semantic.calls:
             func = call.func
             # A cheap first test: optimizers are classes (`SGD`, `AdamW`), spelled capitalised.
             last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-            if not last[:1].isupper() or (not call.args and not call.keywords) or not self.is_optimizer_call(call):
-                continue
-            params = call.args[0] if call.args else _keyword_value(call, "params")
-            if params is None:
-                continue
-            models = self._models_in(params, 0, set())
+            if last[:1].isupper() and self.is_optimizer_call(call):
+                found.append(call)
+        return found
+
+    @cached_property
+    def optimizers(self) -> list[Optimizer]:
+        found: list[Optimizer] = []
+        for call in self.optimizer_calls:
             statement = enclosing_statement(call)
+            models = {name for name in (dotted_name(m) for m in self.held_models(call)) if name}
             if not models or statement is None:
                 continue
             found.extend(self._built_at(call, statement, models))
         return found
+
+    def held_models(self, call: ast.Call) -> list[ast.expr]:
+        """The receivers of ``.parameters()``/``.named_parameters()`` whose values the
+        optimizer built by ``call`` is given (its ``params`` argument), through parameter
+        groups, comprehensions and variables."""
+        params = call.args[0] if call.args else _keyword_value(call, "params")
+        return self._receivers_in(params, 0, set()) if params is not None else []
+
+    def optimizer_calls_of(self, optimizer: ast.expr | None) -> list[ast.Call]:
+        """The optimizer constructor calls that ``optimizer`` (a name or ``self.<attr>``)
+        is assigned in the scope that binds it (``opt = AdamW(...)``)."""
+        if isinstance(optimizer, ast.Name):
+            values = self._values_of(optimizer)
+        elif (
+            isinstance(optimizer, ast.Attribute)
+            and isinstance(optimizer.value, ast.Name)
+            and optimizer.value.id == "self"
+        ):
+            cls = enclosing(optimizer, ast.ClassDef)
+            values = list(assigned_values(cls, lambda t, a=optimizer.attr: is_self_attr(t, a))) if cls else []
+        else:
+            values = []
+        return [v for v in values if isinstance(v, ast.Call) and self.is_optimizer_call(v)]
 
     def _built_at(self, call: ast.Call, statement: ast.stmt, models: set[str]) -> Iterator[Optimizer]:
         """Where the optimizer is built and from which models: here, or, when the models
@@ -176,21 +203,17 @@ class TrainingObjects:
             if passed and site_statement is not None:
                 yield Optimizer(site, site_statement, tuple(sorted(passed)), _binding(site_statement, site))
 
-    def _models_in(self, expr: ast.AST, depth: int, seen: set[int]) -> set[str]:
-        """The receivers of ``.parameters()``/``.named_parameters()`` whose values ``expr``
-        holds, through parameter groups, comprehensions and variables."""
-        found: set[str] = set()
+    def _receivers_in(self, expr: ast.AST, depth: int, seen: set[int]) -> list[ast.expr]:
+        found: list[ast.expr] = []
         for node in ast.walk(expr):
             if isinstance(node, ast.Call) and method_name(node) in PARAMETER_METHODS:
-                receiver = dotted_name(node.func.value)  # type: ignore[attr-defined]
-                if receiver:
-                    found.add(receiver)
+                found.append(node.func.value)  # type: ignore[attr-defined]
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and depth < _MAX_DEPTH:
                 if id(node) in seen:
                     continue
                 seen.add(id(node))
                 for value in self._values_of(node):
-                    found |= self._models_in(value, depth + 1, seen)
+                    found.extend(self._receivers_in(value, depth + 1, seen))
         return found
 
     def _values_of(self, name: ast.Name) -> list[ast.expr]:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import ast
 
 from xlalint.linter.model import Fix, ReplaceExpr
-from xlalint.linter.parallelism import XLA_FSDP_KINDS, Wrap, WrapKind, plain_optimizer_step
+from xlalint.linter.own_step import own_step_fix, stepped_optimizer
+from xlalint.linter.parallelism import XLA_FSDP_KINDS, Wrap, WrapKind
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import dotted_name
 
@@ -227,10 +228,11 @@ opt.step()
         found: list[tuple[ast.Call, str, Fix | None]] = []
         for call in self.ctx.semantic.calls_of("optimizer_step"):
             if self.ctx.semantic.call_name(call) in OPTIMIZER_STEP:
-                optimizer = call.args[0] if call.args else _keyword_value(call, "optimizer")
+                optimizer = stepped_optimizer(call)
                 wrap = parallelism.fsdp_model_of_optimizer(optimizer)
                 if wrap is not None:
-                    found.append((call, self._optimizer_step_message(wrap, optimizer), self._step_fix(call)))
+                    fix = own_step_fix(call, self.ctx.span, "FSDP reduced the gradients")
+                    found.append((call, self._optimizer_step_message(wrap, optimizer), fix))
         for wrap in wraps:
             for construction in parallelism.optimizers_built_before(wrap):
                 message = (
@@ -257,17 +259,6 @@ opt.step()
         return (
             f"`xm.optimizer_step` all-reduces the gradients that `{_class(wrap)}` (line {wrap.call.lineno}) "
             f"already reduced and sharded; step with `{name}.step()`"
-        )
-
-    def _step_fix(self, call: ast.Call):
-        plain = plain_optimizer_step(call)
-        if plain is None:
-            return None
-        template, parts = plain
-        return self.fix(
-            "safe",
-            "step the optimizer itself: FSDP reduced the gradients",
-            ReplaceExpr(self.ctx.span(call), template, tuple((k, self.ctx.span(v)) for k, v in parts)),
         )
 
     def _clip_fix(self, call: ast.Call, model: ast.expr):

@@ -11,8 +11,8 @@ from __future__ import annotations
 import ast
 
 from xlalint.linter.distributed import mentions_gradients
-from xlalint.linter.model import Fix, ReplaceExpr
-from xlalint.linter.parallelism import plain_optimizer_step
+from xlalint.linter.model import Fix
+from xlalint.linter.own_step import own_step_fix, stepped_optimizer
 from xlalint.linter.rule import Invalid, Rule, Valid
 
 XM = "torch_xla.core.xla_model"
@@ -193,11 +193,9 @@ opt.step()
                 continue
             name = self.ctx.semantic.call_name(call)
             if name == OPTIMIZER_STEP:
-                optimizer = (
-                    call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "optimizer"), None)
-                )
-                if parallelism.fsdp_model_of_optimizer(optimizer) is None:
-                    found.append((call, self._reduce_message(call, spmd), self._step_fix(call)))
+                if parallelism.fsdp_model_of_optimizer(stepped_optimizer(call)) is None:
+                    fix = own_step_fix(call, self.ctx.span, "under SPMD the gradients are global")
+                    found.append((call, self._reduce_message(call, spmd), fix))
             elif name in GRADIENT_REDUCTIONS and (name != f"{XM}.all_reduce" or mentions_gradients(call)):
                 found.append((call, self._reduce_message(call, spmd), None))
         for call in self.ctx.semantic.calls_of("DistributedSampler"):
@@ -229,17 +227,6 @@ opt.step()
             f"`{self.ctx.source_of(call.func)}` reduces across processes, but under SPMD (`xr.use_spmd()`, line "
             f"{spmd.lineno}) there is one process and the gradients are global already"
             + ("; step with the optimizer itself" if self.ctx.semantic.call_name(call) == OPTIMIZER_STEP else "")
-        )
-
-    def _step_fix(self, call: ast.Call) -> Fix | None:
-        plain = plain_optimizer_step(call)
-        if plain is None:
-            return None
-        template, parts = plain
-        return self.fix(
-            "safe",
-            "step the optimizer itself: under SPMD the gradients are global",
-            ReplaceExpr(self.ctx.span(call), template, tuple((k, self.ctx.span(v)) for k, v in parts)),
         )
 
     def _asks_world_size(self, expr: ast.expr | None) -> bool:
