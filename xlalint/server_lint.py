@@ -259,26 +259,12 @@ def document_code_actions(
             fixed, used = apply_fixes(source, [finding.fix])
             if not used or fixed == source:
                 continue
-            actions.append(
-                types.CodeAction(
-                    title=f"xlalint ({finding.code}): {finding.fix.message}",
-                    kind=types.CodeActionKind.QuickFix,
-                    diagnostics=[diag],
-                    is_preferred=finding.fix.applicability == "safe",
-                    edit=types.WorkspaceEdit(changes={uri: edits(source, fixed)}),
-                )
-            )
+            actions.append(_quick_fix(finding, diag, {uri: edits(source, fixed)}))
     settings = settings_for(uri, messages) if want_all else None
     if settings is not None:
         result = fix_source(source, path, settings, unsafe=unsafe)
         if result.error is None and result.source != source:
-            actions.append(
-                types.CodeAction(
-                    title="xlalint: fix all auto-fixable problems",
-                    kind=FIX_ALL,
-                    edit=types.WorkspaceEdit(changes={uri: edits(source, result.source)}),
-                )
-            )
+            actions.append(_fix_all(FIX_ALL, {uri: edits(source, result.source)}))
     return actions, messages
 
 
@@ -309,15 +295,7 @@ def notebook_code_actions(
             fixed, used = apply_fixes(module, [finding.fix])
             changes = notebook_edits(module, fixed, uris) if used else {}
             if changes:
-                actions.append(
-                    types.CodeAction(
-                        title=f"xlalint ({finding.code}): {finding.fix.message}",
-                        kind=types.CodeActionKind.QuickFix,
-                        diagnostics=[diag],
-                        is_preferred=finding.fix.applicability == "safe",
-                        edit=types.WorkspaceEdit(changes=changes),
-                    )
-                )
+                actions.append(_quick_fix(finding, diag, changes))
     # Fix-all on a cell fixes the notebook: the module is one program, and the imports
     # a fix needs go to the first cells. With no kind asked for, one such action is enough.
     kinds = [FIX_ALL] if only is None else [kind for kind in (FIX_ALL, NOTEBOOK_FIX_ALL) if _asked(kind, only)]
@@ -325,12 +303,23 @@ def notebook_code_actions(
         result = fix_source(module, to_fs_path(notebook_uri) or "<stdin>", settings, unsafe=unsafe)
         changes = notebook_edits(module, result.source, uris) if result.error is None else {}
         if changes:
-            actions += [
-                types.CodeAction(
-                    title="xlalint: fix all auto-fixable problems",
-                    kind=kind,
-                    edit=types.WorkspaceEdit(changes=changes),
-                )
-                for kind in kinds
-            ]
+            actions += [_fix_all(kind, changes) for kind in kinds]
     return actions, messages
+
+
+def _quick_fix(finding: Finding, diag: types.Diagnostic, changes: dict[str, list[types.TextEdit]]) -> types.CodeAction:
+    """The quick fix of one finding (preferred when its fix is safe)."""
+    assert finding.fix is not None
+    return types.CodeAction(
+        title=f"xlalint ({finding.code}): {finding.fix.message}",
+        kind=types.CodeActionKind.QuickFix,
+        diagnostics=[diag],
+        is_preferred=finding.fix.applicability == "safe",
+        edit=types.WorkspaceEdit(changes=changes),
+    )
+
+
+def _fix_all(kind: str, changes: dict[str, list[types.TextEdit]]) -> types.CodeAction:
+    return types.CodeAction(
+        title="xlalint: fix all auto-fixable problems", kind=kind, edit=types.WorkspaceEdit(changes=changes)
+    )

@@ -29,7 +29,13 @@ import re
 import subprocess
 from pathlib import Path
 
-from xlalint.harness.environment import CUDA_LIBRARY_ENV, Device, HarnessEnvironmentError
+from xlalint.harness.environment import (
+    CUDA_LIBRARY_ENV,
+    Device,
+    HarnessEnvironmentError,
+    last_error_line,
+    run_probe,
+)
 
 #: Folders (``:``-separated) that hold the CUDA libraries the plugin needs beyond
 #: torch's, e.g. the ``--target`` of ``pip install`` below.
@@ -124,20 +130,10 @@ _LOAD_PROBE = "import ctypes, sys; ctypes.CDLL(sys.argv[1])"
 
 def check_plugin_loads(python: str, plugin_library: str, env: dict[str, str]) -> None:
     """Load the plugin in ``python`` with ``env``; raise a one-line error if it fails."""
-    try:
-        done = subprocess.run(
-            [python, "-c", _LOAD_PROBE, plugin_library],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise HarnessEnvironmentError(f"--device cuda: cannot check the PJRT CUDA plugin: {error}") from error
+    cannot = "--device cuda: cannot check the PJRT CUDA plugin"
+    done = run_probe(python, _LOAD_PROBE, (plugin_library,), env, 120, cannot)
     if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise HarnessEnvironmentError(load_error_message(last))
+        raise HarnessEnvironmentError(load_error_message(last_error_line(done)))
 
 
 def load_error_message(error_line: str) -> str:

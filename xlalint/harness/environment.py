@@ -134,21 +134,34 @@ def child_python() -> str:
 
 
 def probe_interpreter(python: str, env: dict[str, str] | None = None) -> Probe:
+    done = run_probe(python, _PROBE, (), env, 60, f"cannot start the Python interpreter {python}")
+    if done.returncode != 0:
+        raise HarnessEnvironmentError(f"the Python interpreter {python} failed: {last_error_line(done)}")
+    return Probe(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def run_probe(
+    python: str, code: str, args: tuple[str, ...], env: dict[str, str] | None, timeout: float, cannot_start: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -c code *args`` (no stdin), its output captured as text; one that
+    cannot start or does not end in ``timeout`` seconds is the one-line error
+    ``"<cannot_start>: <why>"``."""
     try:
-        done = subprocess.run(
-            [python, "-c", _PROBE],
+        return subprocess.run(
+            [python, "-c", code, *args],
             capture_output=True,
             text=True,
             env=env,
-            timeout=60,
+            timeout=timeout,
             stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired) as error:
-        raise HarnessEnvironmentError(f"cannot start the Python interpreter {python}: {error}") from error
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise HarnessEnvironmentError(f"the Python interpreter {python} failed: {last}")
-    return Probe(**json.loads(done.stdout.strip().splitlines()[-1]))
+        raise HarnessEnvironmentError(f"{cannot_start}: {error}") from error
+
+
+def last_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The last line a failed probe wrote to stderr: its exception, as a line."""
+    return (done.stderr.strip().splitlines() or ["no output"])[-1]
 
 
 def check_torch_xla(probe: Probe) -> list[str]:

@@ -74,6 +74,11 @@ class ApiChange:
 
 
 XM = "torch_xla.core.xla_model"
+# What both spellings of the XLA:CUDA device (`PJRT_DEVICE=CUDA`, `=GPU`) are told.
+NO_BUILTIN_CUDA = (
+    "torch_xla no longer has a built-in XLA:CUDA; the value works only with a PJRT CUDA "
+    "plugin installed (e.g. xla-cuda12-pjrt), otherwise run on TPU or CPU"
+)
 
 API_CHANGES: tuple[ApiChange, ...] = (
     # -- deprecated, still present in 2.9 --------------------------------------------------
@@ -142,16 +147,14 @@ API_CHANGES: tuple[ApiChange, ...] = (
         "env",
         deprecated="2.8",
         removed="2.9",
-        advice="torch_xla no longer has a built-in XLA:CUDA; the value works only with a PJRT CUDA "
-        "plugin installed (e.g. xla-cuda12-pjrt), otherwise run on TPU or CPU",
+        advice=NO_BUILTIN_CUDA,
     ),
     ApiChange(
         "PJRT_DEVICE=GPU",
         "env",
         deprecated="2.8",
         removed="2.9",
-        advice="torch_xla no longer has a built-in XLA:CUDA; the value works only with a PJRT CUDA "
-        "plugin installed (e.g. xla-cuda12-pjrt), otherwise run on TPU or CPU",
+        advice=NO_BUILTIN_CUDA,
     ),
     # -- older moves ------------------------------------------------------------------------
     # Moved to torch_xla.runtime in 2.1 (pytorch/xla#5011, with deprecated aliases); absent
