@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rules.fixture_checks import assert_fixes_to, expected_fixed
+from rules.fixture_checks import assert_fixture_fixes
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import lint_source
 from xlalint.linter.fixing import fix_source
@@ -41,8 +41,7 @@ def test_findings(case):
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 @pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
 def test_fix(case, unsafe):
-    path = FIXTURES / f"{case}.py"
-    assert_fixes_to(CODE, path.read_text(), str(path), expected_fixed(FIXTURES, case, unsafe), unsafe=unsafe)
+    assert_fixture_fixes(CODE, FIXTURES, case, unsafe)
 
 
 def test_unsafe_fixed_files_are_clean():

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rules.fixture_checks import assert_fixes_to, expected_fixed
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
+from rules.fixture_checks import assert_fixture_fixes, findings_of, fixture_positions
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA105"
 CODE = "XLA105"
@@ -27,21 +25,18 @@ EXPECTED = {
 
 
 def findings(source: str, path: str):
-    return [f for f in lint_source(source, path, Settings(), select=[CODE]) if f.code == CODE]
+    return findings_of(CODE, source, path)
 
 
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 def test_findings(case):
-    path = FIXTURES / f"{case}.py"
-    found = findings(path.read_text(), str(path))
-    assert [(f.span.line, f.span.col + 1, f.code) for f in found] == EXPECTED[case]
+    assert fixture_positions(CODE, FIXTURES, case) == EXPECTED[case]
 
 
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 @pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
 def test_fix(case, unsafe):
-    path = FIXTURES / f"{case}.py"
-    assert_fixes_to(CODE, path.read_text(), str(path), expected_fixed(FIXTURES, case, unsafe), unsafe=unsafe)
+    assert_fixture_fixes(CODE, FIXTURES, case, unsafe)
 
 
 def test_fixed_files_are_clean():

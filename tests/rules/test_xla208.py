@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
+from rules.fixture_checks import findings_of
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA208"
 CODE = "XLA208"
@@ -26,7 +25,7 @@ EXPECTED = {
 
 
 def findings(source: str, path: str):
-    return [f for f in lint_source(source, path, Settings(), select=[CODE]) if f.code == CODE]
+    return findings_of(CODE, source, path)
 
 
 @pytest.mark.parametrize("case", sorted(EXPECTED))

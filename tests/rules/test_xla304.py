@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
+from rules.fixture_checks import findings_of
 from xlalint.rules.xla304_cpu_fallback_op import CpuFallbackOp, fallback_table
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA304"
@@ -24,7 +23,7 @@ EXPECTED = {
 
 
 def findings(source: str, path: str):
-    return [f for f in lint_source(source, path, Settings(), select=[CODE]) if f.code == CODE]
+    return findings_of(CODE, source, path)
 
 
 @pytest.mark.parametrize("case", sorted(EXPECTED))
