@@ -216,7 +216,8 @@ model.tie_weights()
                 continue
             if any(self._tied_again(move, kind, ties) for kind, ties in tied):
                 continue
-            what = "its input and output embeddings" if tied[0][0] == "hf" else "its tied weights"
+            # A name that may hold either kind of tied model gets the words that cover both.
+            what = "its input and output embeddings" if all(kind == "hf" for kind, _ in tied) else "its tied weights"
             message = (
                 f"`{move.model}` is moved to the XLA device here and {what} are not tied again after the move: "
                 f"the move makes two copies of each shared weight, which train apart"
