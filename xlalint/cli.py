@@ -38,15 +38,11 @@ app = typer.Typer(
 )
 
 
-class OutputFormat(str, Enum):
-    full = "full"
-    concise = "concise"
-    text = "text"  # concise's old name
-    json = "json"
-    json_lines = "json-lines"
-    github = "github"
-    sarif = "sarif"
-    junit = "junit"
+# The choices of --output-format: the formats the reporters have (`json-lines` is the
+# member `json_lines`), named once, in ``reporters.FORMATS``.
+OutputFormat = Enum(  # type: ignore[misc]
+    "OutputFormat", {name.replace("-", "_"): name for name in reporters.FORMATS}, type=str
+)
 
 
 def _version(value: bool) -> None:

@@ -19,6 +19,7 @@ from xlalint import __version__
 from xlalint.linter.escaping import json_text, printable, uri_reference, xml_text
 from xlalint.linter.model import Finding
 
+# Every output format, in the order --help lists them (`text` is concise's old name).
 FORMATS = ("full", "concise", "text", "json", "json-lines", "github", "sarif", "junit")
 SYNTAX_ERROR_DOC = {
     "code": "XLA000",
