@@ -29,6 +29,11 @@ EXPECTED = {
         (28, 13, "safe"),  # writer.add_scalar("loss", loss, step)
         (29, 22, None),  # batch["labels"].tolist(): the batch was moved to the device
     ],
+    "grad_accum": [
+        (40, 9, "safe"),  # print of the norm after the micro-steps: in the optimizer step
+        (40, 40, "safe"),  # loss_accum.item() in that print
+        (41, 12, None),  # if loss_accum > 100:
+    ],
     "not_flagged": [],
 }
 

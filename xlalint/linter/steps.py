@@ -7,6 +7,14 @@ same-module functions it calls (its *helpers*), minus functions passed to
 ``xm.add_step_closure`` and minus code under a guard that runs every N steps
 (``if step % N == 0:``). Code after the loop is not in the step.
 
+With gradient accumulation the step loop is a micro-step loop, and the optimizer steps
+in the loop around it (``for it in ...: for micro in ...: loss.backward()`` then
+``opt.step()``): that *optimizer-step loop* (the nearest loop around a step loop that
+steps no optimizer, whose own body steps one, directly or through helpers) runs once
+per optimizer step. Its body is part of the step for the rules that ask
+``loop_running_every_step`` (XLA102's host reads); ``in_step``/``loop_of`` keep to the
+micro-step loop, where XLA103's sync goes.
+
 Everything is computed once per module, on first use (``Context.steps``), and shared
 by the rules: XLA102 (host syncs in the step), XLA103 (a step without a sync point),
 XLA106 (the AMP/clip order in the step), and others.
@@ -22,7 +30,7 @@ import ast
 from collections.abc import Iterable, Iterator
 from functools import cached_property
 
-from xlalint.linter.semantic import Semantic, dotted_name, keyword, method_name, parent, string_value
+from xlalint.linter.semantic import Semantic, ancestors, dotted_name, keyword, method_name, parent, string_value
 from xlalint.linter.values import (
     FUNCTIONS,
     Function,
@@ -53,6 +61,7 @@ SYNC_CALLS = frozenset(
     }
 )
 OPTIMIZER_STEP = frozenset({f"{XM}.optimizer_step"})
+OPTIMIZER_MODULES = ("torch.optim.", "torch_xla.amp.syncfree.")
 STEP_CONTEXT = frozenset({"torch_xla.step", "torch_xla.torch_xla.step"})
 COMPILE = frozenset({"torch_xla.compile", "torch_xla.torch_xla.compile"})
 MP_DEVICE_LOADER = frozenset({f"{PL}.MpDeviceLoader"})
@@ -86,6 +95,15 @@ _NON_TENSOR_TORCH = (
     "torch.Size",
     "torch.autograd.backward",
     "torch.nn.",  # modules; torch.nn.functional is allowed below
+)
+# torch.nn.utils functions that return a tensor (the total gradient norm).
+_TENSOR_TORCH_NN = frozenset(
+    {
+        "torch.nn.utils.clip_grad_norm_",
+        "torch.nn.utils.clip_grad.clip_grad_norm_",
+        "torch.nn.utils.get_total_norm",
+        "torch.nn.utils.clip_grad.get_total_norm",
+    }
 )
 _TENSOR_XLA = frozenset({f"{XM}.all_reduce", f"{XM}.all_gather", f"{XM}.reduce_scatter", f"{XM}.all_to_all"})
 # Methods that read a tensor's value on the host.
@@ -168,6 +186,23 @@ def optimizer_closure(call: ast.Call, semantic: Semantic) -> ast.expr | None:
         elif not call.args and (named := keyword(call, "closure")) is not None:
             passed = named.value
     return None if isinstance(passed, ast.Constant) and passed.value is None else passed
+
+
+def is_optimizer_step(call: ast.Call, semantic: Semantic, optimizers: frozenset[str] = frozenset()) -> bool:
+    """A call that applies the gradients: ``opt.step()`` (a name in ``optimizers`` or
+    one that says so: ``optimizer``, ``self.opt``; not a scheduler), ``scaler.step(opt)``,
+    ``xm.optimizer_step(opt)``."""
+    if semantic.call_name(call) in OPTIMIZER_STEP:
+        return True
+    if method_name(call) != "step":
+        return False
+    receiver = dotted_name(call.func.value) or ""  # type: ignore[attr-defined]
+    last = receiver.rsplit(".", 1)[-1].lower()
+    if "scaler" in last:
+        return bool(call.args)
+    if receiver in optimizers:
+        return True
+    return "opt" in last and "sched" not in last and not last.startswith("option")
 
 
 def every_n_steps_guard(test: ast.expr) -> bool:
@@ -410,6 +445,19 @@ class StepAnalysis:
         for loop in self.loops:
             for helper in loop.helpers:
                 self._by_helper.setdefault(id(helper), []).append(loop)
+        # The optimizer-step loops around micro-step loops (gradient accumulation).
+        self._optimizer_loops: dict[int, StepLoop] = {}
+        self._by_optimizer_helper: dict[int, list[StepLoop]] = {}
+        for loop in self.loops:
+            outer = self._optimizer_loop_node(loop)
+            if outer is None:
+                continue
+            if id(outer) not in self._optimizer_loops:
+                self._optimizer_loops[id(outer)] = StepLoop(self, outer)
+                for helper in self._optimizer_loops[id(outer)].helpers:
+                    self._by_optimizer_helper.setdefault(id(helper), []).append(self._optimizer_loops[id(outer)])
+            loop.optimizer_loop = self._optimizer_loops[id(outer)]
+            loop.optimizer_loop.micro_step_loops.append(loop)
 
     # -- queries ------------------------------------------------------------------
     def loop_of(self, node: ast.AST) -> StepLoop | None:
@@ -424,8 +472,24 @@ class StepAnalysis:
         found = self._locate(node)
         return found is not None and found[1] is None
 
-    def _locate(self, node: ast.AST) -> tuple[StepLoop, ast.If | None] | None:
-        """(the step loop, the every-N guard the node is under or None)."""
+    def loop_running_every_step(self, node: ast.AST) -> StepLoop | None:
+        """The loop whose step runs ``node`` on every optimizer step, not under an
+        every-N-steps guard: its step loop (``in_step``), else the optimizer-step loop
+        around a micro-step loop whose own body (or a helper it calls) holds ``node``
+        (``print(loss_accum.item())`` after the micro-steps)."""
+        found = self._locate(node) or self._locate(node, self._optimizer_loops, self._by_optimizer_helper)
+        return found[0] if found is not None and found[1] is None else None
+
+    def _locate(
+        self,
+        node: ast.AST,
+        by_node: dict[int, StepLoop] | None = None,
+        by_helper: dict[int, list[StepLoop]] | None = None,
+    ) -> tuple[StepLoop, ast.If | None] | None:
+        """(the step loop, the every-N guard the node is under or None); among the
+        optimizer-step loops when given ``by_node``/``by_helper``."""
+        by_node = self._by_node if by_node is None else by_node
+        by_helper = self._by_helper if by_helper is None else by_helper
         guard: ast.If | None = None
         child: ast.AST = node
         for anc in self_and_ancestors(parent(node)):
@@ -435,15 +499,15 @@ class StepAnalysis:
                 return None
             if isinstance(anc, ast.If) and child in anc.body and guard is None and every_n_steps_guard(anc.test):
                 guard = anc
-            if isinstance(anc, _LOOPS) and id(anc) in self._by_node:
-                loop = self._by_node[id(anc)]
+            if isinstance(anc, _LOOPS) and id(anc) in by_node:
+                loop = by_node[id(anc)]
                 if child in anc.body or (isinstance(anc, ast.While) and child is anc.test):
                     return loop, guard
                 return None
             if isinstance(anc, FUNCTIONS):
                 if _is_closure_function(anc, self.semantic):
                     return None
-                loops = self._by_helper.get(id(anc))
+                loops = by_helper.get(id(anc))
                 if not loops:
                     return None
                 loop = loops[0]
@@ -452,6 +516,42 @@ class StepAnalysis:
         return None
 
     # -- building -----------------------------------------------------------------
+    def _optimizer_loop_node(self, loop: StepLoop) -> Loop | None:
+        """The optimizer-step loop around a micro-step loop: the nearest loop around it
+        in its function, when the micro-steps step no optimizer and that loop's own body
+        (outside its step loops) does."""
+        if self._steps_optimizer(loop.node.body, set(), within=loop.node):
+            return None
+        outer = next((a for a in ancestors(loop.node) if isinstance(a, (*_LOOPS, *FUNCTIONS, ast.ClassDef))), None)
+        if not isinstance(outer, _LOOPS) or id(outer) in self._by_node:
+            return None
+        return outer if self._steps_optimizer(outer.body, set()) else None
+
+    def _steps_optimizer(self, statements: list[ast.stmt], visiting: set[int], within: ast.AST | None = None) -> bool:
+        """These statements step an optimizer, directly or through same-module functions
+        they call; not in step loops other than ``within``."""
+        for call in self.region_calls(statements):
+            if any(id(anc) in self._by_node and anc is not within for anc in ancestors(call)):
+                continue
+            if is_optimizer_step(call, self.semantic, self._optimizer_names):
+                return True
+            func = self.resolve(call)
+            if func is not None and id(func) not in visiting:
+                visiting.add(id(func))
+                if self._steps_optimizer(func.body, visiting):
+                    return True
+        return False
+
+    @cached_property
+    def _optimizer_names(self) -> frozenset[str]:
+        """Dotted names assigned an optimizer built from ``torch.optim``/syncfree classes."""
+        names: set[str] = set()
+        for node in self.semantic.nodes_of(ast.Assign):
+            qualified = self.semantic.call_name(node.value) if isinstance(node.value, ast.Call) else None
+            if qualified and qualified.startswith(OPTIMIZER_MODULES) and "lr_scheduler" not in qualified:
+                names.update(n for t in node.targets if (n := dotted_name(t)))
+        return frozenset(names)
+
     def is_training_loop(self, loop: Loop) -> bool:
         """The loop body calls ``.backward()``, directly or through functions it calls."""
         if not self._any_backward:
@@ -749,6 +849,9 @@ class StepLoop:
         # helper id -> the every-N guard through which it is reached (None: on every step).
         self._reach_guard: dict[int, ast.If | None] = {}
         self.helpers: list[Function] = self._find_helpers()
+        # A micro-step loop: the optimizer-step loop around it. That loop: its micro-step loops.
+        self.optimizer_loop: StepLoop | None = None
+        self.micro_step_loops: list[StepLoop] = []
 
     def __repr__(self) -> str:
         return f"StepLoop(line {self.node.lineno})"
@@ -788,7 +891,7 @@ class StepLoop:
     def contains(self, node: ast.AST, include_guarded: bool = False) -> bool:
         """``node`` is in this loop's step: not in a step closure, not after the loop,
         and (unless ``include_guarded``) not under an every-N-steps guard."""
-        found = self.analysis._locate(node)
+        found = self._locate(node)
         if found is None:
             return False
         loop, guard = found
@@ -803,8 +906,14 @@ class StepLoop:
     def guard_of(self, node: ast.AST) -> ast.If | None:
         """The every-N-steps guard ``node`` is under (in the loop body, in a helper, or at
         the call that reaches the helper), if any."""
-        found = self.analysis._locate(node)
+        found = self._locate(node)
         return found[1] if found else None
+
+    def _locate(self, node: ast.AST) -> tuple[StepLoop, ast.If | None] | None:
+        analysis = self.analysis
+        if self.micro_step_loops:
+            return analysis._locate(node, analysis._optimizer_loops, analysis._by_optimizer_helper)
+        return analysis._locate(node)
 
     def _regions(self) -> Iterator[tuple[ast.AST, list[ast.stmt]]]:
         yield self.node, self.node.body
@@ -957,7 +1066,7 @@ class StepLoop:
                 return not any(string_value(a) == "cpu" for a in (*call.args, *(k.value for k in call.keywords)))
         qualified = analysis.semantic.call_name(call)
         if qualified is not None:
-            if qualified in _TENSOR_XLA:
+            if qualified in _TENSOR_XLA or qualified in _TENSOR_TORCH_NN:
                 return True
             if qualified.startswith("torch.nn.functional."):
                 return True

@@ -58,6 +58,14 @@ and run the graph so far, right there, and usually compile the rest as a second 
 every step pays for an extra execution, a device-to-host copy and often an extra
 compile.
 
+With gradient accumulation the step loop is the micro-step loop, and the optimizer
+steps in the loop around it: the body of that *optimizer-step loop* (the nearest loop
+around a micro-step loop that steps no optimizer, when its own body, or a same-file
+function it calls, does: `opt.step()`, `scaler.step(opt)`, `xm.optimizer_step(opt)`)
+runs on every optimizer step, and is part of the step too. Tensors carried out of the
+micro-steps (`loss_accum += loss.detach()`) and made after them (the norm
+`clip_grad_norm_` returns) are the step's tensors.
+
 **Flagged**, in the step (the step-loop body and the same-file functions it calls):
 `.item()`; `.tolist()`/`.numpy()`/`.cpu()` of a tensor produced in the step;
 `float()`/`int()`/`bool()`/`str()` of one; `print`, `logging`/`logger.*`, `wandb.log`,
@@ -168,6 +176,17 @@ for i, (x, y) in enumerate(loader):
                 print("epoch done", i, len(x), x.shape[0], x.size(0))
                 if i > 100:
                     break
+        """),
+        # An epoch loop: the optimizer steps in the inner loop, so the epoch's print runs
+        # after the step loop, once per epoch.
+        Valid("""
+            import torch
+            for epoch in range(epochs):
+                for x, y in loader:
+                    loss = loss_fn(model(x), y)
+                    loss.backward()
+                    opt.step()
+                print(f"epoch {epoch} loss {loss.item():.4f}")
         """),
         # Not in scope: never imports torch.
         Valid("""
@@ -434,6 +453,79 @@ for i, (x, y) in enumerate(loader):
             """,
             count=1,
         ),
+        # Gradient accumulation: the optimizer steps in the loop around the micro-steps,
+        # whose body runs on every optimizer step. The print of the accumulated loss and
+        # the norm gets a step closure, the sum of `.item()`s a `.detach()` (unsafe); the
+        # gated print is not reported.
+        Invalid(
+            """
+            import torch
+            import torch_xla
+            for it in range(max_iters):
+                loss_accum = 0.0
+                for micro in range(accum_steps):
+                    loss = model(*get_batch()) / accum_steps
+                    loss_accum += loss.detach()
+                    loss.backward()
+                    torch_xla.sync()
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad()
+                print(f"step {it} loss {loss_accum.item():.4f} norm {norm:.4f}")
+                total += loss_accum.item()
+                if it % log_interval == 0:
+                    print(loss_accum.item())
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+
+            for it in range(max_iters):
+                loss_accum = 0.0
+                for micro in range(accum_steps):
+                    loss = model(*get_batch()) / accum_steps
+                    loss_accum += loss.detach()
+                    loss.backward()
+                    torch_xla.sync()
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad()
+
+                def log_step(it, loss_accum, norm):
+                    print(f"step {it} loss {loss_accum.item():.4f} norm {norm:.4f}")
+
+                xm.add_step_closure(log_step, args=(it, loss_accum, norm))
+                total += loss_accum.item()
+                if it % log_interval == 0:
+                    print(loss_accum.item())
+            """,
+            unsafe_fixed="""
+            import torch
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+
+            for it in range(max_iters):
+                loss_accum = 0.0
+                for micro in range(accum_steps):
+                    loss = model(*get_batch()) / accum_steps
+                    loss_accum += loss.detach()
+                    loss.backward()
+                    torch_xla.sync()
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step()
+                opt.zero_grad()
+
+                def log_step(it, loss_accum, norm):
+                    print(f"step {it} loss {loss_accum.item():.4f} norm {norm:.4f}")
+
+                xm.add_step_closure(log_step, args=(it, loss_accum, norm))
+                total += loss_accum.detach()
+                if it % log_interval == 0:
+                    print(loss_accum.item())
+            """,
+            count=3,
+        ),
         # The logged value runs the model: in a closure it would see the parameters
         # after opt.step(). Reported, no fix.
         Invalid(
@@ -456,10 +548,9 @@ for i, (x, y) in enumerate(loader):
 
     # -- visitors -------------------------------------------------------------------
     def visit_Call(self, node: ast.Call) -> None:
-        steps = self.ctx.steps
-        if not steps.loops or not steps.in_step(node):
+        loop = self._step_loop(node)
+        if loop is None:
             return
-        loop = steps.loop_of(node)
         message = self._host_read(node, loop)
         if message is not None:
             self.report(node, message, fix=self._fix(node, loop))
@@ -496,22 +587,15 @@ for i, (x, y) in enumerate(loader):
         )
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
-        steps = self.ctx.steps
-        if not steps.loops or self._logged(node) or not steps.in_step(node):
-            return
-        if self._renders_tensor(node, steps.loop_of(node)):
+        loop = None if self._logged(node) else self._step_loop(node)
+        if loop is not None and self._renders_tensor(node, loop):
             self.report(node, f"formatting a tensor as text in the training step {_WHY}")
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
-        if not _is_percent_format(node):
+        if not _is_percent_format(node) or self._logged(node):
             return
-        steps = self.ctx.steps
-        if (
-            steps.loops
-            and not self._logged(node)
-            and steps.in_step(node)
-            and self._renders_tensor(node, steps.loop_of(node))
-        ):
+        loop = self._step_loop(node)
+        if loop is not None and self._renders_tensor(node, loop):
             self.report(node, f"formatting a tensor as text in the training step {_WHY}")
 
     def visit_If(self, node: ast.If) -> None:
@@ -527,11 +611,15 @@ for i, (x, y) in enumerate(loader):
         self._check_test(node.test, "`assert`")
 
     def _check_test(self, test: ast.expr, what: str) -> None:
-        steps = self.ctx.steps
-        if not steps.loops or not steps.in_step(test):
-            return
-        if _forces_bool(test, steps.loop_of(test)):
+        loop = self._step_loop(test)
+        if loop is not None and _forces_bool(test, loop):
             self.report(test, f"{what} on a tensor in the training step {_WHY}")
+
+    def _step_loop(self, node: ast.AST) -> StepLoop | None:
+        """The loop whose step runs ``node`` on every optimizer step: the step loop, or
+        with gradient accumulation the optimizer-step loop around the micro-steps."""
+        steps = self.ctx.steps
+        return steps.loop_running_every_step(node) if steps.loops else None
 
     # -- what counts --------------------------------------------------------------
     def _is_conversion(self, call: ast.Call) -> bool:
@@ -746,9 +834,8 @@ for i, (x, y) in enumerate(loader):
 
     def _needs_closure(self, stmt: ast.stmt, loop: StepLoop) -> bool:
         """``stmt`` only logs, and is reported for reading a step tensor on the host."""
-        steps = self.ctx.steps
         return self._closure_fixable(stmt) and any(
-            isinstance(n, ast.Call) and self._host_read(n, loop) is not None and steps.in_step(n)
+            isinstance(n, ast.Call) and self._host_read(n, loop) is not None and self._step_loop(n) is not None
             for n in ast.walk(stmt)
         )
 
