@@ -30,7 +30,7 @@ batch = 0
 X, Y = get_batch(batch)
 for iter_num in range(max_iters):
     loss_accum = 0.0
-    for micro_step in range(grad_accum_steps):
+    for _ in range(grad_accum_steps):
         logits = model(X).logits
         loss = torch.nn.functional.cross_entropy(logits.view(-1, 32), Y.view(-1))
         loss = loss / grad_accum_steps
