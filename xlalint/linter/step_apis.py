@@ -69,9 +69,6 @@ def is_optimizer_step(call: ast.Call, semantic: Semantic, optimizers: frozenset[
     return "opt" in last and "sched" not in last and not last.startswith("option")
 
 
-# --- the analysis ----------------------------------------------------------------------
-
-
 def is_backward_call(call: ast.Call, semantic: Semantic) -> bool:
     """``loss.backward()``, ``scaler.scale(loss).backward()``, ``torch.autograd.backward(...)``."""
     if isinstance(call.func, ast.Attribute) and call.func.attr == "backward":

@@ -7,6 +7,7 @@ tensors; they are not tensors)."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from functools import cached_property
 from typing import Protocol
 
@@ -124,7 +125,7 @@ class Region(Protocol):
     node: ast.For | ast.AsyncFor | ast.While
     helpers: list[Function]
 
-    def nodes(self): ...
+    def nodes(self) -> Iterator[ast.AST]: ...
     def iterates_device_loader(self) -> bool: ...
 
 

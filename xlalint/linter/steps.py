@@ -19,6 +19,11 @@ Everything is computed once per module, on first use (``Context.steps``), and sh
 by the rules: XLA102 (host syncs in the step), XLA103 (a step without a sync point),
 XLA106 (the AMP/clip order in the step), and others.
 
+This module is the analysis and its public names; its parts: ``step_apis`` (the APIs
+it knows by name), ``step_guards`` (every-N guards, step closures, exclusive branches,
+what a statement runs), ``device_loaders``, ``step_tensors`` (the tensors of a step,
+the names holding modules).
+
 The analysis is flow-insensitive and stays within one file, like the rest of the
 semantic layer: a name is "a tensor" if the step assigns it a tensor anywhere, a
 name is "a device loader" if it is assigned one anywhere in its scope.

@@ -15,8 +15,6 @@ from xlalint.rules.xla102.host_reads import HostReads
 
 # Python-level names that cannot be bound by a lambda default.
 _UNBINDABLE = frozenset({"super", "__class__"})
-
-
 # A closure longer than this goes in a `def` (the line length of ruff and black).
 _LINE_LENGTH = 88
 # Calls that end the process.
@@ -35,6 +33,206 @@ _READING_BUILTINS = frozenset(
     {"len", "round", "str", "repr", "float", "int", "bool", "abs", "min", "max", "sum", "format", "list", "tuple"}
 )
 _READING_MODULES = ("torch.", "math.", "numpy.")
+
+
+class Fixes:
+    """The fixes of one module's XLA102 findings (the ``def`` names they take are
+    remembered per first statement and per scope)."""
+
+    def __init__(self, ctx: Context, reads: HostReads):
+        self.ctx = ctx
+        self.reads = reads
+        self._def_names: dict[int, str] = {}
+        self._taken_in_scope: dict[int, set[str]] = {}
+
+    def fix(self, node: ast.Call, loop: StepLoop) -> Fix | None:
+        """The fix of a host read: a step closure for a statement that only logs, a
+        ``.detach()`` for a sum of ``.item()``s, else None."""
+        stmt = enclosing_statement(node)
+        if self._closure_fixable(stmt):
+            return self._closure_fix(stmt, loop)  # type: ignore[arg-type]
+        if method_name(node) == "item" and isinstance(stmt, ast.AugAssign) and self._accumulates(node, stmt, loop):
+            receiver = node.func.value  # type: ignore[union-attr]
+            operation = ReplaceExpr(self.ctx.span(node), "{recv}.detach()", (("recv", self.ctx.span(receiver)),))
+            return Rule.fix("unsafe", "Accumulate the tensor on the device (`.detach()`)", operation)
+        return None
+
+    def _closure_fixable(self, stmt: ast.AST | None) -> bool:
+        """``stmt`` only logs, and may run later, in a step closure."""
+        return (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and self.reads.is_log_call(stmt.value)
+            and not self._leaves_before_sync(stmt)
+            and _closure_names(stmt.value) is not None
+            and self._only_reads(stmt.value)
+        )
+
+    def _only_reads(self, log: ast.Call) -> bool:
+        """The values ``log`` logs are read, not computed: no call in its arguments runs
+        the model or other code of the user's (``print(criterion(model(x), y).item())``).
+        Run later in a closure, that code would see the parameters after the optimizer
+        step, outside the ``no_grad``/autocast block around it, and as a graph of its own."""
+        semantic = self.ctx.semantic
+        for node in ast.walk(log):
+            if node is log or not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in _READING_METHODS:
+                continue
+            if isinstance(func, ast.Name) and func.id in _READING_BUILTINS and not self.reads.shadowed(func.id):
+                continue
+            if (semantic.call_name(node) or "").startswith(_READING_MODULES):
+                continue
+            return False
+        return True
+
+    def _accumulates(self, item: ast.Call, stmt: ast.AugAssign, loop: StepLoop) -> bool:
+        """``total += loss.item()`` may become ``total += loss.detach()``: the target is a
+        plain variable (an attribute or item may be saved or serialized as a number:
+        ``self.state.num_input_tokens_seen``), and nothing in the step reads it except
+        under an every-N guard or in a statement that only logs (which gets a step
+        closure): otherwise each read would copy the tensor to the host every step, as
+        often as the ``.item()`` did, and more when several sums are read."""
+        if not (isinstance(stmt.target, ast.Name) and _summed(item, stmt)):
+            return False
+        name = stmt.target.id
+        reads = (n for n in loop.nodes() if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
+        test = loop.node.test if isinstance(loop.node, ast.While) else None
+        return not any(
+            (loop.contains(n) or (test is not None and n in ast.walk(test)))
+            and not self._closure_fixable(enclosing_statement(n))
+            for n in reads
+        )
+
+    def _leaves_before_sync(self, stmt: ast.stmt) -> bool:
+        """A later statement of the same block leaves the step (``raise``, ``return``,
+        ``break``, ``sys.exit()``): a closure would run after a sync that may never
+        come, and the message (often the reason for stopping) would be lost."""
+        block = _block(stmt)
+        if block is None:
+            return False
+        for later in block[block.index(stmt) + 1 :]:
+            if isinstance(later, (ast.Raise, ast.Return, ast.Break)):
+                return True
+            if isinstance(later, ast.Expr) and isinstance(later.value, ast.Call):
+                name = self.ctx.semantic.call_name(later.value) or dotted_name(later.value.func) or ""
+                if name in _EXITS:
+                    return True
+        return False
+
+    def _closure_fix(self, stmt: ast.Expr, loop: StepLoop) -> Fix | None:
+        """Run a log call in a step closure, binding the values the step changes:
+        ``xm.add_step_closure(lambda loss=loss: print(loss.item()))``, or, when that
+        would not fit on a line, a small ``def`` passed with ``args=(...)``. Log
+        statements on the lines around it that need a ``def`` too share it (they run
+        in their order, and one name is bound, not one per statement)."""
+        indent = self._indent(stmt)
+        run = self._closure_run(stmt, loop)
+        if len(run) > 1 and not all(self._fits_lambda(s.value, indent) for s in run):  # type: ignore[attr-defined]
+            bodies = [self._def_body(s.value, indent) for s in run]  # type: ignore[attr-defined]
+            if all(body is not None for body in bodies):
+                return self._def_fix(run, bodies)  # type: ignore[arg-type]
+        call = stmt.value
+        if self._fits_lambda(call, indent):  # type: ignore[arg-type]
+            xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm", at=call)
+            bound = _bound_names([call])  # type: ignore[list-item]
+            head = f"lambda {', '.join(f'{n}={n}' for n in bound)}:" if bound else "lambda:"
+            call_span = self.ctx.span(call)
+            operation = ReplaceExpr(call_span, f"{xm}.add_step_closure({head} {{call}})", (("call", call_span),))
+            return Rule.fix("safe", "Run it in a step closure (after the sync)", operation, imports=imports)
+        body = self._def_body(call, indent)  # type: ignore[arg-type]
+        return self._def_fix([stmt], [body]) if body is not None else None
+
+    def _def_fix(self, run: list[ast.Expr], bodies: list[str]) -> Fix:
+        """``def log_step(<names>): <the statements>`` before the first statement of
+        ``run``, which becomes ``xm.add_step_closure(log_step, args=(<names>))``; the
+        others are removed."""
+        first = run[0].value
+        xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm", at=first)
+        bound = _bound_names([s.value for s in run])  # type: ignore[misc]
+        function = self._function_name(run[0])
+        define = f"def {function}({', '.join(bound)}):\n" + "".join(f"    {body}\n" for body in bodies)
+        args = f", args=({bound[0]},)" if len(bound) == 1 else f", args=({', '.join(bound)})" if bound else ""
+        register = f"{xm}.add_step_closure({function}{args})"
+        first_span = self.ctx.span(first)
+        return Rule.fix(
+            "safe",
+            "Run it in a step closure (after the sync)",
+            InsertStatement(first_span, _escape(define), "before"),
+            ReplaceExpr(first_span, _escape(register)),
+            *(RemoveStatement(self.ctx.span(other)) for other in run[1:]),
+            imports=imports,
+        )
+
+    def _indent(self, stmt: ast.stmt) -> int:
+        line = self.ctx.lines[stmt.lineno - 1]
+        return len(line) - len(line.lstrip())
+
+    def _def_body(self, call: ast.Call, indent: int) -> str | None:
+        return _indented_continuation(call, self.ctx.source_of(call), indent)
+
+    def _fits_lambda(self, call: ast.Call, indent: int) -> bool:
+        """``xm.add_step_closure(lambda <names>: <call>)`` fits on one line."""
+        text = self.ctx.source_of(call)
+        names = _bound_names([call])
+        head = f"lambda {', '.join(f'{n}={n}' for n in names)}:" if names else "lambda:"
+        return "\n" not in text and indent + len(f"xm.add_step_closure({head} {text})") <= _LINE_LENGTH
+
+    def _closure_run(self, stmt: ast.Expr, loop: StepLoop) -> list[ast.stmt]:
+        """The log statements around ``stmt`` that go into one closure with it: the
+        statements of its block on the lines right before and after it that also log a
+        step tensor. A comment or blank line ends the run (a comment stays where it is)."""
+        block = _block(stmt)
+        if block is None or self._commented(stmt):
+            return [stmt]
+        first = last = block.index(stmt)
+        while first > 0 and self._joins(block[first - 1], block[first], loop):
+            first -= 1
+        while last + 1 < len(block) and self._joins(block[last], block[last + 1], loop):
+            last += 1
+        return block[first : last + 1]
+
+    def _joins(self, before: ast.stmt, after: ast.stmt, loop: StepLoop) -> bool:
+        """Two statements on consecutive lines that both need a step closure."""
+        return (
+            before.end_lineno is not None
+            and before.end_lineno + 1 == after.lineno
+            and all(self._needs_closure(s, loop) and not self._commented(s) for s in (before, after))
+        )
+
+    def _needs_closure(self, stmt: ast.stmt, loop: StepLoop) -> bool:
+        """``stmt`` only logs, and is reported for reading a step tensor on the host."""
+        return self._closure_fixable(stmt) and any(
+            isinstance(n, ast.Call)
+            and self.reads.host_read(n, loop) is not None
+            and self.reads.step_loop(n) is not None
+            for n in ast.walk(stmt)
+        )
+
+    def _commented(self, stmt: ast.stmt) -> bool:
+        """A ``#`` on the statement's lines (a comment, or a ``noqa`` for one of its
+        findings, which must not be moved with the others)."""
+        return any("#" in line for line in self.ctx.lines[stmt.lineno - 1 : stmt.end_lineno])
+
+    def _function_name(self, first: ast.stmt) -> str:
+        """``log_step``, or ``log_step_1``, ...: a name nothing binds where the ``def``
+        goes and no other closure of this function took."""
+        key = id(first)
+        if key not in self._def_names:
+            names_here = self.ctx.semantic.names_at(first)
+            scope = next(
+                (a for a in _ancestors(first) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module))),
+                None,
+            )
+            taken = self._taken_in_scope.setdefault(id(scope), set())
+            function, n = "log_step", 0
+            while not names_here.free(function) or function in taken:
+                n += 1
+                function = f"log_step_{n}"
+            taken.add(function)
+            self._def_names[key] = function
+        return self._def_names[key]
 
 
 def _summed(item: ast.Call, stmt: ast.AugAssign) -> bool:
@@ -171,201 +369,3 @@ def _indented_continuation(call: ast.Call, text: str, indent: int) -> str | None
 def _escape(code: str) -> str:
     """Code as a fix template (no parts): braces doubled."""
     return code.replace("{", "{{").replace("}", "}}")
-
-
-class Fixes:
-    """The fixes of one module's XLA102 findings (the ``def`` names they take are
-    remembered per first statement and per scope)."""
-
-    def __init__(self, ctx: Context, reads: HostReads):
-        self.ctx = ctx
-        self.reads = reads
-        self._def_names: dict[int, str] = {}
-        self._taken_in_scope: dict[int, set[str]] = {}
-
-    def fix(self, node: ast.Call, loop: StepLoop) -> Fix | None:
-        stmt = enclosing_statement(node)
-        if self.closure_fixable(stmt):
-            return self.closure_fix(stmt, loop)  # type: ignore[arg-type]
-        if method_name(node) == "item" and isinstance(stmt, ast.AugAssign) and self.accumulates(node, stmt, loop):
-            receiver = node.func.value  # type: ignore[union-attr]
-            operation = ReplaceExpr(self.ctx.span(node), "{recv}.detach()", (("recv", self.ctx.span(receiver)),))
-            return Rule.fix("unsafe", "Accumulate the tensor on the device (`.detach()`)", operation)
-        return None
-
-    def closure_fixable(self, stmt: ast.AST | None) -> bool:
-        """``stmt`` only logs, and may run later, in a step closure."""
-        return (
-            isinstance(stmt, ast.Expr)
-            and isinstance(stmt.value, ast.Call)
-            and self.reads.is_log_call(stmt.value)
-            and not self.leaves_before_sync(stmt)
-            and _closure_names(stmt.value) is not None
-            and self.only_reads(stmt.value)
-        )
-
-    def only_reads(self, log: ast.Call) -> bool:
-        """The values ``log`` logs are read, not computed: no call in its arguments runs
-        the model or other code of the user's (``print(criterion(model(x), y).item())``).
-        Run later in a closure, that code would see the parameters after the optimizer
-        step, outside the ``no_grad``/autocast block around it, and as a graph of its own."""
-        semantic = self.ctx.semantic
-        for node in ast.walk(log):
-            if node is log or not isinstance(node, ast.Call):
-                continue
-            func = node.func
-            if isinstance(func, ast.Attribute) and func.attr in _READING_METHODS:
-                continue
-            if isinstance(func, ast.Name) and func.id in _READING_BUILTINS and not self.reads.shadowed(func.id):
-                continue
-            if (semantic.call_name(node) or "").startswith(_READING_MODULES):
-                continue
-            return False
-        return True
-
-    def accumulates(self, item: ast.Call, stmt: ast.AugAssign, loop: StepLoop) -> bool:
-        """``total += loss.item()`` may become ``total += loss.detach()``: the target is a
-        plain variable (an attribute or item may be saved or serialized as a number:
-        ``self.state.num_input_tokens_seen``), and nothing in the step reads it except
-        under an every-N guard or in a statement that only logs (which gets a step
-        closure): otherwise each read would copy the tensor to the host every step, as
-        often as the ``.item()`` did, and more when several sums are read."""
-        if not (isinstance(stmt.target, ast.Name) and _summed(item, stmt)):
-            return False
-        name = stmt.target.id
-        reads = (n for n in loop.nodes() if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
-        test = loop.node.test if isinstance(loop.node, ast.While) else None
-        return not any(
-            (loop.contains(n) or (test is not None and n in ast.walk(test)))
-            and not self.closure_fixable(enclosing_statement(n))
-            for n in reads
-        )
-
-    def leaves_before_sync(self, stmt: ast.stmt) -> bool:
-        """A later statement of the same block leaves the step (``raise``, ``return``,
-        ``break``, ``sys.exit()``): a closure would run after a sync that may never
-        come, and the message (often the reason for stopping) would be lost."""
-        block = _block(stmt)
-        if block is None:
-            return False
-        for later in block[block.index(stmt) + 1 :]:
-            if isinstance(later, (ast.Raise, ast.Return, ast.Break)):
-                return True
-            if isinstance(later, ast.Expr) and isinstance(later.value, ast.Call):
-                name = self.ctx.semantic.call_name(later.value) or dotted_name(later.value.func) or ""
-                if name in _EXITS:
-                    return True
-        return False
-
-    def closure_fix(self, stmt: ast.Expr, loop: StepLoop) -> Fix | None:
-        """Run a log call in a step closure, binding the values the step changes:
-        ``xm.add_step_closure(lambda loss=loss: print(loss.item()))``, or, when that
-        would not fit on a line, a small ``def`` passed with ``args=(...)``. Log
-        statements on the lines around it that need a ``def`` too share it (they run
-        in their order, and one name is bound, not one per statement)."""
-        indent = self.indent(stmt)
-        run = self.closure_run(stmt, loop)
-        if len(run) > 1 and not all(self.fits_lambda(s.value, indent) for s in run):  # type: ignore[attr-defined]
-            bodies = [self.def_body(s.value, indent) for s in run]  # type: ignore[attr-defined]
-            if all(body is not None for body in bodies):
-                return self.def_fix(run, bodies)  # type: ignore[arg-type]
-        call = stmt.value
-        if self.fits_lambda(call, indent):  # type: ignore[arg-type]
-            xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm", at=call)
-            bound = _bound_names([call])  # type: ignore[list-item]
-            head = f"lambda {', '.join(f'{n}={n}' for n in bound)}:" if bound else "lambda:"
-            call_span = self.ctx.span(call)
-            operation = ReplaceExpr(call_span, f"{xm}.add_step_closure({head} {{call}})", (("call", call_span),))
-            return Rule.fix("safe", "Run it in a step closure (after the sync)", operation, imports=imports)
-        body = self.def_body(call, indent)  # type: ignore[arg-type]
-        return self.def_fix([stmt], [body]) if body is not None else None
-
-    def def_fix(self, run: list[ast.Expr], bodies: list[str]) -> Fix:
-        """``def log_step(<names>): <the statements>`` before the first statement of
-        ``run``, which becomes ``xm.add_step_closure(log_step, args=(<names>))``; the
-        others are removed."""
-        first = run[0].value
-        xm, imports = self.ctx.reference("torch_xla.core.xla_model", "xm", at=first)
-        bound = _bound_names([s.value for s in run])  # type: ignore[misc]
-        function = self.function_name(run[0])
-        define = f"def {function}({', '.join(bound)}):\n" + "".join(f"    {body}\n" for body in bodies)
-        args = f", args=({bound[0]},)" if len(bound) == 1 else f", args=({', '.join(bound)})" if bound else ""
-        register = f"{xm}.add_step_closure({function}{args})"
-        first_span = self.ctx.span(first)
-        return Rule.fix(
-            "safe",
-            "Run it in a step closure (after the sync)",
-            InsertStatement(first_span, _escape(define), "before"),
-            ReplaceExpr(first_span, _escape(register)),
-            *(RemoveStatement(self.ctx.span(other)) for other in run[1:]),
-            imports=imports,
-        )
-
-    def indent(self, stmt: ast.stmt) -> int:
-        line = self.ctx.lines[stmt.lineno - 1]
-        return len(line) - len(line.lstrip())
-
-    def def_body(self, call: ast.Call, indent: int) -> str | None:
-        return _indented_continuation(call, self.ctx.source_of(call), indent)
-
-    def fits_lambda(self, call: ast.Call, indent: int) -> bool:
-        """``xm.add_step_closure(lambda <names>: <call>)`` fits on one line."""
-        text = self.ctx.source_of(call)
-        names = _bound_names([call])
-        head = f"lambda {', '.join(f'{n}={n}' for n in names)}:" if names else "lambda:"
-        return "\n" not in text and indent + len(f"xm.add_step_closure({head} {text})") <= _LINE_LENGTH
-
-    def closure_run(self, stmt: ast.Expr, loop: StepLoop) -> list[ast.stmt]:
-        """The log statements around ``stmt`` that go into one closure with it: the
-        statements of its block on the lines right before and after it that also log a
-        step tensor. A comment or blank line ends the run (a comment stays where it is)."""
-        block = _block(stmt)
-        if block is None or self.commented(stmt):
-            return [stmt]
-        first = last = block.index(stmt)
-        while first > 0 and self.joins(block[first - 1], block[first], loop):
-            first -= 1
-        while last + 1 < len(block) and self.joins(block[last], block[last + 1], loop):
-            last += 1
-        return block[first : last + 1]
-
-    def joins(self, before: ast.stmt, after: ast.stmt, loop: StepLoop) -> bool:
-        """Two statements on consecutive lines that both need a step closure."""
-        return (
-            before.end_lineno is not None
-            and before.end_lineno + 1 == after.lineno
-            and all(self.needs_closure(s, loop) and not self.commented(s) for s in (before, after))
-        )
-
-    def needs_closure(self, stmt: ast.stmt, loop: StepLoop) -> bool:
-        """``stmt`` only logs, and is reported for reading a step tensor on the host."""
-        return self.closure_fixable(stmt) and any(
-            isinstance(n, ast.Call)
-            and self.reads.host_read(n, loop) is not None
-            and self.reads.step_loop(n) is not None
-            for n in ast.walk(stmt)
-        )
-
-    def commented(self, stmt: ast.stmt) -> bool:
-        """A ``#`` on the statement's lines (a comment, or a ``noqa`` for one of its
-        findings, which must not be moved with the others)."""
-        return any("#" in line for line in self.ctx.lines[stmt.lineno - 1 : stmt.end_lineno])
-
-    def function_name(self, first: ast.stmt) -> str:
-        """``log_step``, or ``log_step_1``, ...: a name nothing binds where the ``def``
-        goes and no other closure of this function took."""
-        key = id(first)
-        if key not in self._def_names:
-            names_here = self.ctx.semantic.names_at(first)
-            scope = next(
-                (a for a in _ancestors(first) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module))),
-                None,
-            )
-            taken = self._taken_in_scope.setdefault(id(scope), set())
-            function, n = "log_step", 0
-            while not names_here.free(function) or function in taken:
-                n += 1
-                function = f"log_step_{n}"
-            taken.add(function)
-            self._def_names[key] = function
-        return self._def_names[key]

@@ -80,11 +80,11 @@ class HostReads:
         attr = method_name(node)
         if attr == "item" or (attr in HOST_FETCH_METHODS and loop.is_tensor(node.func.value)):  # type: ignore[union-attr]
             return f"`.{attr}()` in the training step {WHY}"
-        if self.is_conversion(node) and loop.is_tensor(node.args[0]):
+        if self._is_conversion(node) and loop.is_tensor(node.args[0]):
             return f"`{dotted_name(node.func)}()` of a tensor in the training step {WHY}"
         if self.is_log_call(node) and any(self.renders_tensor(a, loop) for a in arguments(node)):
             return f"logging a tensor in the training step {WHY}"
-        if attr == "step" and dotted_name(node.func.value) in self.lbfgs_optimizers:  # type: ignore[union-attr]
+        if attr == "step" and dotted_name(node.func.value) in self._lbfgs_optimizers:  # type: ignore[union-attr]
             return (
                 "LBFGS's `step` reads the loss and gradients on the host several times a step (line search, "
                 "stopping tests): each read forces a graph execution and the graphs differ, so XLA keeps "
@@ -93,7 +93,7 @@ class HostReads:
         return None
 
     @cached_property
-    def lbfgs_optimizers(self) -> frozenset[str]:
+    def _lbfgs_optimizers(self) -> frozenset[str]:
         """The names (``opt``, ``self.opt``) assigned an LBFGS optimizer in this module."""
         semantic = self.ctx.semantic
         return frozenset(
@@ -110,7 +110,7 @@ class HostReads:
         return steps.loop_running_every_step(node) if steps.loops else None
 
     # -- what counts --------------------------------------------------------------
-    def is_conversion(self, call: ast.Call) -> bool:
+    def _is_conversion(self, call: ast.Call) -> bool:
         if len(call.args) != 1 or call.keywords:
             return False
         if isinstance(call.func, ast.Name):
