@@ -350,3 +350,27 @@ def test_closure_binds_an_exception_name():
             torch_xla.sync()
     """)
     assert "        xm.add_step_closure(lambda e=e, loss=loss: print(e, loss.item()))\n" in fixed
+
+
+def test_gradient_accumulation_step_reaches_helpers_of_the_optimizer_step_loop():
+    """A helper the optimizer-step loop calls after the micro-steps runs on every
+    optimizer step; one called only under the every-N guard, or after the loop, does not."""
+    source = """
+        import torch
+        def report(it, value):
+            print(f"{it}: {value.item():.3f}")
+        def rare(value):
+            print(value.item())
+        for it in range(10):
+            total = torch.zeros(())
+            for micro in range(4):
+                loss = model(x)
+                total += loss.detach()
+                loss.backward()
+            scaler.step(optimizer)
+            report(it, total)
+            if it % 10 == 0:
+                rare(total)
+        print(total.item())
+    """
+    assert lines(source) == [4]
