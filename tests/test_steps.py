@@ -430,3 +430,79 @@ def test_no_loops_is_cheap_and_empty():
     steps = analysis("import torch\nx = torch.ones(3)\n")
     assert steps.loops == []
     assert not steps.in_step(steps.tree.body[-1])
+
+
+ACCUMULATION = """
+    import torch
+    def apply(opt):
+        opt.step()
+        opt.zero_grad()
+    for it in range(max_iters):
+        loss_accum = 0.0
+        for micro in range(accum_steps):
+            loss = model(x) / accum_steps
+            loss_accum += loss.detach()
+            loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        apply(opt)
+        print(loss_accum, norm, it)
+        if it % 10 == 0:
+            print(loss.item())
+    print("done", loss_accum)
+"""
+
+
+def test_the_optimizer_step_loop_around_micro_steps():
+    steps = analysis(ACCUMULATION)
+    [micro] = steps.loops
+    assert micro.node.lineno == 8 and micro.optimizer_loop is not None
+    outer = micro.optimizer_loop
+    assert outer.node.lineno == 6 and outer.micro_step_loops == [micro]
+    # in_step/loop_of keep to the micro-steps (XLA103's sync goes there)...
+    body_print = find(steps, "print(loss_accum, norm, it)")
+    assert not steps.in_step(body_print) and steps.loop_of(body_print) is None
+    # ...and the optimizer step covers the outer body, not the gated or the later print.
+    assert steps.loop_running_every_step(body_print) is outer
+    assert steps.loop_running_every_step(find(steps, "loss.item()")) is None
+    assert steps.loop_running_every_step(find(steps, 'print("done", loss_accum)')) is None
+    assert steps.loop_running_every_step(find(steps, "loss.detach()")) is micro
+    # Carried out of the micro-steps, and made after them: step tensors.
+    for name in ("loss_accum", "norm", "loss"):
+        assert outer.is_tensor(expr(name)), name
+    assert not outer.is_tensor(expr("it"))
+
+
+def test_no_optimizer_step_loop_when_the_micro_steps_step_or_the_outer_loop_does_not():
+    epoch_loop = analysis("""
+        import torch
+        for epoch in range(3):
+            for x in loader:
+                model(x).backward()
+                optimizer.step()
+            scheduler.step()
+            print(epoch)
+    """)
+    no_step = analysis("""
+        import torch
+        for epoch in range(3):
+            for x in loader:
+                model(x).backward()
+            scheduler.step()
+    """)
+    for steps in (epoch_loop, no_step):
+        [loop] = steps.loops
+        assert loop.optimizer_loop is None
+
+
+def test_optimizer_steps_recognised():
+    for call in ("scaler.step(opt)", "xm.optimizer_step(opt)", "self.optimizer.step()", "sgd.step()"):
+        steps = analysis(f"""
+            import torch
+            import torch_xla.core.xla_model as xm
+            sgd = torch.optim.SGD(model.parameters(), lr=0.1)
+            for it in range(10):
+                for micro in range(4):
+                    model(x).backward()
+                {call}
+        """)
+        assert steps.loops[0].optimizer_loop is not None, call

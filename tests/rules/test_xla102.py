@@ -29,6 +29,11 @@ EXPECTED = {
         (28, 13, "safe"),  # writer.add_scalar("loss", loss, step)
         (29, 22, None),  # batch["labels"].tolist(): the batch was moved to the device
     ],
+    "grad_accum": [
+        (40, 9, "safe"),  # print of the norm after the micro-steps: in the optimizer step
+        (40, 40, "safe"),  # loss_accum.item() in that print
+        (41, 12, None),  # if loss_accum > 100:
+    ],
     "not_flagged": [],
 }
 
@@ -345,3 +350,27 @@ def test_closure_binds_an_exception_name():
             torch_xla.sync()
     """)
     assert "        xm.add_step_closure(lambda e=e, loss=loss: print(e, loss.item()))\n" in fixed
+
+
+def test_gradient_accumulation_step_reaches_helpers_of_the_optimizer_step_loop():
+    """A helper the optimizer-step loop calls after the micro-steps runs on every
+    optimizer step; one called only under the every-N guard, or after the loop, does not."""
+    source = """
+        import torch
+        def report(it, value):
+            print(f"{it}: {value.item():.3f}")
+        def rare(value):
+            print(value.item())
+        for it in range(10):
+            total = torch.zeros(())
+            for micro in range(4):
+                loss = model(x)
+                total += loss.detach()
+                loss.backward()
+            scaler.step(optimizer)
+            report(it, total)
+            if it % 10 == 0:
+                rare(total)
+        print(total.item())
+    """
+    assert lines(source) == [4]
