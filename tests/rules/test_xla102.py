@@ -30,8 +30,10 @@ EXPECTED = {
         (29, 22, None),  # batch["labels"].tolist(): the batch was moved to the device
     ],
     "grad_accum": [
-        (40, 9, "safe"),  # print of the norm after the micro-steps: in the optimizer step
-        (40, 40, "safe"),  # loss_accum.item() in that print
+        # print of the norm after the micro-steps, in the optimizer step: no closure fix,
+        # no sync follows it in the loop (the last step's closure would never run)
+        (40, 9, None),
+        (40, 40, None),  # loss_accum.item() in that print
         (41, 12, None),  # if loss_accum > 100:
     ],
     "not_flagged": [],
@@ -374,3 +376,39 @@ def test_gradient_accumulation_step_reaches_helpers_of_the_optimizer_step_loop()
         print(total.item())
     """
     assert lines(source) == [4]
+
+
+ACCUMULATION = """
+    import torch
+    import torch_xla
+    def train(model, opt, batches, steps):
+        for it in range(steps):
+            for x in batches():
+                loss = model(x)
+                loss.backward()
+                torch_xla.sync()
+            opt.step()
+            print(f"step {it} loss {loss.item()}")
+            {jump}
+        {after}
+"""
+
+
+@pytest.mark.parametrize(
+    ("jump", "after", "closure"),
+    [
+        ("", "", False),  # no sync follows: the last step's closure would never run
+        ("", "torch_xla.sync()", True),  # a sync right after the loop runs it
+        ("torch_xla.sync()", "", True),  # a sync later in the outer body
+        ("if it > 3: break", "torch_xla.sync()", True),  # a break still reaches the sync after
+        ("if it > 3: return it", "torch_xla.sync()", False),  # a return skips it
+        ("if it > 3: break\n            torch_xla.sync()", "", False),  # the break skips the one in the body
+    ],
+)
+def test_step_closure_in_the_optimizer_loop_needs_a_later_sync(jump, after, closure):
+    """With gradient accumulation, a log after the micro-steps runs in a step closure only
+    when a sync follows it: the closure of the last optimizer step would otherwise never
+    run and its line would be lost."""
+    source = ACCUMULATION.replace("{jump}", jump).replace("{after}", after)
+    (found,) = findings(source)
+    assert (found.fix is not None and found.fix.applicability == "safe") is closure

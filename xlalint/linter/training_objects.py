@@ -449,9 +449,29 @@ class TrainingObjects:
         if last in self.tying_classes and qualified == "":
             return "module", tuple(self.tying_classes[last])
         from_hf = qualified.startswith("transformers.") or (qualified == "" and self._star_transformers)
-        if from_hf and TIED_HF_CLASS.search(last):
+        if from_hf and TIED_HF_CLASS.search(last) and not self._untied_config(base):
             return "hf", ()
         return None
+
+    def _untied_config(self, call: ast.Call) -> bool:
+        """The HF model is built with ``tie_word_embeddings=False``: given to the call
+        itself, or to the config it is given (``GPT2Config(..., tie_word_embeddings=False)``,
+        directly or through a name the enclosing scopes assign once)."""
+        configs: list[ast.expr] = [call]
+        given = _keyword_value(call, "config") or (call.args[0] if call.args else None)
+        if isinstance(given, ast.Call):
+            configs.append(given)
+        elif isinstance(given, ast.Name):
+            for scope in enclosing_scopes(call):
+                values = list(assigned_values(scope, lambda target: _is_name(target, given.id), shallow=True))
+                if values:
+                    configs.extend(v for v in values[:1] if len(values) == 1 and isinstance(v, ast.Call))
+                    break
+        return any(
+            isinstance(flag := _keyword_value(c, "tie_word_embeddings"), ast.Constant) and flag.value is False
+            for c in configs
+            if isinstance(c, ast.Call)
+        )
 
     @cached_property
     def may_hold_tied_models(self) -> bool:

@@ -419,8 +419,9 @@ for i, (x, y) in enumerate(loader):
         ),
         # Gradient accumulation: the optimizer steps in the loop around the micro-steps,
         # whose body runs on every optimizer step. The print of the accumulated loss and
-        # the norm gets a step closure, the sum of `.item()`s a `.detach()` (unsafe); the
-        # gated print is not reported.
+        # the norm gets a step closure (it runs at the sync ending the outer body; with no
+        # sync after it, the last step's closure would never run: reported, no fix), the
+        # sum of `.item()`s a `.detach()` (unsafe); the gated print is not reported.
         Invalid(
             """
             import torch
@@ -439,6 +440,7 @@ for i, (x, y) in enumerate(loader):
                 total += loss_accum.item()
                 if it % log_interval == 0:
                     print(loss_accum.item())
+                torch_xla.sync()
             """,
             fixed="""
             import torch
@@ -463,6 +465,7 @@ for i, (x, y) in enumerate(loader):
                 total += loss_accum.item()
                 if it % log_interval == 0:
                     print(loss_accum.item())
+                torch_xla.sync()
             """,
             unsafe_fixed="""
             import torch
@@ -487,6 +490,7 @@ for i, (x, y) in enumerate(loader):
                 total += loss_accum.detach()
                 if it % log_interval == 0:
                     print(loss_accum.item())
+                torch_xla.sync()
             """,
             count=3,
         ),

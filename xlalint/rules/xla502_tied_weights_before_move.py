@@ -95,6 +95,16 @@ model.tie_weights()
             trainer = Trainer(model=lm, args=args)
             """
         ),
+        # A config that unties the embeddings: nothing to tie again.
+        Valid(
+            """
+            import torch_xla
+            from transformers import GPT2Config, GPT2LMHeadModel
+            config = GPT2Config(n_layer=1, tie_word_embeddings=False)
+            model = GPT2LMHeadModel(config).to(torch_xla.device())
+            lm = GPT2LMHeadModel.from_pretrained("gpt2", tie_word_embeddings=False).to(torch_xla.device())
+            """
+        ),
         # accelerate in a script that never mentions XLA: it runs on GPUs, where a move
         # keeps the tying.
         Valid(

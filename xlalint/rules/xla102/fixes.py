@@ -49,7 +49,7 @@ class Fixes:
         """The fix of a host read: a step closure for a statement that only logs, a
         ``.detach()`` for a sum of ``.item()``s, else None."""
         stmt = enclosing_statement(node)
-        if self._closure_fixable(stmt):
+        if self._closure_fixable(stmt) and _sync_follows(stmt, loop):  # type: ignore[arg-type]
             return self._closure_fix(stmt, loop)  # type: ignore[arg-type]
         if method_name(node) == "item" and isinstance(stmt, ast.AugAssign) and self._accumulates(node, stmt, loop):
             receiver = node.func.value  # type: ignore[union-attr]
@@ -233,6 +233,48 @@ class Fixes:
             taken.add(function)
             self._def_names[key] = function
         return self._def_names[key]
+
+
+def _sync_follows(stmt: ast.stmt, loop: StepLoop) -> bool:
+    """A step closure registered at ``stmt`` runs at a later sync. In a step loop that is
+    the sync XLA103 keeps at the end of its body. In the optimizer-step loop around
+    gradient-accumulation micro-steps, a statement after the micro-step loops is followed
+    by no sync until the next iteration: the closure of the last iteration would never run
+    (its line lost) without a sync later in the outer loop's body, or right after the
+    loop, with no jump in between that skips it."""
+    if not loop.micro_step_loops:
+        return True
+    if any(_within(stmt, micro.node) for micro in loop.micro_step_loops):
+        return True
+    if not _within(stmt, loop.node):
+        return False  # in a helper: where its sync comes is not known
+    end = (stmt.end_lineno or stmt.lineno, stmt.end_col_offset or 0)
+    jumps = [node for node in ast.walk(loop.node) if isinstance(node, (ast.Break, ast.Return, ast.Raise))]
+    later = [
+        (point.lineno, point.col_offset)
+        for point in loop.sync_points()
+        if point is not loop.node and _within(point, loop.node) and (point.lineno, point.col_offset) >= end
+    ]
+    if later and not any(end <= (jump.lineno, jump.col_offset) < min(later) for jump in jumps):
+        return True
+    # A sync right after the loop: a `break` reaches it, a `return` or `raise` does not.
+    block = _block(loop.node)
+    if block is None or any(isinstance(jump, (ast.Return, ast.Raise)) for jump in jumps):
+        return False
+    for after in block[block.index(loop.node) + 1 :]:
+        if isinstance(after, (ast.Return, ast.Raise)):
+            return False
+        if (
+            isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Call)
+            and loop.analysis.is_sync_call(after.value)
+        ):
+            return True
+    return False
+
+
+def _within(node: ast.AST, outer: ast.AST) -> bool:
+    return any(anc is outer for anc in _ancestors(node))
 
 
 def _summed(item: ast.Call, stmt: ast.AugAssign) -> bool:
