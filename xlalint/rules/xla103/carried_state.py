@@ -12,6 +12,8 @@ MESSAGE = (
     "each read compiles a graph one iteration longer"
 )
 
+RANK_NOTE = " (under a per-process test: sync on every process, or read the state after the loop)"
+
 
 def check(rule: Rule) -> None:
     """Report each such loop of an XLA script, with the sync fix. Under a test that
@@ -23,5 +25,8 @@ def check(rule: Rule) -> None:
         if state.syncs or not state.reads:
             continue
         names = ", ".join(f"`{name}`" for name in sorted(state.names))
-        fix = None if ctx.ranks.rank_test(state.node) is not None else sync_fix(rule, state.node, state.first)
-        rule.report(state.node, MESSAGE.format(names=names), fix=fix)
+        message = MESSAGE.format(names=names)
+        if ctx.ranks.rank_test(state.node) is not None:
+            rule.report(state.node, message + RANK_NOTE)
+        else:
+            rule.report(state.node, message, fix=sync_fix(rule, state.node, state.first))
