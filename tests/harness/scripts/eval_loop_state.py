@@ -37,7 +37,7 @@ def evaluate():
     return total / eval_iters
 
 
-for step in range(2):
+for _ in range(2):
     x = get_batch()
     loss = model(x, labels=x).loss
     loss.backward()
