@@ -283,3 +283,16 @@ def test_a_loop_inside_the_training_step_is_left_to_the_step():
         )
         == []
     )
+
+
+def test_a_while_test_on_the_carried_state_is_a_read_every_iteration():
+    (finding,) = findings(
+        textwrap.dedent("""
+        import torch
+        import torch_xla
+        x = torch.ones(4, device=torch_xla.device())
+        while x.norm() > 1e-3:
+            x = model(x)
+    """)
+    )
+    assert finding.span.line == 5 and "`x`" in finding.message

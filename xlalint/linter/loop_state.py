@@ -97,7 +97,9 @@ class LoopStateAnalysis:
         if not carried:
             return None
         derived = self._derived(nodes, carried)
-        reads = tuple(n for n in nodes if self._reads(n, derived, devices))
+        # A `while` test runs on every iteration too.
+        checked = [node, *nodes] if isinstance(node, ast.While) else nodes
+        reads = tuple(n for n in checked if self._reads(n, derived, devices))
         first = next(i for i, stmt in enumerate(node.body) if _mentions(stmt, derived))
         return CarriedState(node, frozenset(carried), reads, first, self._syncs(node, nodes))
 
