@@ -1,4 +1,4 @@
-"""XLA103 missing-sync: a training step loop that never cuts the lazy graph."""
+"""XLA103 missing-sync: a training step loop, or a loop that reads device state it carries, that never cuts the lazy graph."""
 
 from __future__ import annotations
 
