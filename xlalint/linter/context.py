@@ -1,6 +1,6 @@
 """What a rule may know about the module being checked: its text, tree, settings, the
-semantic layer, and the analyses (``steps``, ``distributed``, ``parallelism``, ``ranks``,
-``launch``, ``tokenizers``, ``training_objects``, ``devices``) built on first use.
+semantic layer, and the analyses (``steps``, ``loop_state``, ``distributed``, ``parallelism``,
+``ranks``, ``launch``, ``tokenizers``, ``training_objects``, ``devices``) built on first use.
 
 The analyses are given what they need (the semantic layer, each other), never the
 context: this module imports them, they do not import it.
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from xlalint.linter.devices import DeviceAnalysis
 from xlalint.linter.distributed import DistributedAnalysis
 from xlalint.linter.launch import LaunchAnalysis
+from xlalint.linter.loop_state import LoopStateAnalysis
 from xlalint.linter.model import Import, Span, split_lines
 from xlalint.linter.parallelism import ParallelismAnalysis
 from xlalint.linter.ranks import RankAnalysis
@@ -48,6 +49,12 @@ class Context:
     def steps(self) -> StepAnalysis:
         """The step analysis (training loops, the step, sync points), built on first use."""
         return StepAnalysis(self.semantic)
+
+    @cached_property
+    def loop_state(self) -> LoopStateAnalysis:
+        """The loops that are not training loops but carry device tensors across
+        iterations (evaluation, sampling), built on first use."""
+        return LoopStateAnalysis(self.semantic, self.steps)
 
     @cached_property
     def distributed(self) -> DistributedAnalysis:

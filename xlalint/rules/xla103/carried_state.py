@@ -1,0 +1,32 @@
+"""XLA103 for loops that do not train: an evaluation or sampling loop that carries
+device-tensor state (``total += loss``) and reads it on the host every iteration, with no
+sync point. Each read compiles the state's graph, one iteration longer than the last."""
+
+from __future__ import annotations
+
+from xlalint.linter.rule import Rule
+from xlalint.rules.xla103.sync_fix import sync_fix
+
+MESSAGE = (
+    "loop carries device tensors ({names}) across iterations and reads them on the host with no sync point: "
+    "each read compiles a graph one iteration longer"
+)
+
+RANK_NOTE = " (under a per-process test: sync on every process, or read the state after the loop)"
+
+
+def check(rule: Rule) -> None:
+    """Report each such loop of an XLA script, with the sync fix. Under a test that
+    differs between processes the fix is left out: a sync there is XLA207's hang."""
+    ctx = rule.ctx
+    if not ctx.semantic.imports.imports_module("torch_xla"):
+        return  # a CUDA/CPU script: it compiles nothing (after the port, the engine asks again)
+    for state in ctx.loop_state.loops:
+        if state.syncs or not state.reads:
+            continue
+        names = ", ".join(f"`{name}`" for name in sorted(state.names))
+        message = MESSAGE.format(names=names)
+        if ctx.ranks.rank_test(state.node) is not None:
+            rule.report(state.node, message + RANK_NOTE)
+        else:
+            rule.report(state.node, message, fix=sync_fix(rule, state.node, state.first))
