@@ -432,8 +432,8 @@ def test_process_group_the_fix_cannot_port_says_why(call, why):
 
 
 def test_backend_option_and_shared_model_name_the_line():
-    """No fix for a backend option that defaults to "nccl" or a model shared between
-    processes: each message names the line that makes it so."""
+    """A backend option that defaults to "nccl" is fixed where it is defined; a model
+    shared between processes has no fix: each message names the line that makes it so."""
     source = (
         "import torch\n"
         "import torch.distributed as dist\n"
@@ -444,7 +444,9 @@ def test_backend_option_and_shared_model_name_the_line():
         "model.share_memory()\n"
     )
     option, shared = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE]
-    assert option.fix is None and '`args.backend` is "nccl" by default (line 3)' in option.message
+    assert '`args.backend` is "nccl" by default (line 3)' in option.message
+    fixed = fix_source(source, "x.py", settings(), select=[CODE]).source
+    assert 'default="xla")\ndist.init_process_group(args.backend, init_method="xla://")\n' in fixed
     assert shared.fix is None and "line 6 puts `model` on a device" in shared.message
     assert "_share_fd_: only available on CPU" in shared.message
     # A model that stays on the CPU can be shared; a dtype is no device.

@@ -330,6 +330,7 @@ opt.step()
             ctx = torch.autocast(device_type=kind, dtype=torch.bfloat16)
             """
         ),
+        *device_args.VALID,
         *process_groups.VALID,
     ]
     INVALID = [
