@@ -15,7 +15,6 @@ import ast
 import re
 from functools import cached_property
 
-from xlalint.linter.options import CommandLineOption, CommandLineOptions
 from xlalint.linter.semantic import Semantic, ancestors, method_name, parent, string_value
 from xlalint.linter.syntax import argument, is_self_attribute
 from xlalint.linter.values import assigned_values, is_self_attr
@@ -36,8 +35,6 @@ SPAWNERS = frozenset(
     {"torch_xla.distributed.xla_multiprocessing.spawn", "torch_xla.launch", "torch_xla.torch_xla.launch"}
 )
 FUNCTION_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-# The autocast calls whose first argument is a `device_type`.
-DEVICE_TYPE_CALLS = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
 # Keyword arguments whose value is a device, in any call.
 DEVICE_KEYWORDS = frozenset({"device"})
 # The calls that return this process's XLA device.
@@ -129,8 +126,6 @@ class DeviceAnalysis:
         self.tree = tree
         self.semantic = semantic
         self._locals: dict[int, set[str]] = {}
-        # `--device` / `--backend` options: a device defined as a default, read as `args.device`.
-        self.options = CommandLineOptions(semantic)
 
     # -- where code runs ------------------------------------------------------------------
     @cached_property
@@ -346,15 +341,6 @@ class DeviceAnalysis:
                 return True
         return False
 
-    def reads_of(self, name: ast.Name) -> list[ast.Name]:
-        """The reads of the variable ``name`` binds, in its scope."""
-        scope = self.scope_of(name)
-        return [
-            node
-            for node in self.semantic.names_with_id(name.id)
-            if isinstance(node.ctx, ast.Load) and self.scope_of(node) is scope
-        ]
-
     def parameter_default(self, name: ast.Name) -> ast.expr | None:
         """The default of the parameter ``name`` reads (``def setup(rank, backend="nccl")``)."""
         scope = self.scope_of(name)
@@ -365,70 +351,6 @@ class DeviceAnalysis:
         pairs = [*zip(positional[len(positional) - len(args.defaults) :], args.defaults)]
         pairs += [(arg, default) for arg, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None]
         return next((default for arg, default in pairs if arg.arg == name.id), None)
-
-    # -- a device read as a string ------------------------------------------------------------
-    def option_reads(self, option: CommandLineOption) -> list[ast.expr]:
-        """Where the script reads the value of a command-line option: ``args.device``, and
-        the reads of a variable that only copies it (``device = args.device``)."""
-        reads: list[ast.expr] = []
-        for read in self.options.reads(option):
-            reads.append(read)
-            holder = parent(read)
-            if isinstance(holder, ast.Assign) and len(holder.targets) == 1 and isinstance(holder.targets[0], ast.Name):
-                copy = holder.targets[0]
-                if all(self.options.read_by(value) is option for value in self.values_of(copy)):
-                    reads.extend(self.reads_of(copy))
-        return reads
-
-    def read_as_device(self, reads: list[ast.expr]) -> bool:
-        """A read is given as a device: ``.to(device)``, ``device=device``, ``torch.device(device)``."""
-        for node in reads:
-            holder = parent(node)
-            if isinstance(holder, ast.keyword) and holder.arg in DEVICE_KEYWORDS:
-                return True
-            first = isinstance(holder, ast.Call) and holder.args and holder.args[0] is node
-            if first and (method_name(holder) == "to" or self.semantic.call_name(holder) in TORCH_DEVICE):
-                return True
-        return False
-
-    def read_as_string(self, reads: list[ast.expr]) -> ast.expr | None:
-        """The first read only a string allows, as written: ``device.startswith("cuda")``,
-        ``device[:4]``, ``device + ":0"``, ``"cuda" in device`` (a ``torch.device`` has none)."""
-        for node in reads:
-            holder = parent(node)
-            if isinstance(holder, (ast.Attribute, ast.Subscript, ast.BinOp)):
-                call = parent(holder)
-                return call if isinstance(call, ast.Call) and call.func is holder else holder
-            if isinstance(holder, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in holder.ops):
-                return holder
-        return None
-
-    def read_as_device_type(self, reads: list[ast.expr]) -> bool:
-        """A read is autocast's ``device_type``, which must be a string."""
-        for node in reads:
-            holder = parent(node)
-            if isinstance(holder, ast.keyword) and holder.arg == "device_type":
-                return True
-            if (
-                isinstance(holder, ast.Call)
-                and holder.args
-                and holder.args[0] is node
-                and self.semantic.call_name(holder) in DEVICE_TYPE_CALLS
-            ):
-                return True
-        return False
-
-    def derived_device_types(self, reads: list[ast.expr]) -> list[ast.IfExp]:
-        """``device_type = "cuda" if "cuda" in device else "cpu"``: a device type derived
-        from the device string (it feeds ``torch.autocast(device_type=...)``)."""
-        found = []
-        for read in reads:
-            derivation = condition_holding(read)
-            if not isinstance(derivation, ast.IfExp) or not inspects_device_string(derivation.test):
-                continue
-            if any(is_cuda_string(b) for b in (derivation.body, derivation.orelse)):
-                found.append(derivation)
-        return found
 
     # -- the CUDA path ------------------------------------------------------------------------
     def chooses_device(self, condition: ast.If | ast.IfExp) -> bool:

@@ -51,8 +51,8 @@ class DeviceArguments:
         holder = parent(node)
         target = holder.targets[0] if isinstance(holder, ast.Assign) and len(holder.targets) == 1 else None
         if isinstance(target, ast.Name):
-            reads = self.devices.reads_of(target)
-            if self.devices.read_as_string(reads) or self.devices.read_as_device_type(reads):
+            reads = self.writer.reads.reads_of(target)
+            if self.writer.reads.read_as_string(reads) or self.writer.reads.read_as_device_type(reads):
                 # `device = "cuda" if ... else "cpu"` ... `"cuda" in device`: both sides go
                 # to "xla", a device and a string, and what is derived from it follows.
                 message = f"CUDA device selection, `{target.id}` is also read as a string"
@@ -110,19 +110,19 @@ class DeviceArguments:
         default is evaluated at import time. ``"xla"`` is both a device and a string, and
         creates no runtime; a device type derived from the string follows."""
         default = keyword(call, "default")
-        option = self.devices.options.declaring(default.value) if default is not None else None
+        option = self.writer.options.declaring(default.value) if default is not None else None
         if option is None or option.default is None:
             return
-        reads = self.devices.option_reads(option)
+        reads = self.writer.reads.option_reads(option)
         if self.devices.is_device_selection(option.default):
             what = "CUDA device selection"
-        elif is_cuda_string(option.default) and self.devices.read_as_device(reads):
+        elif is_cuda_string(option.default) and self.writer.reads.read_as_device(reads):
             what = f"CUDA device `{self.writer.short(option.default)}`"
         else:
             return
         flag = next((v for v in (string_value(a) for a in call.args) if v), option.destination)
         message = f"{what} as the default of `{flag}`"
-        if (string_read := self.devices.read_as_string(reads)) is not None:
+        if (string_read := self.writer.reads.read_as_string(reads)) is not None:
             message += f", read as a string (`{self.writer.short(string_read)}`)"
         self.writer.report_device(
             option.default, message, as_string=(*self._derived_types(reads), *self._choices(call))
@@ -227,19 +227,19 @@ class DeviceArguments:
             else:
                 used_as_device.setdefault((id(self.devices.scope_of(name)), name.id), name)
         for name in used_as_device.values():
-            reads = self.devices.reads_of(name)
+            reads = self.writer.reads.reads_of(name)
             for value in self.devices.cuda_values(name):
                 # A string: `"cuda:0"`, `f"cuda:{rank}"` (a `torch.device` or a selection
                 # is reported where it is written).
                 if is_cuda_string(value):
                     message = f"CUDA device `{self.writer.short(value)}` assigned to `{name.id}`, used as a device"
-                    if self.devices.read_as_string(reads):
+                    if self.writer.reads.read_as_string(reads):
                         # `"cuda" in device`, `device.startswith(...)`: a torch.device is no
                         # str, "xla" is both; a device type derived from it follows.
                         self.writer.report_device(
                             value, message + " and as a string", as_string=self._derived_types(reads)
                         )
-                    elif self.devices.read_as_device_type(reads):
+                    elif self.writer.reads.read_as_device_type(reads):
                         # `torch.autocast(device_type=device)` needs a str: "xla" is both.
                         self.writer.report_device(value, message + " and as a `device_type`", as_string=())
                     else:
@@ -250,7 +250,7 @@ class DeviceArguments:
         would say "cpu", and autocast would silently run on the CPU: its CUDA strings
         become "xla" too."""
         operations: list[Operation] = []
-        for derivation in self.devices.derived_device_types(reads):
+        for derivation in self.writer.reads.derived_device_types(reads):
             for node in ast.walk(derivation):
                 if isinstance(node, ast.Constant) and is_cuda_string(node):
                     operations.append(ReplaceExpr(self.ctx.span(node), self._quoted_xla(node)))

@@ -161,7 +161,7 @@ class ProcessGroups:
             values = self.devices.values_of(node)
             nccl = default is not None and all(self._is_nccl_constant(v) for v in (default, *values))
             return default if nccl else None
-        option = self.devices.options.read_by(node)
+        option = self.writer.options.read_by(node)
         if option is None or option.default is None or not self._is_nccl_constant(option.default):
             return None
         return option.default

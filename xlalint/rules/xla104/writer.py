@@ -12,7 +12,9 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from xlalint.linter.device_reads import DeviceReads
 from xlalint.linter.model import Fix, Import, Operation, ReplaceExpr
+from xlalint.linter.options import CommandLineOptions
 from xlalint.linter.semantic import parent
 
 if TYPE_CHECKING:
@@ -24,6 +26,9 @@ class Writer:
         self.rule = rule
         self.ctx = rule.ctx
         self.devices = rule.ctx.devices
+        # Command-line options (`--device`, `--backend`) and how device values are read.
+        self.options = CommandLineOptions(rule.ctx.semantic)
+        self.reads = DeviceReads(rule.ctx.semantic, self.devices, self.options)
         # Nodes inside a finding already made: a finding is reported once, at one node.
         self.claimed: set[int] = set()
         # `torch.device(...)` calls given as `map_location`: their fix is "cpu".
