@@ -1,11 +1,14 @@
 """Device strings and device arguments: ``torch.device("cuda")``, ``.to("cuda:0")``,
 ``device="cuda"`` to any call, a parameter default ``def f(device="cuda")``, the
 ``"cuda" if torch.cuda.is_available() else "cpu"`` selection, an int given as a device,
-``.cuda()``, ``map_location=``, and a variable assigned a CUDA device and used as one.
+``.cuda()``, ``map_location=``, a variable assigned a CUDA device and used as one, and a
+command-line option's CUDA default (``add_argument("--device", default="cuda")``).
 
 Each becomes the XLA device (``map_location``: ``"cpu"``, load on the host then move).
 A variable's CUDA string is reported where it is written, once the variable is seen used
-as a device; used as a string too (``"cuda" in device``), it is left to the user.
+as a device. Where the value is also read as a string (``"cuda" in device``,
+``args.device.startswith("cuda")``), and for every option default, the fix writes
+``"xla"``, both a device and a string, and ports the device type derived from it.
 """
 
 from __future__ import annotations
@@ -280,6 +283,45 @@ VALID = [
     ),
 ]
 INVALID = [
+    # A device held in a variable is reported where the variable is assigned;
+    # `map_location` of such a device loads onto the CPU instead.
+    Invalid(
+        """
+        import torch
+        device = "cuda"
+        model = Net().to(device)
+        state = torch.load("ckpt.pt", map_location=device)
+        """,
+        fixed="""
+        import torch
+        import torch_xla
+
+        device = torch_xla.device()
+        model = Net().to(device)
+        state = torch.load("ckpt.pt", map_location="cpu")
+        """,
+        count=2,
+    ),
+    # Read as a string too: "xla" is both a device and a string.
+    Invalid(
+        """
+        import torch
+        device = "cuda:0"
+        x = torch.ones(2, device=device)
+        if "cuda" in device:
+            pass
+        """,
+        fixed="""
+        import torch
+        import torch_xla
+
+        device = "xla"
+        x = torch.ones(2, device=device)
+        if "cuda" in device:
+            pass
+        """,
+        count=1,
+    ),
     # A device chosen on the command line (issue 21): the script reads `args.device` as a
     # string, and the default runs at import time. "xla" is a device and a string and
     # creates no runtime; the device type derived from it and the choices follow.
