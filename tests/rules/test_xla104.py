@@ -119,6 +119,12 @@ EXPECTED = {
         (40, 32, "safe"),  # source.to(self.gpu_id)
         (41, 34, "safe"),  # targets.to(self.gpu_id)
     ],
+    "argparse_device": [
+        (15, 41, "safe"),  # --device default: the selection -> "xla", read as a string
+        (16, 56, "safe"),  # --eval-device default "cuda:0", copied and given as a device
+        (23, 29, "unsafe"),  # setup(..., backend="nccl"): the default -> "xla", rank= goes
+        (46, 41, "safe"),  # args.backend of --backend default "nccl": the default -> "xla"
+    ],
     "streams": [
         (15, 23, "safe"),  # self.stream = torch.cuda.Stream(): every use goes
         (24, 14, "safe"),  # with torch.cuda.stream(self.stream)
@@ -452,6 +458,52 @@ def test_backend_option_and_shared_model_name_the_line():
     # A model that stays on the CPU can be shared; a dtype is no device.
     cpu = "import torch\nmodel = Net().to(torch.float64)\nmodel.share_memory()\n"
     assert [f for f in lint_source(cpu, "x.py", settings()) if f.code == CODE] == []
+
+
+def test_command_line_defaults_stay_strings_and_backends_stay_settings():
+    """Issue 21: an option's default is what `args.<option>` holds when the command line
+    says nothing, a string the script reads as one; it must not become a device, which
+    would also be evaluated at import time. The backend stays the user's variable."""
+    fixed = fix_source(read("argparse_device.py"), "a.py", settings(), unsafe=True, select=[CODE]).source
+    tree = ast.parse(fixed)
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    defaults = {
+        ast.unparse(c.args[0]): ast.unparse(k.value)
+        for c in calls
+        if ast.unparse(c.func) == "parser.add_argument"
+        for k in c.keywords
+        if k.arg == "default"
+    }
+    assert defaults == {
+        "'--device'": "'xla'",
+        "'--eval-device'": "'xla'",
+        "'--backend'": "'xla'",
+        "'--accelerator'": "'cuda'",
+    }
+    groups = [ast.unparse(c) for c in calls if ast.unparse(c.func) == "dist.init_process_group"]
+    assert groups == [
+        "dist.init_process_group(backend, init_method='xla://')",
+        "dist.init_process_group(backend=args.backend, init_method='xla://')",
+    ]
+    assert 'def setup(rank, world_size, backend="xla"):' in fixed
+    assert not [c for c in calls if ast.unparse(c.func) in ("torch_xla.device", "xm.xla_device")]
+
+
+def test_a_backend_parameter_a_caller_sets_has_no_fix():
+    source = (
+        "import torch.distributed as dist\n"
+        "def setup(rank, backend='nccl'):\n"
+        "    dist.init_process_group(backend, rank=rank)\n"
+        "setup(0, args.backend)\n"
+    )
+    [finding] = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE]
+    assert finding.fix is None
+    assert '`backend` is "nccl" by default (line 2)' in finding.message
+    assert "no fix: line 4 passes its own backend `args.backend`" in finding.message
+    # A caller that passes "nccl" itself: the default alone would not port the call.
+    passing_nccl = source.replace("args.backend", "'nccl'")
+    fixed = fix_source(passing_nccl, "x.py", settings(), unsafe=True, select=[CODE]).source
+    assert 'def setup(rank, backend="xla"):\n' in fixed and 'setup(0, "xla")\n' in fixed
 
 
 def test_ddp_device_ids_evaluated_at_import_are_removed_not_replaced():

@@ -193,8 +193,8 @@ Safe:
   `"cpu:gloo,xla:xla"`. A backend the script makes a setting stays one, now `"xla"`
   where it is defined, and the call keeps the user's variable: a `backend = "nccl"`
   variable (a configurator may override it) where it is assigned, a parameter's default
-  (`def setup(rank, world_size, backend="nccl")` -> `backend="xla"`; no fix when a call in
-  the file passes its own backend), a command-line option's default
+  (`def setup(rank, world_size, backend="nccl")` -> `backend="xla"`, with a caller's own
+  `"nccl"`; no fix when a caller passes another value), a command-line option's default
   (`add_argument("--backend", default="nccl")` -> `default="xla"`);
 - `DDP(model, device_ids=[local_rank], output_device=local_rank)` ->
   `DDP(model, device_ids=[torch_xla.device()])`. The indices are CUDA devices. torch 2.9's

@@ -76,10 +76,12 @@ class ProcessGroups:
                 f'on CUDA only: on XLA default to "{XLA_BACKEND}" and pass `init_method="{XLA_INIT_METHOD}"` '
                 f"(with `import {XLA_BACKEND_MODULE}`)"
             )
-            fix, dropped, refusal = self._process_group_fix(call, replaced, replacement, None)
-            passed = self._passed_by_a_caller(backend)
-            if passed is not None and not self._is_nccl_constant(passed):
-                fix, refusal = None, f"line {passed.lineno} passes its own backend `{self.writer.short(passed)}`"
+            # A caller's "nccl" is the same setting, ported with the default; its own variable is not.
+            passed = self._passed_by_callers(backend)
+            fix, dropped, refusal = self._process_group_fix(call, [*replaced, *passed], replacement, None)
+            other = next((value for value in passed if not self._is_nccl_constant(value)), None)
+            if other is not None:
+                fix, refusal = None, f"line {other.lineno} passes its own backend `{self.writer.short(other)}`"
             self._report(backend, message, fix, dropped, refusal)
             return
         else:
@@ -166,16 +168,14 @@ class ProcessGroups:
             return None
         return option.default
 
-    def _passed_by_a_caller(self, node: ast.AST) -> ast.expr | None:
-        """A value a call of the function in this module passes for the parameter ``node``."""
+    def _passed_by_callers(self, node: ast.AST) -> list[ast.expr]:
+        """The values the calls of the function in this module pass for the parameter ``node``."""
         function = self.devices.scope_of(node) if isinstance(node, ast.Name) else None
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return None
-        for site in call_sites(function, self.ctx.semantic):
-            passed = passed_argument(site, function, node.id)  # type: ignore[attr-defined]
-            if passed is not None:
-                return passed
-        return None
+            return []
+        sites = call_sites(function, self.ctx.semantic)
+        passed = (passed_argument(site, function, node.id) for site in sites)  # type: ignore[attr-defined]
+        return [value for value in passed if value is not None]
 
     def check_ddp(self, call: ast.Call) -> None:
         """``DDP(model, device_ids=[local_rank], output_device=local_rank)``: CUDA device
