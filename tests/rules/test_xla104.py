@@ -537,6 +537,17 @@ def test_issue21_scripts_fix_to_expected(name):
     assert "torch.cuda" not in code and '"cuda"' not in code
 
 
+@pytest.mark.parametrize("name", ["port_argparse_device", "port_ddp_setup_backend"])
+def test_issue21_command_line_scripts_fix_to_expected(name):
+    """The device and the backend come from the command line or a parameter: their
+    defaults become "xla", and no XLA device is evaluated when the module is imported."""
+    source = (HARNESS_SCRIPTS / f"{name}.py").read_text()
+    fixed = assert_fixes_to(CODE, source, f"{name}.py", read(f"{name}.unsafe.py"), unsafe=True, settings=settings())
+    code = fixed.split('"""', 2)[2]  # after the docstring
+    assert 'parser.add_argument("--device", default="xla"' in code
+    assert "torch.cuda" not in code and "nccl" not in code and "torch_xla.device()" not in code
+
+
 def test_string_device_script_ports_the_selection_and_dtype_together():
     fixed = read("port_gpt_string_device.unsafe.py")
     assert 'device = "xla"\ndevice_type = "xla" if "xla" in device else "cpu"\ndtype = "bfloat16"\n' in fixed
