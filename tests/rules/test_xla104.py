@@ -123,7 +123,8 @@ EXPECTED = {
         (15, 41, "safe"),  # --device default: the selection -> "xla", read as a string
         (16, 56, "safe"),  # --eval-device default "cuda:0", copied and given as a device
         (23, 29, "unsafe"),  # setup(..., backend="nccl"): the default -> "xla", rank= goes
-        (46, 41, "safe"),  # args.backend of --backend default "nccl": the default -> "xla"
+        (40, 63, "safe"),  # map_location= of the --eval-device copy -> "cpu"
+        (47, 41, "safe"),  # args.backend of --backend default "nccl": the default -> "xla"
     ],
     "streams": [
         (15, 23, "safe"),  # self.stream = torch.cuda.Stream(): every use goes

@@ -162,8 +162,8 @@ Safe:
   command line gives it, a string (`args.device.startswith("cuda")`), and the default is
   evaluated at import time, where `torch_xla.device()` would create the runtime before
   any worker is spawned ("Runtime is already initialized"). A device type derived from
-  `args.device` (or from a variable that copies it) follows, and `choices=["cuda",
-  "cpu"]` gets `"xla"`;
+  `args.device` (or from a variable that copies it) follows, `choices=["cuda", "cpu"]`
+  gets `"xla"`, and `map_location=args.device` loads onto the CPU (`"cpu"`);
 - a stream or device context, `with torch.cuda.stream(s):` or `with torch.cuda.device(i):`
   (also `torch.cuda.StreamContext`, `torch.cuda.device_of`,
   `torch.accelerator.device_index`), is replaced by its body, dedented; in a `with` of

@@ -130,6 +130,10 @@ class DeviceArguments:
         self.writer.report_device(
             option.default, message, as_string=(*self._derived_types(reads), *self._choices(call))
         )
+        for read in reads:
+            holder = parent(read)
+            if isinstance(holder, ast.keyword) and holder.arg == MAP_LOCATION:
+                self._report_map_location(read)
 
     def _choices(self, call: ast.Call) -> tuple[Operation, ...]:
         """``choices=["cuda", "cpu"]`` gets ``"xla"``, so that ``--device xla`` is accepted."""
@@ -219,14 +223,7 @@ class DeviceArguments:
             if not self.devices.cuda_values(name):
                 continue
             if is_map_location:
-                fix = self.writer.fix(
-                    "safe", 'Load onto the CPU: `map_location="cpu"`', ReplaceExpr(self.ctx.span(name), '"cpu"')
-                )
-                message = (
-                    f"`map_location={name.id}` is a CUDA device (an XLA device once ported, "
-                    "which `torch.load` cannot map onto): load onto the CPU"
-                )
-                self.writer.report(name, message, fix)
+                self._report_map_location(name)
             else:
                 used_as_device.setdefault((id(self.devices.scope_of(name)), name.id), name)
         for name in used_as_device.values():
@@ -247,6 +244,18 @@ class DeviceArguments:
                         self.writer.report_device(value, message + " and as a `device_type`", as_string=())
                     else:
                         self.writer.report_device(value, message)
+
+    def _report_map_location(self, node: ast.expr) -> None:
+        """``map_location=device`` of a CUDA device: once the device is the XLA device,
+        ``torch.load`` cannot map onto it ("don't know how to restore data location")."""
+        fix = self.writer.fix(
+            "safe", 'Load onto the CPU: `map_location="cpu"`', ReplaceExpr(self.ctx.span(node), '"cpu"')
+        )
+        message = (
+            f"`map_location={self.writer.short(node)}` is a CUDA device (an XLA device once ported, "
+            "which `torch.load` cannot map onto): load onto the CPU"
+        )
+        self.writer.report(node, message, fix)
 
     def _derived_types(self, reads: list[ast.expr]) -> tuple[Operation, ...]:
         """``device_type = "cuda" if "cuda" in device else "cpu"``: with the device "xla" it
@@ -335,6 +344,7 @@ INVALID = [
         device_type = "cuda" if "cuda" in args.device else "cpu"
         model = Net().to(args.device)
         ctx = torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+        state = torch.load("ckpt.pt", map_location=args.device)
         """,
         fixed="""
         import argparse
@@ -347,8 +357,9 @@ INVALID = [
         device_type = "xla" if "xla" in args.device else "cpu"
         model = Net().to(args.device)
         ctx = torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+        state = torch.load("ckpt.pt", map_location="cpu")
         """,
-        count=1,
+        count=2,
     ),
     # A plain "cuda" default, copied into a variable that is given as a device.
     Invalid(
