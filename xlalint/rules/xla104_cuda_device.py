@@ -66,7 +66,7 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
   `def f(device="cuda")`;
 - a command-line option whose default is a CUDA device: `parser.add_argument("--device",
   default="cuda" if torch.cuda.is_available() else "cpu")`, or `default="cuda:0"` when the
-  script gives `args.device` as a device;
+  script gives `args.device` as a device or as autocast's `device_type`;
 - a variable or `self.<attr>` that only ever holds an int, passed as a device:
   `local_rank = int(os.environ["LOCAL_RANK"])` ... `model.to(local_rank)`, a parameter
   annotated `int` (`def __init__(self, gpu_id: int)` ... `x.to(self.gpu_id)`), the

@@ -119,7 +119,9 @@ class DeviceArguments:
         reads = self.writer.reads.option_reads(option)
         if self.devices.is_device_selection(option.default):
             what = "CUDA device selection"
-        elif is_cuda_string(option.default) and self.writer.reads.read_as_device(reads):
+        elif is_cuda_string(option.default) and (
+            self.writer.reads.read_as_device(reads) or self.writer.reads.read_as_device_type(reads)
+        ):
             what = f"CUDA device `{self.writer.short(option.default)}`"
         else:
             return
@@ -360,6 +362,28 @@ INVALID = [
         state = torch.load("ckpt.pt", map_location="cpu")
         """,
         count=2,
+    ),
+    # A plain "cuda" default given to autocast as its device type.
+    Invalid(
+        """
+        import argparse
+        import torch
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--amp-device", default="cuda")
+        args = parser.parse_args()
+        ctx = torch.autocast(args.amp_device, dtype=torch.bfloat16)
+        """,
+        fixed="""
+        import argparse
+        import torch
+        import torch_xla
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--amp-device", default="xla")
+        args = parser.parse_args()
+        ctx = torch.autocast(args.amp_device, dtype=torch.bfloat16)
+        """,
+        count=1,
     ),
     # A plain "cuda" default, copied into a variable that is given as a device.
     Invalid(
