@@ -195,7 +195,8 @@ Safe:
   variable (a configurator may override it) where it is assigned, a parameter's default
   (`def setup(rank, world_size, backend="nccl")` -> `backend="xla"`, with a caller's own
   `"nccl"`; no fix when a caller passes another value), a command-line option's default
-  (`add_argument("--backend", default="nccl")` -> `default="xla"`);
+  (`add_argument("--backend", default="nccl")` -> `default="xla"`, and `"xla"` joins its
+  `choices`);
 - `DDP(model, device_ids=[local_rank], output_device=local_rank)` ->
   `DDP(model, device_ids=[torch_xla.device()])`. The indices are CUDA devices. torch 2.9's
   DDP keeps them for a module on the XLA device and moves every input to `xla:<index>` on

@@ -130,24 +130,14 @@ class DeviceArguments:
         if (string_read := self.writer.reads.read_as_string(reads)) is not None:
             message += f", read as a string (`{self.writer.short(string_read)}`)"
         self.writer.report_device(
-            option.default, message, as_string=(*self._derived_types(reads), *self._choices(call))
+            option.default,
+            message,
+            as_string=(*self._derived_types(reads), *self.writer.xla_choice(call, is_cuda_string)),
         )
         for read in reads:
             holder = parent(read)
             if isinstance(holder, ast.keyword) and holder.arg == MAP_LOCATION:
                 self._report_map_location(read)
-
-    def _choices(self, call: ast.Call) -> tuple[Operation, ...]:
-        """``choices=["cuda", "cpu"]`` gets ``"xla"``, so that ``--device xla`` is accepted."""
-        choices = keyword(call, "choices")
-        if choices is None or not isinstance(choices.value, (ast.List, ast.Tuple, ast.Set)) or not choices.value.elts:
-            return ()
-        values = [string_value(e) for e in choices.value.elts]
-        if "xla" in values or not any(is_cuda_string(e) for e in choices.value.elts):
-            return ()
-        last = choices.value.elts[-1]
-        xla = self._quoted_xla(last) if isinstance(last, ast.Constant) else '"xla"'
-        return (ReplaceExpr(self.ctx.span(last), "{last}, " + xla, (("last", self.ctx.span(last)),)),)
 
     def check_arguments(self, call: ast.Call) -> None:
         """``.to(<cuda>)``, ``device=<cuda>``, ``map_location=<cuda>`` in any call."""
@@ -267,13 +257,8 @@ class DeviceArguments:
         for derivation in self.writer.reads.derived_device_types(reads):
             for node in ast.walk(derivation):
                 if isinstance(node, ast.Constant) and is_cuda_string(node):
-                    operations.append(ReplaceExpr(self.ctx.span(node), self._quoted_xla(node)))
+                    operations.append(ReplaceExpr(self.ctx.span(node), self.writer.quoted_xla(node)))
         return tuple(operations)
-
-    def _quoted_xla(self, string: ast.Constant) -> str:
-        """``"xla"`` in the quotes the user wrote."""
-        quote = "'" if self.ctx.source_of(string).startswith("'") else '"'
-        return f"{quote}xla{quote}"
 
 
 # XLA104's examples of this part (the rule runs them as its own: tests/test_rule_examples.py).

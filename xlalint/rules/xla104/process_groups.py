@@ -67,27 +67,32 @@ class ProcessGroups:
             replacement = f'"{XLA_BACKEND}"'
             fallback = next((b for b in (value.body, value.orelse) if b not in nccl), None)
         elif (default := self._nccl_default(backend)) is not None:
-            # `def setup(rank, backend="nccl")`, `--backend` defaulting to "nccl": the default
-            # becomes "xla" where it is defined, the call keeps the user's setting.
-            replacement = f'"{XLA_BACKEND}"'
-            replaced = [default, *self.devices.values_of(backend)] if isinstance(backend, ast.Name) else [default]
-            message = (
-                f'`{self.writer.short(backend)}` is "nccl" by default (line {default.lineno}), a backend that runs '
-                f'on CUDA only: on XLA default to "{XLA_BACKEND}" and pass `init_method="{XLA_INIT_METHOD}"` '
-                f"(with `import {XLA_BACKEND_MODULE}`)"
-            )
-            # A caller's "nccl" is the same setting, ported with the default; its own variable is not.
-            passed = self._passed_by_callers(backend)
-            fix, dropped, refusal = self._process_group_fix(call, [*replaced, *passed], replacement, None)
-            other = next((value for value in passed if not self._is_nccl_constant(value)), None)
-            if other is not None:
-                fix, refusal = None, f"line {other.lineno} passes its own backend `{self.writer.short(other)}`"
-            self._report(backend, message, fix, dropped, refusal)
+            self._check_nccl_default(call, backend, default)
             return
         else:
             return
         message = f'the "nccl" backend runs on CUDA only: use {wanted}; rank and world size come from the XLA runtime'
         fix, dropped, refusal = self._process_group_fix(call, replaced, replacement, fallback)
+        self._report(backend, message, fix, dropped, refusal)
+
+    def _check_nccl_default(self, call: ast.Call, backend: ast.AST, default: ast.expr) -> None:
+        """``def setup(rank, backend="nccl")``, ``--backend`` defaulting to "nccl": the
+        default becomes "xla" where it is defined, the call keeps the user's setting."""
+        message = (
+            f'`{self.writer.short(backend)}` is "nccl" by default (line {default.lineno}), a backend that runs '
+            f'on CUDA only: on XLA default to "{XLA_BACKEND}" and pass `init_method="{XLA_INIT_METHOD}"` '
+            f"(with `import {XLA_BACKEND_MODULE}`)"
+        )
+        replaced = [default, *self.devices.values_of(backend)] if isinstance(backend, ast.Name) else [default]
+        # A caller's "nccl" is the same setting, ported with the default; its own variable is not.
+        passed = self._passed_by_callers(backend)
+        option = self.writer.options.read_by(backend)
+        # `choices=["nccl", "gloo"]` gets "xla": `--backend xla` is accepted.
+        choices = self.writer.xla_choice(option.call, self._is_nccl_constant) if option is not None else ()
+        fix, dropped, refusal = self._process_group_fix(call, [*replaced, *passed], f'"{XLA_BACKEND}"', None, choices)
+        other = next((value for value in passed if not self._is_nccl_constant(value)), None)
+        if other is not None:
+            fix, refusal = None, f"line {other.lineno} passes its own backend `{self.writer.short(other)}`"
         self._report(backend, message, fix, dropped, refusal)
 
     def _report(self, backend: ast.AST, message: str, fix: Fix | None, dropped: list[str], refusal: str) -> None:
@@ -98,15 +103,22 @@ class ProcessGroups:
         self.writer.report(backend, message, fix)
 
     def _process_group_fix(
-        self, call: ast.Call, replaced: list[ast.AST], replacement: str, fallback: ast.AST | None
+        self,
+        call: ast.Call,
+        replaced: list[ast.AST],
+        replacement: str,
+        fallback: ast.AST | None,
+        also: tuple[Operation, ...] = (),
     ) -> tuple[Fix | None, list[str], str]:
-        """The fix, what it drops of the user's code (each makes it unsafe), or why there is none."""
+        """The fix (with the operations ``also``), what it drops of the user's code (each
+        makes it unsafe), or why there is none."""
         if has_star_args(call):
             return None, [], "the call passes `*args` or `**kwargs`"
         # Positionally: backend, init_method, timeout, world_size, rank, store.
         if len(call.args) > 3 or keyword(call, "store") is not None:
             return None, [], "a process group given its own store, or rank and world size by position"
         operations: list[Operation] = [ReplaceExpr(self.ctx.span(node), replacement) for node in replaced]
+        operations.extend(also)
         dropped = [f"the fallback `{self.writer.short(fallback)}`"] if fallback is not None else []
         init_method = argument(call, 1, "init_method")
         if init_method is None:
@@ -395,7 +407,7 @@ INVALID = [
         import torch
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
-        parser.add_argument("--dist-backend", default="nccl", type=str)
+        parser.add_argument("--dist-backend", default="nccl", type=str, choices=("nccl", "gloo"))
         dist.init_process_group(backend=args.dist_backend, init_method=args.dist_url)
         ddp = DistributedDataParallel(model, [rank])
         model = Net().to(device)
@@ -407,7 +419,7 @@ INVALID = [
         import torch_xla.distributed.xla_backend
         from torch.nn.parallel import DistributedDataParallel
 
-        parser.add_argument("--dist-backend", default="xla", type=str)
+        parser.add_argument("--dist-backend", default="xla", type=str, choices=("nccl", "gloo", "xla"))
         dist.init_process_group(backend=args.dist_backend, init_method="xla://")
         ddp = DistributedDataParallel(model, [rank])
         model = Net().to(device)
