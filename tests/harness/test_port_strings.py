@@ -39,10 +39,17 @@ def test_string_device_and_dtype_selection_trains_in_bfloat16_on_xla(scripts_dir
         assert fixed["compiles"] <= original["compiles"]
 
 
-def test_ddp_script_asserting_cuda_trains_on_xla(scripts_dir, tmp_path, run_xlalint, monkeypatch):
-    """Item 3: `assert torch.cuda.is_available()` stopped the port before its process group
-    (the original stops there on any machine without CUDA); the assertion goes, the rest is
-    torch_xla's DDP. Run as torchrun starts a single process."""
+def test_device_from_the_command_line_trains_in_bfloat16_on_xla(scripts_dir, tmp_path, run_xlalint):
+    """Items 1 and 6: `--device` defaults to a CUDA selection and `args.device` is read as
+    a string. Fixed to `default=torch_xla.device()`, `args.device.startswith` raised
+    AttributeError; "xla" keeps the string reads and the autocast device type working."""
+    outcome, original, fixed = compare(scripts_dir, tmp_path, run_xlalint, "port_argparse_device")
+    assert "model on xla:0, autocast xla, logits torch.bfloat16" in outcome.stdout
+    assert original["exit_code"] == 0 and fixed["compiles"] <= original["compiles"]
+
+
+def torchrun_environment(monkeypatch) -> None:
+    """What torchrun sets for a single process, on a free port."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -50,6 +57,23 @@ def test_ddp_script_asserting_cuda_trains_on_xla(scripts_dir, tmp_path, run_xlal
     torchrun |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "TORCHELASTIC_RUN_ID": "xlalint-test"}
     for name, value in torchrun.items():
         monkeypatch.setenv(name, value)
+
+
+def test_ddp_setup_with_a_backend_parameter_trains_on_xla(scripts_dir, tmp_path, run_xlalint, monkeypatch):
+    """Item 6: `def setup(rank, world_size, backend="nccl")`: the default becomes "xla", the
+    call keeps the parameter and takes the runtime's rank and world size ("xla://")."""
+    torchrun_environment(monkeypatch)
+    outcome, original, fixed = compare(scripts_dir, tmp_path, run_xlalint, "port_ddp_setup_backend")
+    assert "rank 0 final loss" in outcome.stdout and "model on xla:0, backend xla" in outcome.stdout
+    if original["exit_code"] == 0:
+        assert fixed["compiles"] <= original["compiles"]
+
+
+def test_ddp_script_asserting_cuda_trains_on_xla(scripts_dir, tmp_path, run_xlalint, monkeypatch):
+    """Item 3: `assert torch.cuda.is_available()` stopped the port before its process group
+    (the original stops there on any machine without CUDA); the assertion goes, the rest is
+    torch_xla's DDP. Run as torchrun starts a single process."""
+    torchrun_environment(monkeypatch)
     outcome, original, fixed = compare(scripts_dir, tmp_path, run_xlalint, "port_ddp_assert_cuda")
     assert "rank 0 final loss" in outcome.stdout and "model on xla:0" in outcome.stdout
     if original["exit_code"] == 0:

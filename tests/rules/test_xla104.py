@@ -119,6 +119,13 @@ EXPECTED = {
         (40, 32, "safe"),  # source.to(self.gpu_id)
         (41, 34, "safe"),  # targets.to(self.gpu_id)
     ],
+    "argparse_device": [
+        (15, 41, "safe"),  # --device default: the selection -> "xla", read as a string
+        (16, 56, "safe"),  # --eval-device default "cuda:0", copied and given as a device
+        (23, 29, "unsafe"),  # setup(..., backend="nccl"): the default -> "xla", rank= goes
+        (40, 63, "safe"),  # map_location= of the --eval-device copy -> "cpu"
+        (47, 41, "safe"),  # args.backend of --backend default "nccl": the default -> "xla"
+    ],
     "streams": [
         (15, 23, "safe"),  # self.stream = torch.cuda.Stream(): every use goes
         (24, 14, "safe"),  # with torch.cuda.stream(self.stream)
@@ -432,8 +439,8 @@ def test_process_group_the_fix_cannot_port_says_why(call, why):
 
 
 def test_backend_option_and_shared_model_name_the_line():
-    """No fix for a backend option that defaults to "nccl" or a model shared between
-    processes: each message names the line that makes it so."""
+    """A backend option that defaults to "nccl" is fixed where it is defined; a model
+    shared between processes has no fix: each message names the line that makes it so."""
     source = (
         "import torch\n"
         "import torch.distributed as dist\n"
@@ -444,12 +451,60 @@ def test_backend_option_and_shared_model_name_the_line():
         "model.share_memory()\n"
     )
     option, shared = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE]
-    assert option.fix is None and '`args.backend` is "nccl" by default (line 3)' in option.message
+    assert '`args.backend` is "nccl" by default (line 3)' in option.message
+    fixed = fix_source(source, "x.py", settings(), select=[CODE]).source
+    assert 'default="xla")\ndist.init_process_group(args.backend, init_method="xla://")\n' in fixed
     assert shared.fix is None and "line 6 puts `model` on a device" in shared.message
     assert "_share_fd_: only available on CPU" in shared.message
     # A model that stays on the CPU can be shared; a dtype is no device.
     cpu = "import torch\nmodel = Net().to(torch.float64)\nmodel.share_memory()\n"
     assert [f for f in lint_source(cpu, "x.py", settings()) if f.code == CODE] == []
+
+
+def test_command_line_defaults_stay_strings_and_backends_stay_settings():
+    """Issue 21: an option's default is what `args.<option>` holds when the command line
+    says nothing, a string the script reads as one; it must not become a device, which
+    would also be evaluated at import time. The backend stays the user's variable."""
+    fixed = fix_source(read("argparse_device.py"), "a.py", settings(), unsafe=True, select=[CODE]).source
+    tree = ast.parse(fixed)
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    defaults = {
+        ast.unparse(c.args[0]): ast.unparse(k.value)
+        for c in calls
+        if ast.unparse(c.func) == "parser.add_argument"
+        for k in c.keywords
+        if k.arg == "default"
+    }
+    assert defaults == {
+        "'--device'": "'xla'",
+        "'--eval-device'": "'xla'",
+        "'--backend'": "'xla'",
+        "'--accelerator'": "'cuda'",
+    }
+    groups = [ast.unparse(c) for c in calls if ast.unparse(c.func) == "dist.init_process_group"]
+    assert groups == [
+        "dist.init_process_group(backend, init_method='xla://')",
+        "dist.init_process_group(backend=args.backend, init_method='xla://')",
+    ]
+    assert 'def setup(rank, world_size, backend="xla"):' in fixed
+    assert not [c for c in calls if ast.unparse(c.func) in ("torch_xla.device", "xm.xla_device")]
+
+
+def test_a_backend_parameter_a_caller_sets_has_no_fix():
+    source = (
+        "import torch.distributed as dist\n"
+        "def setup(rank, backend='nccl'):\n"
+        "    dist.init_process_group(backend, rank=rank)\n"
+        "setup(0, args.backend)\n"
+    )
+    [finding] = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE]
+    assert finding.fix is None
+    assert '`backend` is "nccl" by default (line 2)' in finding.message
+    assert "no fix: line 4 passes its own backend `args.backend`" in finding.message
+    # A caller that passes "nccl" itself: the default alone would not port the call.
+    passing_nccl = source.replace("args.backend", "'nccl'")
+    fixed = fix_source(passing_nccl, "x.py", settings(), unsafe=True, select=[CODE]).source
+    assert 'def setup(rank, backend="xla"):\n' in fixed and 'setup(0, "xla")\n' in fixed
 
 
 def test_ddp_device_ids_evaluated_at_import_are_removed_not_replaced():
@@ -481,6 +536,17 @@ def test_issue21_scripts_fix_to_expected(name):
     # Never half a selection: no CUDA string, CUDA call or availability test is left.
     code = fixed.split('"""', 2)[2]  # after the docstring
     assert "torch.cuda" not in code and '"cuda"' not in code
+
+
+@pytest.mark.parametrize("name", ["port_argparse_device", "port_ddp_setup_backend"])
+def test_issue21_command_line_scripts_fix_to_expected(name):
+    """The device and the backend come from the command line or a parameter: their
+    defaults become "xla", and no XLA device is evaluated when the module is imported."""
+    source = (HARNESS_SCRIPTS / f"{name}.py").read_text()
+    fixed = assert_fixes_to(CODE, source, f"{name}.py", read(f"{name}.unsafe.py"), unsafe=True, settings=settings())
+    code = fixed.split('"""', 2)[2]  # after the docstring
+    assert 'parser.add_argument("--device", default="xla"' in code
+    assert "torch.cuda" not in code and "nccl" not in code and "torch_xla.device()" not in code
 
 
 def test_string_device_script_ports_the_selection_and_dtype_together():

@@ -35,6 +35,8 @@ SPAWNERS = frozenset(
     {"torch_xla.distributed.xla_multiprocessing.spawn", "torch_xla.launch", "torch_xla.torch_xla.launch"}
 )
 FUNCTION_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+# Keyword arguments whose value is a device, in any call.
+DEVICE_KEYWORDS = frozenset({"device"})
 # The calls that return this process's XLA device.
 XLA_DEVICE_CALLS = frozenset({"torch_xla.device", "torch_xla.torch_xla.device", "torch_xla.core.xla_model.xla_device"})
 
@@ -338,6 +340,17 @@ class DeviceAnalysis:
             if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
                 return True
         return False
+
+    def parameter_default(self, name: ast.Name) -> ast.expr | None:
+        """The default of the parameter ``name`` reads (``def setup(rank, backend="nccl")``)."""
+        scope = self.scope_of(name)
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return None
+        args = scope.args
+        positional = [*args.posonlyargs, *args.args]
+        pairs = [*zip(positional[len(positional) - len(args.defaults) :], args.defaults)]
+        pairs += [(arg, default) for arg, default in zip(args.kwonlyargs, args.kw_defaults) if default is not None]
+        return next((default for arg, default in pairs if arg.arg == name.id), None)
 
     # -- the CUDA path ------------------------------------------------------------------------
     def chooses_device(self, condition: ast.If | ast.IfExp) -> bool:

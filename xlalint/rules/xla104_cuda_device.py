@@ -64,6 +64,9 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
 - a CUDA device passed as a device: `.to("cuda")`, `.to(0)`, `device="cuda"` or
   `device=0` to any call (`torch.zeros(3, device="cuda")`), a parameter default
   `def f(device="cuda")`;
+- a command-line option whose default is a CUDA device: `parser.add_argument("--device",
+  default="cuda" if torch.cuda.is_available() else "cpu")`, or `default="cuda:0"` when the
+  script gives `args.device` as a device or as autocast's `device_type`;
 - a variable or `self.<attr>` that only ever holds an int, passed as a device:
   `local_rank = int(os.environ["LOCAL_RANK"])` ... `model.to(local_rank)`, a parameter
   annotated `int` (`def __init__(self, gpu_id: int)` ... `x.to(self.gpu_id)`), the
@@ -99,8 +102,9 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
 - a data-parallel script's CUDA parts (names in `xlalint/rules/_cuda_api.py`):
   `dist.init_process_group` with the `"nccl"` backend (`backend="nccl"`, positional
   `"nccl"`, `dist.Backend.NCCL`, a variable assigned one, a backend per device such as
-  `"cpu:gloo,cuda:nccl"`, `"nccl" if torch.cuda.is_available() else "gloo"`, and
-  `args.dist_backend` whose `add_argument` default is `"nccl"`); `device_ids=` and
+  `"cpu:gloo,cuda:nccl"`, `"nccl" if torch.cuda.is_available() else "gloo"`,
+  `args.dist_backend` whose `add_argument` default is `"nccl"`, and a parameter whose
+  default is `"nccl"`: `def setup(rank, world_size, backend="nccl")`); `device_ids=` and
   `output_device=` of `DistributedDataParallel` (unless they name the XLA device); and
   `model.share_memory()` / `t.share_memory_()` on something the script moves to a device
   (Hogwild training with `torch.multiprocessing`);
@@ -153,6 +157,13 @@ Safe:
   same fix (`"xla" if "xla" in device else "cpu"`): left alone it would say `"cpu"`, and
   `torch.autocast(device_type=device_type)` would silently autocast on the CPU (XLA
   tensors stay float32 there). A selection is never fixed by half;
+- a command-line option's default (`default="cuda" if torch.cuda.is_available() else
+  "cpu"`, `default="cuda:0"`) becomes `"xla"`: the script reads `args.device` as the
+  command line gives it, a string (`args.device.startswith("cuda")`), and the default is
+  evaluated at import time, where `torch_xla.device()` would create the runtime before
+  any worker is spawned ("Runtime is already initialized"). A device type derived from
+  `args.device` (or from a variable that copies it) follows, `choices=["cuda", "cpu"]`
+  gets `"xla"`, and `map_location=args.device` loads onto the CPU (`"cpu"`);
 - a stream or device context, `with torch.cuda.stream(s):` or `with torch.cuda.device(i):`
   (also `torch.cuda.StreamContext`, `torch.cuda.device_of`,
   `torch.accelerator.device_index`), is replaced by its body, dedented; in a `with` of
@@ -179,8 +190,13 @@ Safe:
   `MASTER_ADDR`/`MASTER_PORT` as `"env://"` does (so an explicit `init_method="env://"`
   is replaced too), and under torchrun tells the runtime which local device is this
   process's. A backend per device keeps the others: `"cpu:gloo,cuda:nccl"` ->
-  `"cpu:gloo,xla:xla"`. A `backend = "nccl"` variable (a setting a configurator may override) is set to
-  `"xla"` where it is assigned, so it stays a setting;
+  `"cpu:gloo,xla:xla"`. A backend the script makes a setting stays one, now `"xla"`
+  where it is defined, and the call keeps the user's variable: a `backend = "nccl"`
+  variable (a configurator may override it) where it is assigned, a parameter's default
+  (`def setup(rank, world_size, backend="nccl")` -> `backend="xla"`, with a caller's own
+  `"nccl"`; no fix when a caller passes another value), a command-line option's default
+  (`add_argument("--backend", default="nccl")` -> `default="xla"`, and `"xla"` joins its
+  `choices`);
 - `DDP(model, device_ids=[local_rank], output_device=local_rank)` ->
   `DDP(model, device_ids=[torch_xla.device()])`. The indices are CUDA devices. torch 2.9's
   DDP keeps them for a module on the XLA device and moves every input to `xla:<index>` on
@@ -252,9 +268,7 @@ No fix:
   XLA device, and XLA tensors cannot be shared between processes (`RuntimeError:
   _share_fd_: only available on CPU`). Train with one process per XLA device
   (`torch_xla.launch`), each keeping its own copy in step (DDP, `xm.optimizer_step`), or
-  keep the shared model on the CPU;
-- a backend from a command-line option whose default is `"nccl"` (`--dist-backend`):
-  change the default, or pass `xla`, and initialize as above.
+  keep the shared model on the CPU.
 
 The fixes add `import torch_xla` / `import torch_xla.core.xla_model as xm` as needed.
 
@@ -330,6 +344,7 @@ opt.step()
             ctx = torch.autocast(device_type=kind, dtype=torch.bfloat16)
             """
         ),
+        *device_args.VALID,
         *process_groups.VALID,
     ]
     INVALID = [
@@ -450,46 +465,6 @@ opt.step()
             third = torch.load("ckpt.pt", map_location="cpu")
             """,
             count=3,
-        ),
-        # A device held in a variable is reported where the variable is assigned;
-        # `map_location` of such a device loads onto the CPU instead.
-        Invalid(
-            """
-            import torch
-            device = "cuda"
-            model = Net().to(device)
-            state = torch.load("ckpt.pt", map_location=device)
-            """,
-            fixed="""
-            import torch
-            import torch_xla
-
-            device = torch_xla.device()
-            model = Net().to(device)
-            state = torch.load("ckpt.pt", map_location="cpu")
-            """,
-            count=2,
-        ),
-        # ...but not when the variable is also used as a string.
-        Invalid(
-            """
-            import torch
-            device = "cuda:0"
-            x = torch.ones(2, device=device)
-            if "cuda" in device:
-                pass
-            """,
-            # Read as a string too: "xla" is both a device and a string.
-            fixed="""
-            import torch
-            import torch_xla
-
-            device = "xla"
-            x = torch.ones(2, device=device)
-            if "cuda" in device:
-                pass
-            """,
-            count=1,
         ),
         Invalid(
             """

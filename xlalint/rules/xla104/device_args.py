@@ -1,11 +1,14 @@
 """Device strings and device arguments: ``torch.device("cuda")``, ``.to("cuda:0")``,
 ``device="cuda"`` to any call, a parameter default ``def f(device="cuda")``, the
 ``"cuda" if torch.cuda.is_available() else "cpu"`` selection, an int given as a device,
-``.cuda()``, ``map_location=``, and a variable assigned a CUDA device and used as one.
+``.cuda()``, ``map_location=``, a variable assigned a CUDA device and used as one, and a
+command-line option's CUDA default (``add_argument("--device", default="cuda")``).
 
 Each becomes the XLA device (``map_location``: ``"cpu"``, load on the host then move).
 A variable's CUDA string is reported where it is written, once the variable is seen used
-as a device; used as a string too (``"cuda" in device``), it is left to the user.
+as a device. Where the value is also read as a string (``"cuda" in device``,
+``args.device.startswith("cuda")``), and for every option default, the fix writes
+``"xla"``, both a device and a string, and ports the device type derived from it.
 """
 
 from __future__ import annotations
@@ -13,21 +16,19 @@ from __future__ import annotations
 import ast
 
 from xlalint.linter.devices import (
+    DEVICE_KEYWORDS,
     TORCH_DEVICE,
-    condition_holding,
-    inspects_device_string,
     is_cuda_storage_lambda,
     is_cuda_string,
     is_device_index,
 )
 from xlalint.linter.model import Fix, Operation, ReplaceExpr, Span
-from xlalint.linter.rule import Invalid
-from xlalint.linter.semantic import method_name, parent
+from xlalint.linter.options import ADD_ARGUMENT
+from xlalint.linter.rule import Invalid, Valid
+from xlalint.linter.semantic import keyword, method_name, parent, string_value
 from xlalint.linter.syntax import argument, has_star_args
 from xlalint.rules.xla104.writer import Writer
 
-# Keyword arguments whose value is a device, in any call.
-DEVICE_KEYWORDS = frozenset({"device"})
 # ...and the one whose CUDA value is replaced by "cpu": load on the host, then move.
 MAP_LOCATION = "map_location"
 # `.cuda(device=None, non_blocking=False, memory_format=...)`: what survives in `.to()`.
@@ -35,8 +36,6 @@ CUDA_METHOD_PARAMS = ("device", "non_blocking", "memory_format")
 KEPT_CUDA_METHOD_ARGS = ("non_blocking", "memory_format")
 # Random number generators: on the CPU whatever the device of the tensors.
 GENERATORS = frozenset({"torch.Generator", "torch._C.Generator"})
-# The autocast calls whose first argument is a `device_type`.
-DEVICE_TYPE_CALLS = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"})
 
 
 class DeviceArguments:
@@ -55,12 +54,12 @@ class DeviceArguments:
         holder = parent(node)
         target = holder.targets[0] if isinstance(holder, ast.Assign) and len(holder.targets) == 1 else None
         if isinstance(target, ast.Name):
-            key = (id(self.devices.scope_of(target)), target.id)
-            if self._used_as_string(key) or self._used_as_device_type(key):
+            reads = self.writer.reads.reads_of(target)
+            if self.writer.reads.read_as_string(reads) or self.writer.reads.read_as_device_type(reads):
                 # `device = "cuda" if ... else "cpu"` ... `"cuda" in device`: both sides go
                 # to "xla", a device and a string, and what is derived from it follows.
                 message = f"CUDA device selection, `{target.id}` is also read as a string"
-                self.writer.report_device(node, message, as_string=self._derived_types(key))
+                self.writer.report_device(node, message, as_string=self._derived_types(reads))
                 return
         self.writer.report_device(node, "CUDA device selection")
 
@@ -108,8 +107,43 @@ class DeviceArguments:
         self.writer.report(device, message, fix)
         return True
 
+    def check_option_default(self, call: ast.Call) -> None:
+        """``parser.add_argument("--device", default="cuda" if ... else "cpu")``: the script
+        reads the option (``args.device``) as the command line gives it, a string, and the
+        default is evaluated at import time. ``"xla"`` is both a device and a string, and
+        creates no runtime; a device type derived from the string follows."""
+        default = keyword(call, "default")
+        option = self.writer.options.declaring(default.value) if default is not None else None
+        if option is None or option.default is None:
+            return
+        reads = self.writer.reads.option_reads(option)
+        if self.devices.is_device_selection(option.default):
+            what = "CUDA device selection"
+        elif is_cuda_string(option.default) and (
+            self.writer.reads.read_as_device(reads) or self.writer.reads.read_as_device_type(reads)
+        ):
+            what = f"CUDA device `{self.writer.short(option.default)}`"
+        else:
+            return
+        flag = next((v for v in (string_value(a) for a in call.args) if v), option.destination)
+        message = f"{what} as the default of `{flag}`"
+        if (string_read := self.writer.reads.read_as_string(reads)) is not None:
+            message += f", read as a string (`{self.writer.short(string_read)}`)"
+        self.writer.report_device(
+            option.default,
+            message,
+            as_string=(*self._derived_types(reads), *self.writer.xla_choice(call, is_cuda_string)),
+        )
+        for read in reads:
+            holder = parent(read)
+            if isinstance(holder, ast.keyword) and holder.arg == MAP_LOCATION:
+                self._report_map_location(read)
+
     def check_arguments(self, call: ast.Call) -> None:
         """``.to(<cuda>)``, ``device=<cuda>``, ``map_location=<cuda>`` in any call."""
+        if method_name(call) == ADD_ARGUMENT:
+            self.check_option_default(call)
+            return
         if self.ctx.semantic.call_name(call) in GENERATORS and self.check_generator(call):
             return
         values: list[tuple[ast.AST, bool]] = []
@@ -181,85 +215,191 @@ class DeviceArguments:
             if not self.devices.cuda_values(name):
                 continue
             if is_map_location:
-                fix = self.writer.fix(
-                    "safe", 'Load onto the CPU: `map_location="cpu"`', ReplaceExpr(self.ctx.span(name), '"cpu"')
-                )
-                message = (
-                    f"`map_location={name.id}` is a CUDA device (an XLA device once ported, "
-                    "which `torch.load` cannot map onto): load onto the CPU"
-                )
-                self.writer.report(name, message, fix)
+                self._report_map_location(name)
             else:
                 used_as_device.setdefault((id(self.devices.scope_of(name)), name.id), name)
-        for key, name in used_as_device.items():
+        for name in used_as_device.values():
+            reads = self.writer.reads.reads_of(name)
             for value in self.devices.cuda_values(name):
                 # A string: `"cuda:0"`, `f"cuda:{rank}"` (a `torch.device` or a selection
                 # is reported where it is written).
                 if is_cuda_string(value):
-                    message = f"CUDA device `{self.writer.short(value)}` assigned to `{key[1]}`, used as a device"
-                    if self._used_as_string(key):
+                    message = f"CUDA device `{self.writer.short(value)}` assigned to `{name.id}`, used as a device"
+                    if self.writer.reads.read_as_string(reads):
                         # `"cuda" in device`, `device.startswith(...)`: a torch.device is no
                         # str, "xla" is both; a device type derived from it follows.
                         self.writer.report_device(
-                            value, message + " and as a string", as_string=self._derived_types(key)
+                            value, message + " and as a string", as_string=self._derived_types(reads)
                         )
-                    elif self._used_as_device_type(key):
+                    elif self.writer.reads.read_as_device_type(reads):
                         # `torch.autocast(device_type=device)` needs a str: "xla" is both.
                         self.writer.report_device(value, message + " and as a `device_type`", as_string=())
                     else:
                         self.writer.report_device(value, message)
 
-    def _derived_types(self, key: tuple[int, str]) -> tuple[Operation, ...]:
-        """``device_type = "cuda" if "cuda" in device else "cpu"``: a device type derived from
-        the string (it feeds ``torch.autocast(device_type=...)`` and comparisons). With the
-        device "xla" it would say "cpu", and autocast would silently run on the CPU: its
-        CUDA strings become "xla" too."""
+    def _report_map_location(self, node: ast.expr) -> None:
+        """``map_location=device`` of a CUDA device: once the device is the XLA device,
+        ``torch.load`` cannot map onto it ("don't know how to restore data location")."""
+        fix = self.writer.fix(
+            "safe", 'Load onto the CPU: `map_location="cpu"`', ReplaceExpr(self.ctx.span(node), '"cpu"')
+        )
+        message = (
+            f"`map_location={self.writer.short(node)}` is a CUDA device (an XLA device once ported, "
+            "which `torch.load` cannot map onto): load onto the CPU"
+        )
+        self.writer.report(node, message, fix)
+
+    def _derived_types(self, reads: list[ast.expr]) -> tuple[Operation, ...]:
+        """``device_type = "cuda" if "cuda" in device else "cpu"``: with the device "xla" it
+        would say "cpu", and autocast would silently run on the CPU: its CUDA strings
+        become "xla" too."""
         operations: list[Operation] = []
-        for read in self._reads(key):
-            derivation = condition_holding(read)
-            if not isinstance(derivation, ast.IfExp) or not inspects_device_string(derivation.test):
-                continue
-            if not any(is_cuda_string(b) for b in (derivation.body, derivation.orelse)):
-                continue
+        for derivation in self.writer.reads.derived_device_types(reads):
             for node in ast.walk(derivation):
                 if isinstance(node, ast.Constant) and is_cuda_string(node):
-                    quote = "'" if self.ctx.source_of(node).startswith("'") else '"'
-                    operations.append(ReplaceExpr(self.ctx.span(node), f"{quote}xla{quote}"))
+                    operations.append(ReplaceExpr(self.ctx.span(node), self.writer.quoted_xla(node)))
         return tuple(operations)
-
-    def _reads(self, key: tuple[int, str]) -> list[ast.Name]:
-        return [
-            node
-            for node in self.ctx.semantic.names_with_id(key[1])
-            if isinstance(node.ctx, ast.Load) and id(self.devices.scope_of(node)) == key[0]
-        ]
-
-    def _used_as_device_type(self, key: tuple[int, str]) -> bool:
-        for node in self._reads(key):
-            holder = parent(node)
-            if isinstance(holder, ast.keyword) and holder.arg == "device_type":
-                return True
-            if (
-                isinstance(holder, ast.Call)
-                and holder.args
-                and holder.args[0] is node
-                and self.ctx.semantic.call_name(holder) in DEVICE_TYPE_CALLS
-            ):
-                return True
-        return False
-
-    def _used_as_string(self, key: tuple[int, str]) -> bool:
-        for node in self._reads(key):
-            holder = parent(node)
-            if isinstance(holder, (ast.Attribute, ast.Subscript, ast.BinOp)):
-                return True
-            if isinstance(holder, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in holder.ops):
-                return True
-        return False
 
 
 # XLA104's examples of this part (the rule runs them as its own: tests/test_rule_examples.py).
+VALID = [
+    # An option defaulting to "cuda" that is never given as a device (a framework's
+    # accelerator name, where "xla" would be no answer), and a CPU default.
+    Valid(
+        """
+        import argparse
+        import torch
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--accelerator", default="cuda")
+        parser.add_argument("--device", default="cpu")
+        args = parser.parse_args()
+        trainer = Trainer(accelerator=args.accelerator)
+        model = Net().to(args.device)
+        """
+    ),
+]
 INVALID = [
+    # A device held in a variable is reported where the variable is assigned;
+    # `map_location` of such a device loads onto the CPU instead.
+    Invalid(
+        """
+        import torch
+        device = "cuda"
+        model = Net().to(device)
+        state = torch.load("ckpt.pt", map_location=device)
+        """,
+        fixed="""
+        import torch
+        import torch_xla
+
+        device = torch_xla.device()
+        model = Net().to(device)
+        state = torch.load("ckpt.pt", map_location="cpu")
+        """,
+        count=2,
+    ),
+    # Read as a string too: "xla" is both a device and a string.
+    Invalid(
+        """
+        import torch
+        device = "cuda:0"
+        x = torch.ones(2, device=device)
+        if "cuda" in device:
+            pass
+        """,
+        fixed="""
+        import torch
+        import torch_xla
+
+        device = "xla"
+        x = torch.ones(2, device=device)
+        if "cuda" in device:
+            pass
+        """,
+        count=1,
+    ),
+    # A device chosen on the command line (issue 21): the script reads `args.device` as a
+    # string, and the default runs at import time. "xla" is a device and a string and
+    # creates no runtime; the device type derived from it and the choices follow.
+    Invalid(
+        """
+        import argparse
+        import torch
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=["cuda", "cpu"])
+        args = parser.parse_args()
+        device_type = "cuda" if "cuda" in args.device else "cpu"
+        model = Net().to(args.device)
+        ctx = torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+        state = torch.load("ckpt.pt", map_location=args.device)
+        """,
+        fixed="""
+        import argparse
+        import torch
+        import torch_xla
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--device", default="xla", choices=["cuda", "cpu", "xla"])
+        args = parser.parse_args()
+        device_type = "xla" if "xla" in args.device else "cpu"
+        model = Net().to(args.device)
+        ctx = torch.autocast(device_type=device_type, dtype=torch.bfloat16)
+        state = torch.load("ckpt.pt", map_location="cpu")
+        """,
+        count=2,
+    ),
+    # A plain "cuda" default given to autocast as its device type.
+    Invalid(
+        """
+        import argparse
+        import torch
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--amp-device", default="cuda")
+        args = parser.parse_args()
+        ctx = torch.autocast(args.amp_device, dtype=torch.bfloat16)
+        """,
+        fixed="""
+        import argparse
+        import torch
+        import torch_xla
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--amp-device", default="xla")
+        args = parser.parse_args()
+        ctx = torch.autocast(args.amp_device, dtype=torch.bfloat16)
+        """,
+        count=1,
+    ),
+    # A plain "cuda" default, copied into a variable that is given as a device.
+    Invalid(
+        """
+        import argparse
+        import torch
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--device", type=str, default='cuda:0')
+        opt, _ = parser.parse_known_args()
+        def main(opt):
+            device = opt.device
+            model = Net().to(device)
+            if device.startswith("cuda"):
+                torch.backends.cudnn.benchmark = True
+        """,
+        fixed="""
+        import argparse
+        import torch
+        import torch_xla
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--device", type=str, default="xla")
+        opt, _ = parser.parse_known_args()
+        def main(opt):
+            device = opt.device
+            model = Net().to(device)
+            if device.startswith("cuda"):
+                torch.backends.cudnn.benchmark = True
+        """,
+        count=1,
+    ),
     # A selection read as a string (nanoGPT's way): "xla" on both sides, and the
     # device type derived from it follows, so autocast runs on XLA, not the CPU.
     Invalid(

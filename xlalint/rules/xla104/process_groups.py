@@ -16,6 +16,7 @@ from xlalint.linter.model import Fix, Import, Operation, RemoveKeyword, ReplaceE
 from xlalint.linter.rule import Invalid, Valid
 from xlalint.linter.semantic import dotted_name, keyword, method_name, parent, string_value
 from xlalint.linter.syntax import argument, has_star_args
+from xlalint.linter.values import call_sites, passed_argument
 from xlalint.rules._cuda_api import (
     CUDA_BACKEND_CONSTANTS,
     CUDA_BACKENDS,
@@ -65,18 +66,36 @@ class ProcessGroups:
             # gloo cannot reduce XLA tensors. The fix drops the user's fallback: unsafe.
             replacement = f'"{XLA_BACKEND}"'
             fallback = next((b for b in (value.body, value.orelse) if b not in nccl), None)
+        elif (default := self._nccl_default(backend)) is not None:
+            self._check_nccl_default(call, backend, default)
+            return
         else:
-            option = self._option_defaulting_to_nccl(backend)
-            if option is not None:
-                source = self.writer.short(backend)
-                message = (
-                    f'`{source}` is "nccl" by default (line {option.lineno}), a backend that runs on CUDA only: '
-                    f"on XLA use {wanted}"
-                )
-                self.writer.report(backend, message, None)
             return
         message = f'the "nccl" backend runs on CUDA only: use {wanted}; rank and world size come from the XLA runtime'
         fix, dropped, refusal = self._process_group_fix(call, replaced, replacement, fallback)
+        self._report(backend, message, fix, dropped, refusal)
+
+    def _check_nccl_default(self, call: ast.Call, backend: ast.AST, default: ast.expr) -> None:
+        """``def setup(rank, backend="nccl")``, ``--backend`` defaulting to "nccl": the
+        default becomes "xla" where it is defined, the call keeps the user's setting."""
+        message = (
+            f'`{self.writer.short(backend)}` is "nccl" by default (line {default.lineno}), a backend that runs '
+            f'on CUDA only: on XLA default to "{XLA_BACKEND}" and pass `init_method="{XLA_INIT_METHOD}"` '
+            f"(with `import {XLA_BACKEND_MODULE}`)"
+        )
+        replaced = [default, *self.devices.values_of(backend)] if isinstance(backend, ast.Name) else [default]
+        # A caller's "nccl" is the same setting, ported with the default; its own variable is not.
+        passed = self._passed_by_callers(backend)
+        option = self.writer.options.read_by(backend)
+        # `choices=["nccl", "gloo"]` gets "xla": `--backend xla` is accepted.
+        choices = self.writer.xla_choice(option.call, self._is_nccl_constant) if option is not None else ()
+        fix, dropped, refusal = self._process_group_fix(call, [*replaced, *passed], f'"{XLA_BACKEND}"', None, choices)
+        other = next((value for value in passed if not self._is_nccl_constant(value)), None)
+        if other is not None:
+            fix, refusal = None, f"line {other.lineno} passes its own backend `{self.writer.short(other)}`"
+        self._report(backend, message, fix, dropped, refusal)
+
+    def _report(self, backend: ast.AST, message: str, fix: Fix | None, dropped: list[str], refusal: str) -> None:
         if fix is None:
             message += f" (no fix: {refusal})"
         elif dropped:
@@ -84,15 +103,22 @@ class ProcessGroups:
         self.writer.report(backend, message, fix)
 
     def _process_group_fix(
-        self, call: ast.Call, replaced: list[ast.AST], replacement: str, fallback: ast.AST | None
+        self,
+        call: ast.Call,
+        replaced: list[ast.AST],
+        replacement: str,
+        fallback: ast.AST | None,
+        also: tuple[Operation, ...] = (),
     ) -> tuple[Fix | None, list[str], str]:
-        """The fix, what it drops of the user's code (each makes it unsafe), or why there is none."""
+        """The fix (with the operations ``also``), what it drops of the user's code (each
+        makes it unsafe), or why there is none."""
         if has_star_args(call):
             return None, [], "the call passes `*args` or `**kwargs`"
         # Positionally: backend, init_method, timeout, world_size, rank, store.
         if len(call.args) > 3 or keyword(call, "store") is not None:
             return None, [], "a process group given its own store, or rank and world size by position"
         operations: list[Operation] = [ReplaceExpr(self.ctx.span(node), replacement) for node in replaced]
+        operations.extend(also)
         dropped = [f"the fallback `{self.writer.short(fallback)}`"] if fallback is not None else []
         init_method = argument(call, 1, "init_method")
         if init_method is None:
@@ -139,18 +165,29 @@ class ProcessGroups:
             return value.lower() in CUDA_BACKENDS
         return isinstance(node, ast.Attribute) and self.ctx.semantic.qualified_name(node) in CUDA_BACKEND_CONSTANTS
 
-    def _option_defaulting_to_nccl(self, node: ast.AST) -> ast.Call | None:
-        """``args.dist_backend`` whose command-line option defaults to "nccl": the
-        ``parser.add_argument("--dist-backend", default="nccl")`` that says so."""
-        if not isinstance(node, ast.Attribute):
+    def _nccl_default(self, node: ast.AST) -> ast.expr | None:
+        """The "nccl" default of what ``node`` reads: a parameter's (``def setup(rank,
+        backend="nccl")``, never assigned anything but "nccl" in the body), or a
+        command-line option's (``args.dist_backend`` of ``add_argument("--dist-backend",
+        default="nccl")``)."""
+        if isinstance(node, ast.Name):
+            default = self.devices.parameter_default(node)
+            values = self.devices.values_of(node)
+            nccl = default is not None and all(self._is_nccl_constant(v) for v in (default, *values))
+            return default if nccl else None
+        option = self.writer.options.read_by(node)
+        if option is None or option.default is None or not self._is_nccl_constant(option.default):
             return None
-        for call in self.ctx.semantic.calls:
-            if method_name(call) != "add_argument":
-                continue
-            default = keyword(call, "default")
-            if default is not None and self._is_nccl_constant(default.value) and option_destination(call) == node.attr:
-                return call
-        return None
+        return option.default
+
+    def _passed_by_callers(self, node: ast.AST) -> list[ast.expr]:
+        """The values the calls of the function in this module pass for the parameter ``node``."""
+        function = self.devices.scope_of(node) if isinstance(node, ast.Name) else None
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return []
+        sites = call_sites(function, self.ctx.semantic)
+        passed = (passed_argument(site, function, node.id) for site in sites)  # type: ignore[attr-defined]
+        return [value for value in passed if value is not None]
 
     def check_ddp(self, call: ast.Call) -> None:
         """``DDP(model, device_ids=[local_rank], output_device=local_rank)``: CUDA device
@@ -250,17 +287,6 @@ def device_map_on_xla(node: ast.AST) -> str | None:
     return '"' + ",".join(mapped) + '"'
 
 
-def option_destination(call: ast.Call) -> str | None:
-    """The attribute ``parser.add_argument(...)`` sets: ``dest=``, else the first long
-    option (``--dist-backend`` -> ``dist_backend``), else the first option or name."""
-    dest = keyword(call, "dest")
-    if dest is not None:
-        return string_value(dest.value)
-    names = [v for v in (string_value(a) for a in call.args) if v]
-    chosen = next((n for n in names if n.startswith("--")), names[0] if names else None)
-    return chosen.lstrip("-").replace("-", "_") if chosen else None
-
-
 # XLA104's examples of this part (the rule runs them as its own: tests/test_rule_examples.py).
 VALID = [
     # A DDP script written for XLA, a CPU process group, a backend chosen on the command
@@ -278,6 +304,8 @@ VALID = [
         dist.init_process_group("gloo")
         parser.add_argument("--backend", default="gloo")
         dist.init_process_group(backend=args.backend)
+        def setup(rank, backend="gloo"):
+            dist.init_process_group(backend, rank=rank)
         cpu_model = Net()
         cpu_model.share_memory()
         """
@@ -370,21 +398,60 @@ INVALID = [
         """,
         count=2,
     ),
-    # No fix: a backend from a command-line option that defaults to "nccl", device
-    # indices passed to DDP by position, and a Hogwild model shared between processes
-    # (XLA tensors cannot be).
+    # A backend from a command-line option that defaults to "nccl": the default becomes
+    # "xla", the call keeps the option (dropping its own rendezvous is unsafe). No fix:
+    # device indices passed to DDP by position, and a Hogwild model shared between
+    # processes (XLA tensors cannot be).
     Invalid(
         """
         import torch
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
-        parser.add_argument("--dist-backend", default="nccl", type=str)
+        parser.add_argument("--dist-backend", default="nccl", type=str, choices=("nccl", "gloo"))
         dist.init_process_group(backend=args.dist_backend, init_method=args.dist_url)
         ddp = DistributedDataParallel(model, [rank])
         model = Net().to(device)
         model.share_memory()
         """,
+        unsafe_fixed="""
+        import torch
+        import torch.distributed as dist
+        import torch_xla.distributed.xla_backend
+        from torch.nn.parallel import DistributedDataParallel
+
+        parser.add_argument("--dist-backend", default="xla", type=str, choices=("nccl", "gloo", "xla"))
+        dist.init_process_group(backend=args.dist_backend, init_method="xla://")
+        ddp = DistributedDataParallel(model, [rank])
+        model = Net().to(device)
+        model.share_memory()
+        """,
         count=3,
+    ),
+    # A parameter that defaults to "nccl" (the DDP tutorial's `setup`): the default
+    # becomes "xla" where it is defined, the call keeps the parameter. A caller that
+    # passes its own backend leaves it reported without a fix.
+    Invalid(
+        """
+        import torch.distributed as dist
+        def setup(backend="nccl"):
+            dist.init_process_group(backend)
+        def connect(backend="nccl"):
+            dist.init_process_group(backend=backend)
+        setup()
+        connect(backend=args.backend)
+        """,
+        fixed="""
+        import torch.distributed as dist
+        import torch_xla.distributed.xla_backend
+
+        def setup(backend="xla"):
+            dist.init_process_group(backend, init_method="xla://")
+        def connect(backend="nccl"):
+            dist.init_process_group(backend=backend)
+        setup()
+        connect(backend=args.backend)
+        """,
+        count=2,
     ),
     # A backend setting (nanoGPT's `backend = 'nccl'`): it stays a setting, now "xla".
     Invalid(

@@ -10,10 +10,13 @@ table in ``_cuda_api`` as this file imports them.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from xlalint.linter.device_reads import DeviceReads
 from xlalint.linter.model import Fix, Import, Operation, ReplaceExpr
-from xlalint.linter.semantic import parent
+from xlalint.linter.options import CommandLineOptions
+from xlalint.linter.semantic import keyword, parent, string_value
 
 if TYPE_CHECKING:
     from xlalint.linter.rule import Rule
@@ -24,6 +27,9 @@ class Writer:
         self.rule = rule
         self.ctx = rule.ctx
         self.devices = rule.ctx.devices
+        # Command-line options (`--device`, `--backend`) and how device values are read.
+        self.options = CommandLineOptions(rule.ctx.semantic)
+        self.reads = DeviceReads(rule.ctx.semantic, self.devices, self.options)
         # Nodes inside a finding already made: a finding is reported once, at one node.
         self.claimed: set[int] = set()
         # `torch.device(...)` calls given as `map_location`: their fix is "cpu".
@@ -73,6 +79,23 @@ class Writer:
         ``torch.device("xla")``, ``"xla" in device``); ``import torch_xla`` registers it."""
         _, imports = self.ctx.reference("torch_xla")
         return '"xla"', imports
+
+    def quoted_xla(self, string: ast.AST) -> str:
+        """``"xla"`` in the quotes the user wrote for ``string``."""
+        quote = "'" if self.ctx.source_of(string).startswith("'") else '"'
+        return f"{quote}xla{quote}"
+
+    def xla_choice(self, option: ast.Call, ported: Callable[[ast.AST], bool]) -> tuple[Operation, ...]:
+        """``add_argument(..., choices=["cuda", "cpu"])`` of an option whose default the fix
+        makes "xla": the choices get ``"xla"`` too, so that ``--device xla`` is accepted."""
+        choices = keyword(option, "choices")
+        if choices is None or not isinstance(choices.value, (ast.List, ast.Tuple, ast.Set)) or not choices.value.elts:
+            return ()
+        elements = choices.value.elts
+        if any(string_value(e) == "xla" for e in elements) or not any(ported(e) for e in elements):
+            return ()
+        last = self.ctx.span(elements[-1])
+        return (ReplaceExpr(last, "{last}, " + self.quoted_xla(elements[-1]), (("last", last),)),)
 
     def xla_device(self, node: ast.AST | None = None) -> tuple[str, tuple[Import, ...]]:
         """The XLA device as a fix writes it at ``node``: ``torch_xla.device()`` (``xm.xla_device()``
