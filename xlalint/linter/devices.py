@@ -134,11 +134,15 @@ class DeviceAnalysis:
         return any(self.semantic.call_name(c) in SPAWNERS for c in self.semantic.calls)
 
     def evaluated_at_import(self, node: ast.AST) -> bool:
-        """A default argument (evaluated when the ``def`` runs), or module-level code in a
-        script that spawns workers: the parent would create the XLA runtime before the
-        launcher, and every worker fails with "Runtime is already initialized"."""
+        """A default argument (evaluated when the ``def`` runs), a command-line option's
+        ``default=`` (evaluated while the parser is built, whether or not the option is
+        given), or module-level code in a script that spawns workers: the
+        parent would create the XLA runtime before the launcher, and every worker fails
+        with "Runtime is already initialized"."""
         for holder in ancestors(node):
             if isinstance(holder, ast.arguments):
+                return True
+            if isinstance(holder, ast.keyword) and holder.arg == "default" and _is_add_argument(parent(holder)):
                 return True
             if isinstance(holder, FUNCTION_SCOPES):
                 return False
@@ -469,3 +473,7 @@ class DeviceAnalysis:
             scope = self.scope_of(value)
             return scope is not self.tree and _int_parameter(scope, value.id)
         return False
+
+
+def _is_add_argument(call: ast.AST | None) -> bool:
+    return isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"

@@ -421,6 +421,25 @@ INVALID = [
         """,
         count=1,
     ),
+    # A device object as an option's default is built with the parser, at import: the
+    # XLA device by name, which creates no runtime.
+    Invalid(
+        """
+        import argparse
+        import torch
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--device", default=torch.device("cuda"))
+        """,
+        fixed="""
+        import argparse
+        import torch
+        import torch_xla
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--device", default=torch.device("xla"))
+        """,
+        count=1,
+    ),
     # The function holds the XLA device already: the fix reuses its variable.
     Invalid(
         """
