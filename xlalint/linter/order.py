@@ -38,6 +38,7 @@ from enum import Enum
 from functools import cached_property
 
 from xlalint.linter.semantic import Semantic, ancestors, dotted_name, enclosing_statement, keyword, method_name
+from xlalint.linter.step_apis import names_an_optimizer
 from xlalint.linter.steps import StepAnalysis, optimizer_closure
 
 MAX_PATHS = 256
@@ -195,10 +196,7 @@ class EventFinder:
         name = dotted_name(node)
         if name is None:
             return isinstance(node, ast.Subscript) and self.is_optimizer(node.value)
-        if name in self.optimizers:
-            return True
-        last = name.rsplit(".", 1)[-1].lower()
-        return "opt" in last and "sched" not in last and not last.startswith("option")
+        return name in self.optimizers or names_an_optimizer(name)
 
     def event(self, call: ast.Call, stmt: ast.stmt) -> Event | None:
         """The event ``call`` is, if any (the same object each time it is asked)."""

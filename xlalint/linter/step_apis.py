@@ -64,8 +64,13 @@ def is_optimizer_step(call: ast.Call, semantic: Semantic, optimizers: frozenset[
     last = receiver.rsplit(".", 1)[-1].lower()
     if "scaler" in last:
         return bool(call.args)
-    if receiver in optimizers:
-        return True
+    return receiver in optimizers or names_an_optimizer(receiver)
+
+
+def names_an_optimizer(name: str) -> bool:
+    """The last part of a dotted name says it is an optimizer (``optimizer``, ``self.opt``,
+    ``d_optim``), not a scheduler or an options object."""
+    last = name.rsplit(".", 1)[-1].lower()
     return "opt" in last and "sched" not in last and not last.startswith("option")
 
 
