@@ -313,11 +313,14 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
     if fields is None:
         fields = _child_fields(node.__class__)
     children = []
+    node_type = ast.AST
     for name in fields:
         value = getattr(node, name, None)
         if value.__class__ is list:
-            children.extend(item for item in value if isinstance(item, ast.AST))
-        elif isinstance(value, ast.AST):
+            for item in value:
+                if isinstance(item, node_type):
+                    children.append(item)
+        elif isinstance(value, node_type):
             children.append(value)
     return children
 
