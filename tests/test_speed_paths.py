@@ -199,3 +199,63 @@ def test_a_warm_rerun_reads_the_cache_without_a_process_pool(tmp_path, monkeypat
     warm = process_all(jobs)
     assert [r.findings for r in warm] == [r.findings for r in cold]
     assert all(r.findings and r.findings[0].code == "XLA104" for r in warm)
+
+
+WALK_SOURCE = """\
+import torch as t
+from a import (b as c, d)
+global g
+def f(x, /, y=1, *a, z: int = 2, **k) -> None:
+    nonlocal_ = [i * 2 for i in range(3) if i > -1]
+    lam = lambda q=3: q + 1
+    match x:
+        case {"k": v, **rest}: pass
+        case [1, *others]: pass
+        case C(a=1) as bound: pass
+    try:
+        del y
+    except ValueError as e:
+        raise
+    return f"{x!r:>{y}}" if not x and y < 2 else t.ones(1)[1:2]
+class K(Base, metaclass=M):
+    async def m(self):
+        async with a as (b, c):
+            await b
+"""
+
+
+def test_child_nodes_and_subtree_are_ast_walks_without_the_shared_nodes():
+    """The field-table walks find every node `ast` does, in the same order, but the
+    shared contexts and operators (which may have no parent)."""
+    import ast
+
+    from xlalint.linter.semantic import child_nodes, subtree
+
+    shared = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+    tree = ast.parse(WALK_SOURCE)
+    walked = [n for n in ast.walk(tree) if not isinstance(n, shared)]
+    assert len(walked) > 100
+    for node in walked:
+        assert child_nodes(node) == [c for c in ast.iter_child_nodes(node) if not isinstance(c, shared)]
+    found = subtree(tree)
+    assert len(found) == len(walked) and {id(n) for n in found} == {id(n) for n in walked}
+    function = tree.body[3]
+    assert {id(n) for n in subtree(function)} == {id(n) for n in ast.walk(function) if not isinstance(n, shared)}
+
+
+def test_the_rule_selection_is_resolved_once_per_settings_and_path_when_it_depends_on_it():
+    from xlalint.linter.engine import _selected_rules, selected_rules
+
+    _selected_rules.cache_clear()
+    settings = Settings(select=("XLA1",), ignore=("XLA104",))
+    first = selected_rules(settings, "a.py")
+    assert [r.code for r in first] == sorted({r.code for r in first}) and first
+    assert all(r.code.startswith("XLA1") and r.code != "XLA104" for r in first)
+    assert selected_rules(settings, "b/c.py") == first
+    assert _selected_rules.cache_info().hits == 1  # no per-file-ignores: one resolution for both paths
+    assert [r.code for r in selected_rules(settings, "a.py", select=["XLA10"])] == [
+        r.code for r in first if r.code.startswith("XLA10")
+    ]
+    # A settings value that cannot be hashed (a list read from the config) is resolved uncached.
+    odd = Settings(select=("XLA201",), rule_settings=(("XLA101", (("max-length", [1]),)),))
+    assert [r.code for r in selected_rules(odd, "a.py")] == ["XLA201"]

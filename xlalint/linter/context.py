@@ -38,8 +38,13 @@ class Context:
         self.path = path
         self.tree = tree
         self.settings = settings
-        self.lines = split_lines(source)
         self.semantic = Semantic(tree, nodes)
+
+    @cached_property
+    def lines(self) -> list[str]:
+        """The physical lines of the source, split on first use: most modules report
+        nothing and never need them."""
+        return split_lines(self.source)
 
     @property
     def target_version(self) -> tuple[int, int]:

@@ -15,7 +15,7 @@ import ast
 import re
 from functools import cached_property
 
-from xlalint.linter.semantic import Semantic, ancestors, method_name, parent, string_value
+from xlalint.linter.semantic import Semantic, ancestors, method_name, parent, string_value, subtree
 from xlalint.linter.syntax import argument, is_self_attribute
 from xlalint.linter.values import assigned_values, is_self_attr
 
@@ -173,7 +173,7 @@ class DeviceAnalysis:
             args = func.args  # type: ignore[attr-defined]
             names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg) if a}
             declared_global: set[str] = set()
-            for n in ast.walk(func):  # one walk: this is asked of every function that reads a device
+            for n in subtree(func):  # one walk: this is asked of every function that reads a device
                 if isinstance(n, ast.Name):
                     if isinstance(n.ctx, ast.Store):
                         names.add(n.id)

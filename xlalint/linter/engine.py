@@ -61,14 +61,25 @@ def parse(source: str, path: str) -> ast.Module | Finding:
 
 
 def selected_rules(settings: Settings, path: str | None, select: Iterable[str] | None = None) -> list[type[Rule]]:
+    wanted = tuple(select) if select is not None else None
+    # The selection depends on the path only through per-file-ignores: without them one
+    # resolution serves every file checked with these settings.
+    key = (settings, path if settings.per_file_ignores else None, wanted)
+    try:
+        return list(_selected_rules(*key))
+    except TypeError:  # settings holding an unhashable option value (a list from the config)
+        return list(_selected_rules.__wrapped__(*key))
+
+
+@functools.lru_cache(maxsize=64)
+def _selected_rules(settings: Settings, path: str | None, wanted: tuple[str, ...] | None) -> tuple[type[Rule], ...]:
     from xlalint.rules import all_rules
 
     rules = all_rules()
     enabled = settings.enabled_codes((r.code for r in rules), path)
-    if select is not None:
-        wanted = tuple(select)
+    if wanted is not None:
         enabled = {code for code in enabled if any(code.startswith(s) or s == "ALL" for s in wanted)}
-    return [rule for rule in rules if rule.code in enabled]
+    return tuple(rule for rule in rules if rule.code in enabled)
 
 
 def lint_source(

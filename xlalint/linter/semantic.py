@@ -236,13 +236,13 @@ def scope_bindings(scope: ast.AST) -> dict[str, str]:
             else:
                 stack.extend(d for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None)
             continue
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(child_nodes(node))
     for name in declared_global:
         bound.pop(name, None)
     return bound
 
 
-_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}  # filled by _child_fields
 # Fields that never hold a node of the tree: CPython's shared context and operator
 # instances, and (by class: 3.12's TypeAlias.name is a node) names, numbers and flags.
 # Skipping them makes the walk faster.
@@ -252,16 +252,19 @@ _SCALAR_FIELDS = frozenset(
     | {("alias", "asname"), ("ImportFrom", "module"), ("ImportFrom", "level"), ("Constant", "kind")}
     | {("FunctionDef", "name"), ("AsyncFunctionDef", "name"), ("ClassDef", "name"), ("ExceptHandler", "name")}
     | {("comprehension", "is_async"), ("FormattedValue", "conversion"), ("AnnAssign", "simple")}
+    | {("Constant", "value"), ("Global", "names"), ("Nonlocal", "names")}
 )
 
 
 def _child_fields(node_type: type) -> tuple[str, ...]:
     name = node_type.__name__
-    return tuple(
+    fields = tuple(
         f
         for f in node_type._fields
         if f not in _SHARED_FIELDS and f != "type_comment" and (name, f) not in _SCALAR_FIELDS
     )
+    _CHILD_FIELDS[node_type] = fields
+    return fields
 
 
 def attach_parents(tree: ast.AST) -> list[ast.AST]:
@@ -277,12 +280,15 @@ def attach_parents(tree: ast.AST) -> list[ast.AST]:
     order: list[ast.AST] = []
     stack = [tree]
     node_type = ast.AST
+    known_fields = _CHILD_FIELDS.get
     while stack:
         node = stack.pop()
         order.append(node)
-        fields = _CHILD_FIELDS.get(node.__class__)
+        fields = known_fields(node.__class__)
         if fields is None:
-            fields = _CHILD_FIELDS[node.__class__] = _child_fields(node.__class__)
+            fields = _child_fields(node.__class__)
+        if not fields:
+            continue  # a leaf (`Name`, `Constant`...): a third of the nodes
         children = []
         for name in fields:
             value = getattr(node, name, None)
@@ -298,6 +304,51 @@ def attach_parents(tree: ast.AST) -> list[ast.AST]:
             children.reverse()
             stack.extend(children)
     return order
+
+
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes`` without the shared contexts and operators, as a list:
+    the same children in the same order, found as fast as ``attach_parents`` finds them."""
+    fields = _CHILD_FIELDS.get(node.__class__)
+    if fields is None:
+        fields = _child_fields(node.__class__)
+    children = []
+    node_type = ast.AST
+    for name in fields:
+        value = getattr(node, name, None)
+        if value.__class__ is list:
+            for item in value:
+                if isinstance(item, node_type):
+                    children.append(item)
+        elif isinstance(value, node_type):
+            children.append(value)
+    return children
+
+
+def subtree(node: ast.AST) -> list[ast.AST]:
+    """``node`` and every node below it (in no promised order), like ``ast.walk``
+    without the shared contexts and operators; for set-like questions asked of a whole
+    function, several times faster than ``ast.walk``."""
+    found = [node]
+    stack = [node]
+    node_type = ast.AST
+    known_fields = _CHILD_FIELDS.get
+    while stack:
+        current = stack.pop()
+        fields = known_fields(current.__class__)
+        if fields is None:
+            fields = _child_fields(current.__class__)
+        for name in fields:
+            value = getattr(current, name, None)
+            if value.__class__ is list:
+                for item in value:
+                    if isinstance(item, node_type):
+                        found.append(item)
+                        stack.append(item)
+            elif isinstance(value, node_type):
+                found.append(value)
+                stack.append(value)
+    return found
 
 
 def parent(node: ast.AST) -> ast.AST | None:
@@ -507,13 +558,16 @@ class Semantic:
             return self._qualified[node]
         except KeyError:
             pass
+        # The root first: most chains (``self.layer(...)``) start at no import, and need
+        # no dotted string built.
+        root = node
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        target = self.imports.bindings.get(root.id) if isinstance(root, ast.Name) else None
         name = None
-        dotted = dotted_name(node)
-        if dotted is not None:
-            root, _, rest = dotted.partition(".")
-            target = self.imports.bindings.get(root)
-            if target is not None:
-                name = f"{target}.{rest}" if rest else target
+        if target is not None:
+            rest = dotted_name(node).partition(".")[2]  # type: ignore[union-attr]
+            name = f"{target}.{rest}" if rest else target
         self._qualified[node] = name
         return name
 
