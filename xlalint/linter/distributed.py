@@ -31,7 +31,7 @@ from xlalint.linter.model import Import
 from xlalint.linter.order import STEPS, Event, EventFinder, Kind, Path, loop_paths
 from xlalint.linter.parallelism import ParallelismAnalysis
 from xlalint.linter.scripts import WORLD, calls_to, uses_syncing_library
-from xlalint.linter.semantic import Semantic, dotted_name, keyword, method_name, parent
+from xlalint.linter.semantic import Semantic, dotted_name, keyword_value, method_name, parent
 from xlalint.linter.steps import ITERATOR_WRAPPERS, MP_DEVICE_LOADER, PARALLEL_LOADER, StepAnalysis
 from xlalint.linter.values import (
     FUNCTIONS,
@@ -217,7 +217,7 @@ class DistributedAnalysis:
                 yield expr
                 return
             if name in MP_DEVICE_LOADER or name in PARALLEL_LOADER:
-                source = expr.args[0] if expr.args else _keyword_value(expr, "loader")
+                source = expr.args[0] if expr.args else keyword_value(expr, "loader")
                 yield from self._loaders_of(source, depth + 1, seen)
                 return
             if method_name(expr) == "per_device_loader":
@@ -259,7 +259,7 @@ class DistributedAnalysis:
         if positional and positional[0] in ("self", "cls") and enclosing(func, ast.ClassDef) is not None:
             positional = positional[1:]
         for call in call_sites(func, self.semantic):  # type: ignore[arg-type]
-            value: ast.expr | None = _keyword_value(call, param)
+            value: ast.expr | None = keyword_value(call, param)
             if value is None and param in positional:
                 index = positional.index(param)
                 if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
@@ -332,13 +332,8 @@ def mentions_gradients(call: ast.Call) -> bool:
     return False
 
 
-def _keyword_value(call: ast.Call, name: str) -> ast.expr | None:
-    kw = keyword(call, name)
-    return kw.value if kw is not None else None
-
-
 def _dataset_argument(call: ast.Call) -> ast.expr | None:
-    return call.args[0] if call.args else _keyword_value(call, "dataset")
+    return call.args[0] if call.args else keyword_value(call, "dataset")
 
 
 def binding_name(call: ast.AST) -> str | None:

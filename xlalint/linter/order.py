@@ -37,7 +37,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
 
-from xlalint.linter.semantic import Semantic, ancestors, dotted_name, enclosing_statement, keyword, method_name
+from xlalint.linter.semantic import (
+    Semantic,
+    ancestors,
+    dotted_name,
+    enclosing_statement,
+    keyword_value,
+    method_name,
+)
 from xlalint.linter.step_apis import names_an_optimizer
 from xlalint.linter.steps import StepAnalysis, optimizer_closure
 
@@ -222,7 +229,7 @@ class EventFinder:
             # It all-reduces before it steps: given a closure, before the closure's
             # backward makes the gradients the step uses.
             reduces = optimizer_closure(call, self.semantic) is None
-            optimizer = first or _kw(call, "optimizer")
+            optimizer = first or keyword_value(call, "optimizer")
             return Event(Kind.OPTIMIZER_STEP, call, stmt, optimizer=optimizer, reduces=reduces)
         if qualified in SYNCS:
             return Event(Kind.SYNC, call, stmt)
@@ -278,11 +285,6 @@ def is_optimizer_class(qualified: str) -> bool:
         "transformers.Adafactor",
         "transformers.optimization.Adafactor",
     )
-
-
-def _kw(call: ast.Call, name: str) -> ast.expr | None:
-    kw = keyword(call, name)
-    return kw.value if kw else None
 
 
 # --- enumerating paths ---------------------------------------------------------------------

@@ -27,7 +27,7 @@ from enum import Enum
 from functools import cached_property
 
 from xlalint.linter.scripts import SPAWN, is_multiprocess_xla_script
-from xlalint.linter.semantic import Semantic, ancestors, dotted_name, keyword, parent
+from xlalint.linter.semantic import Semantic, ancestors, dotted_name, keyword_value, parent
 from xlalint.linter.steps import mutually_exclusive
 from xlalint.linter.training_objects import TrainingObjects
 from xlalint.linter.values import (
@@ -122,7 +122,7 @@ class ParallelismAnalysis:
         found = []
         for call in self._calls_to(frozenset(WRAPPERS)):
             kind = WRAPPERS[self.semantic.call_name(call)]  # type: ignore[index]
-            module = call.args[0] if call.args else _keyword_value(call, "module")
+            module = call.args[0] if call.args else keyword_value(call, "module")
             found.append(Wrap(call, kind, module, _assigned_to(call)))
         return found
 
@@ -225,8 +225,3 @@ def _scope(node: ast.AST) -> ast.AST | None:
             cls = parent(anc)
             return cls if isinstance(cls, ast.ClassDef) else anc
     return None
-
-
-def _keyword_value(call: ast.Call, name: str) -> ast.expr | None:
-    kw = keyword(call, name)
-    return kw.value if kw is not None else None

@@ -596,6 +596,12 @@ def keyword(call: ast.Call, name: str) -> ast.keyword | None:
     return None
 
 
+def keyword_value(call: ast.Call, name: str) -> ast.expr | None:
+    """The value given to ``call``'s keyword ``name``, if any."""
+    kw = keyword(call, name)
+    return kw.value if kw is not None else None
+
+
 def string_value(node: ast.AST | None) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value

@@ -87,7 +87,7 @@ class Tokenizers:
         last = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
         if last is None:
             return False
-        if TOKENIZER_NAME.match(last):
+        if "tok" in last and TOKENIZER_NAME.match(last):  # the substring test first: most names fail it
             return dotted_name(node) is not None
         return last in self._variable_last_names and dotted_name(node) in self.variables
 

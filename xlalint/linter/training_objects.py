@@ -37,7 +37,14 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from xlalint.linter.order import is_optimizer_class
-from xlalint.linter.semantic import dotted_name, enclosing_function, enclosing_statement, method_name, string_value
+from xlalint.linter.semantic import (
+    dotted_name,
+    enclosing_function,
+    enclosing_statement,
+    keyword_value,
+    method_name,
+    string_value,
+)
 from xlalint.linter.values import (
     FUNCTIONS,
     assigned_values,
@@ -160,7 +167,7 @@ class TrainingObjects:
         """The receivers of ``.parameters()``/``.named_parameters()`` whose values the
         optimizer built by ``call`` is given (its ``params`` argument), through parameter
         groups, comprehensions and variables."""
-        params = call.args[0] if call.args else _keyword_value(call, "params")
+        params = call.args[0] if call.args else keyword_value(call, "params")
         return self._receivers_in(params, 0, set()) if params is not None else []
 
     def optimizer_calls_of(self, optimizer: ast.expr | None) -> list[ast.Call]:
@@ -304,7 +311,7 @@ class TrainingObjects:
             if name == "to":
                 if not self._may_name_xla_device:
                     continue
-                device = call.args[0] if call.args else _keyword_value(call, "device")
+                device = call.args[0] if call.args else keyword_value(call, "device")
                 if not self.is_xla_device(device):
                     continue
                 move = self._to_move(call)
@@ -458,7 +465,7 @@ class TrainingObjects:
         itself, or to the config it is given (``GPT2Config(..., tie_word_embeddings=False)``,
         directly or through a name the enclosing scopes assign once)."""
         configs: list[ast.expr] = [call]
-        given = _keyword_value(call, "config") or (call.args[0] if call.args else None)
+        given = keyword_value(call, "config") or (call.args[0] if call.args else None)
         if isinstance(given, ast.Call):
             configs.append(given)
         elif isinstance(given, ast.Name):
@@ -468,7 +475,7 @@ class TrainingObjects:
                     configs.extend(v for v in values[:1] if len(values) == 1 and isinstance(v, ast.Call))
                     break
         return any(
-            isinstance(flag := _keyword_value(c, "tie_word_embeddings"), ast.Constant) and flag.value is False
+            isinstance(flag := keyword_value(c, "tie_word_embeddings"), ast.Constant) and flag.value is False
             for c in configs
             if isinstance(c, ast.Call)
         )
@@ -514,12 +521,8 @@ def _matches(name: str):
     return lambda target: dotted_name(target) == name
 
 
-def _keyword_value(call: ast.Call, name: str) -> ast.expr | None:
-    return next((k.value for k in call.keywords if k.arg == name), None)
-
-
 def _argument(call: ast.Call, parameter: str, positional: list[str]) -> ast.expr | None:
-    value = _keyword_value(call, parameter)
+    value = keyword_value(call, parameter)
     if value is None and parameter in positional:
         index = positional.index(parameter)
         if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):

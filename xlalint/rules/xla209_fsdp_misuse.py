@@ -16,7 +16,7 @@ from xlalint.linter.model import Fix, ReplaceExpr
 from xlalint.linter.own_step import own_step_fix, stepped_optimizer
 from xlalint.linter.parallelism import XLA_FSDP_KINDS, Wrap, WrapKind
 from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import dotted_name
+from xlalint.linter.semantic import dotted_name, keyword_value
 
 OPTIMIZER_STEP = frozenset({"torch_xla.core.xla_model.optimizer_step"})
 CLIP_GRAD_NORM = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm_"})
@@ -243,7 +243,7 @@ opt.step()
                 found.append((construction, message, None))
         for call in self.ctx.semantic.calls_of("clip_grad_norm_"):
             if self.ctx.semantic.call_name(call) in CLIP_GRAD_NORM:
-                model = _parameters_of(call.args[0] if call.args else _keyword_value(call, "parameters"))
+                model = _parameters_of(call.args[0] if call.args else keyword_value(call, "parameters"))
                 wrap = parallelism.fsdp_wrap_of(model)
                 if wrap is not None and wrap.kind is WrapKind.XLA_FSDP:
                     message = (
@@ -299,7 +299,3 @@ def _parameters_of(expr: ast.expr | None) -> ast.expr | None:
     ):
         return expr.func.value
     return None
-
-
-def _keyword_value(call: ast.Call, name: str) -> ast.expr | None:
-    return next((k.value for k in call.keywords if k.arg == name), None)
