@@ -178,6 +178,9 @@ def test_recursion_does_not_hang():
         ("(step + 1) % k == 0 or step == len(loader) - 1", True),
         ("step % 10 != 0", False),
         ("step % 10 == 0 or verbose", False),
+        ("step % 10 == 0 or True", False),
+        ("(step % 250 == 0 or step == n - 1) and not use_compile", True),
+        ("(step > 0 and step % 250 == 0) or step == n - 1", True),
         ("step % 1 == 0", False),
         ("'%d' % step == '1'", False),
         ("loss > 1", False),
@@ -186,6 +189,30 @@ def test_recursion_does_not_hang():
 )
 def test_every_n_steps_guard(test, expected):
     assert every_n_steps_guard(expr(test)) is expected
+
+
+@pytest.mark.parametrize(
+    "flag, expected",
+    [
+        ("last_step = step == max_steps - 1", True),  # build-nanogpt
+        ("last_step = False\n            last_step = i == len(loader) - 1", True),
+        ("last_step = step >= 0", False),  # true on every step
+        ("last_step = args.last_step", False),  # a setting: every step or none
+        ("last_step = False", False),  # never set by a test: not known to be rare
+        ("", False),  # assigned nowhere in the scope
+    ],
+)
+def test_an_or_with_a_flag_set_on_single_steps_is_a_guard(flag, expected):
+    """``if step % N == 0 or last_step:`` runs every N steps and on the last: the flag
+    counts as a single-step test when every assignment in its scope is one (or False)."""
+    ctx = context(f"""
+        def train(max_steps, loader):
+            {flag}
+            if step % 250 == 0 or last_step:
+                pass
+    """)
+    test = next(node.test for node in ast.walk(ctx.tree) if isinstance(node, ast.If))
+    assert every_n_steps_guard(test) is expected
 
 
 def test_guard_of_in_the_body_in_a_helper_and_through_a_guarded_call():

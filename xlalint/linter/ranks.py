@@ -15,6 +15,11 @@ An expression *differs between processes* when it reads one of:
   ``rank``/``local_rank``/``global_rank``/``ordinal``, or a parameter that every call site
   in the module fills with a value that differs.
 
+A comparison of such a value with one no rank takes asks only whether this is a
+distributed launch, which every process answers alike: ``int(os.environ.get("RANK",
+-1)) != -1``, ``args.local_rank == -1``, ``rank >= 0``, ``rank < 0``, ``rank is None``,
+``os.environ.get("RANK") is not None`` (and ``"RANK" in os.environ`` reads no rank).
+
 A *rank test* is the test of an ``if``/``while``/conditional expression that differs, or
 an ``if <rank test>: return`` (``continue``/``break``/``raise``) before a statement in
 its block. Flow-insensitive within one file, like ``xlalint.linter.values``.
@@ -107,7 +112,12 @@ class RankAnalysis:
         if expr is None:
             return False
         known = self._names
-        for node in ast.walk(expr):
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Compare) and _asks_whether_launched(node):
+                continue  # the same on every process, whatever the rank reads
+            stack.extend(ast.iter_child_nodes(node))
             if isinstance(node, ast.Call):
                 if self.semantic.call_name(node) in RANK_CALLS or _reads_rank_environment(node):
                     return True
@@ -207,6 +217,47 @@ def _add(names: dict[int, set[str]], scope: ast.AST, name: str) -> bool:
         return False
     bound.add(name)
     return True
+
+
+def _asks_whether_launched(compare: ast.Compare) -> bool:
+    """``<rank> <op> <bound>`` with the same result for every rank (ranks are integers from
+    0; no arithmetic on the rank side): ``== -1``, ``!= -1``, ``>= 0``, ``> -1``, ``< 0``, ``<= -1``, ``is None``,
+    ``is not None``, either way round."""
+    if len(compare.ops) != 1:
+        return False
+    op, left, right = compare.ops[0], compare.left, compare.comparators[0]
+    if _bound(left) is not None and _bound(right) is None:
+        op, left, right = _MIRRORED.get(type(op), type(op))(), right, left
+    bound = _bound(right)
+    if bound is None or any(isinstance(n, ast.BinOp) for n in ast.walk(left)):
+        return False  # `rank - 1 == -1` is `rank == 0`
+    if bound == "None":
+        return isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq))
+    uniform = {
+        ast.Eq: bound < 0,
+        ast.NotEq: bound < 0,
+        ast.GtE: bound <= 0,
+        ast.Gt: bound < 0,
+        ast.Lt: bound <= 0,
+        ast.LtE: bound < 0,
+    }
+    return uniform.get(type(op), False)
+
+
+_MIRRORED = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE}
+
+
+def _bound(node: ast.AST) -> int | float | str | None:
+    """The number a literal stands for (``-1``), ``"None"`` for ``None``, else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _bound(node.operand)
+        return -inner if isinstance(inner, (int, float)) else None
+    if isinstance(node, ast.Constant):
+        if node.value is None:
+            return "None"
+        if isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+            return node.value
+    return None
 
 
 def _is_environ(node: ast.AST) -> bool:

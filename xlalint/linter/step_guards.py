@@ -10,24 +10,48 @@ from collections.abc import Iterator
 
 from xlalint.linter.semantic import Semantic, dotted_name, keyword, parent
 from xlalint.linter.step_apis import ADD_STEP_CLOSURE
-from xlalint.linter.values import FUNCTIONS, self_and_ancestors
+from xlalint.linter.values import FUNCTIONS, assigned_values, enclosing_scopes, self_and_ancestors
 
 
 def every_n_steps_guard(test: ast.expr) -> bool:
     """A test that holds once every N steps: ``step % N == 0``, ``(i + 1) % k == 0``,
     ``not step % N``, also combined with ``and`` (``... and xm.is_master_ordinal()``)
-    or with ``or`` and equality tests (``... or step == len(loader) - 1``)."""
+    or with ``or`` and tests that hold on single steps (``... or last_step``).
+
+    An ``or`` is a guard when one operand is an every-N test and each other operand is
+    one too or a *single-step test*: an equality (``step == len(loader) - 1``), or a
+    name assigned in its scope only such tests and ``False`` (``last_step = step ==
+    max_steps - 1``; ``done = False`` ... ``done = i == n``). Any other operand may hold
+    on every step (``or verbose``, ``or args.debug``: a setting, true on all steps or
+    none), and the ``or`` then runs its body every step."""
     if isinstance(test, ast.BoolOp):
         if isinstance(test.op, ast.And):
             return any(every_n_steps_guard(v) for v in test.values)
         return any(every_n_steps_guard(v) for v in test.values) and all(
-            every_n_steps_guard(v) or _is_equality(v) for v in test.values
+            every_n_steps_guard(v) or _single_step_test(v) for v in test.values
         )
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return _is_modulo(test.operand)
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq):
         return _is_modulo(test.left) or _is_modulo(test.comparators[0])
     return False
+
+
+def _single_step_test(node: ast.expr) -> bool:
+    """``node`` holds on single steps, not on all: see ``every_n_steps_guard``."""
+    if _is_equality(node):
+        return True
+    if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)):
+        return False
+    scope = next(enclosing_scopes(node), None)
+    if scope is None:
+        return False
+    values = list(assigned_values(scope, lambda t: isinstance(t, ast.Name) and t.id == node.id, shallow=True))
+    return any(_is_equality(v) for v in values) and all(_is_equality(v) or _is_false(v) for v in values)
+
+
+def _is_false(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
 
 
 def _is_modulo(node: ast.expr) -> bool:

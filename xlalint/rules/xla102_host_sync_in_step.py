@@ -40,7 +40,9 @@ optimizer such as SGD or Adam avoids it).
 
 **Not flagged**: code in a function or lambda passed to `xm.add_step_closure` (it runs
 after the sync, when values are ready), code under a guard that runs it every N steps
-(`if step % N == 0:`, the recommended way to log), code after the loop, evaluation
+(`if step % N == 0:`, the recommended way to log; also `... or last_step` with a flag
+set by an equality test, `... or step == max_steps - 1`, and `... and <anything>`),
+code after the loop, evaluation
 loops (no `.backward()`), `len(x)`, `x.shape`, `print("epoch done")`.
 
 **Fix**: a statement that only logs is run in a step closure (safe), after the sync.
@@ -96,6 +98,19 @@ for i, (x, y) in enumerate(loader):
                 if step % 10 == 0:
                     print(loss.item())
                     print(f"loss {loss}")
+        """),
+        # Gated, and on the last step: a flag set by an equality test holds on single steps.
+        Valid("""
+            import torch
+            for step in range(max_steps):
+                last_step = step == max_steps - 1
+                loss = model(x, y)
+                loss.backward()
+                opt.step()
+                if step % 250 == 0 or last_step:
+                    print(f"loss {loss.item():.4f}")
+                if (step % 250 == 0 or step == max_steps - 1) and not use_compile:
+                    history.append(loss.item())
         """),
         # The divisor of the differentiated loss is a plain number, not a tensor.
         Valid("""
@@ -162,6 +177,19 @@ for i, (x, y) in enumerate(loader):
     ]
 
     INVALID = [
+        # `or verbose`: a setting, true on every step when set.
+        Invalid(
+            """
+            import torch
+            for step, (x, y) in enumerate(loader):
+                loss = model(x, y)
+                loss.backward()
+                opt.step()
+                if step % 10 == 0 or verbose:
+                    history.append(loss.item())
+            """,
+            count=1,
+        ),
         Invalid(
             """
             import torch

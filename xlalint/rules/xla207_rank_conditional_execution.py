@@ -103,8 +103,9 @@ a collective or rendezvous, a sync, and in the step a host read of a tensor of t
 step. Not flagged: the same collective in one function under two different rank tests
 or in both branches of one (`if not main: barrier()`, the work, `if main: barrier()`,
 as HF's `main_process_first` does: each process reaches one); a test on a value every
-process shares (`if epoch == 0`,
-`if args.debug`), `xm.master_print`/`xm.save` called on every process, work in a step
+process shares (`if epoch == 0`, `if args.debug`; whether this is a distributed launch:
+a rank compared with a value no rank takes, `int(os.environ.get("RANK", -1)) != -1`,
+`args.local_rank == -1`, `rank >= 0`, `rank is not None`, `"RANK" in os.environ`), `xm.master_print`/`xm.save` called on every process, work in a step
 closure (`xm.add_step_closure`).
 
 ## Fix
@@ -166,6 +167,24 @@ xm.master_print(f"step {step} loss {loss.item()}")
                     torch_xla.sync()
             """
         ),
+        # "Is this a torchrun launch": the same answer on every process (no rank is -1).
+        Valid(
+            """
+            import os
+            import torch.distributed as dist
+            import torch_xla.distributed.xla_backend
+            ddp = int(os.environ.get("RANK", -1)) != -1
+            if ddp:
+                dist.init_process_group("xla", init_method="xla://")
+            for x, y in loader:
+                loss = model(x, y)
+                loss.backward()
+                if ddp:
+                    dist.all_reduce(loss)
+                if "RANK" in os.environ and os.environ.get("LOCAL_RANK") is not None:
+                    dist.barrier()
+            """
+        ),
         # One process: nothing to wait for.
         Valid(
             """
@@ -223,6 +242,20 @@ xm.master_print(f"step {step} loss {loss.item()}")
                 save_and_wait(model)
             """,
             count=2,
+        ),
+        # Arithmetic on the rank keeps it a rank test: `rank - 1 == -1` is `rank == 0`.
+        Invalid(
+            """
+            import os
+            import torch.distributed as dist
+            import torch_xla.distributed.xla_backend
+            ddp = int(os.environ.get("RANK", -1)) != -1
+            rank = int(os.environ["RANK"]) if ddp else 0
+            dist.init_process_group("xla", init_method="xla://")
+            if ddp and rank - 1 == -1:
+                dist.barrier()
+            """,
+            count=1,
         ),
         # The launcher's index; a sync and a host read outside print: no fix.
         Invalid(
