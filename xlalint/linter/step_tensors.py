@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from functools import cached_property
 from typing import Protocol
 
+from xlalint.linter.reaching import reaching_values
 from xlalint.linter.semantic import Semantic, dotted_name, method_name, string_value
 from xlalint.linter.step_apis import XM, is_backward_call
 from xlalint.linter.values import FUNCTIONS, Function, enclosing, parameter_names
@@ -198,7 +199,11 @@ class StepTensors:
             return self._is_tensor(e, state, depth + 1)
 
         if isinstance(expr, ast.Name):
-            return expr.id in names
+            if expr.id not in names:
+                return False
+            # `n = n.item()` on every path before this read: a number here.
+            values = reaching_values(expr) if isinstance(expr.ctx, ast.Load) else None
+            return values is None or any(rec(v) for v in values)
         if isinstance(expr, ast.Attribute):
             if expr.attr in _NON_TENSOR_ATTRS:
                 return False

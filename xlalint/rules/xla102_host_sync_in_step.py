@@ -40,10 +40,10 @@ optimizer such as SGD or Adam avoids it).
 
 **Not flagged**: code in a function or lambda passed to `xm.add_step_closure` (it runs
 after the sync, when values are ready), code under a guard that runs it every N steps
-(`if step % N == 0:`, the recommended way to log; also `... or last_step` with a flag
-set by an equality test, `... or step == max_steps - 1`, and `... and <anything>`),
-code after the loop, evaluation
-loops (no `.backward()`), `len(x)`, `x.shape`, `print("epoch done")`.
+(`if step % N == 0:`, the recommended way to log; `... and <any test>`; `... or <a test
+that holds on single steps>`: `step == max_steps - 1`, a flag set by one), code after
+the loop, evaluation loops (no `.backward()`), `len(x)`, `x.shape`, `print("epoch done")`,
+a name that is a number on every path to the read (`n = n.item()` under `if ddp:`).
 
 **Fix**: a statement that only logs is run in a step closure (safe), after the sync.
 It must log values it reads, not compute them: `print(criterion(model(x), y).item())`
@@ -177,6 +177,24 @@ for i, (x, y) in enumerate(loader):
     ]
 
     INVALID = [
+        # Only the `.item()`: on every path to the print, `total` is a number.
+        Invalid(
+            """
+            import torch
+            import torch.distributed as dist
+            for step, (x, y) in enumerate(loader):
+                loss = model(x, y)
+                loss.backward()
+                opt.step()
+                total = len(y)
+                if ddp:
+                    total = torch.tensor(total, device=x.device)
+                    dist.all_reduce(total)
+                    total = total.item()
+                print(f"seen {total}")
+            """,
+            count=1,
+        ),
         # `or verbose`: a setting, true on every step when set.
         Invalid(
             """
