@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 
 from xlalint.linter.devices import (
+    CUDA_ONLY_KEYWORDS,
     CUDA_ONLY_METHODS,
     DEVICE_KEYWORDS,
     TORCH_DEVICE,
@@ -170,17 +171,53 @@ class DeviceReads:
         return found
 
     def guards_cuda_only_code(self, string: ast.expr) -> ast.AST | None:
-        """The test (an ``if``'s, a conditional expression's, a ``case``) holding ``string``
-        when the branch it takes on CUDA calls what only CUDA runs (``x.pin_memory()``)."""
-        branch = _branch_taken_on_match(string)
-        if branch is None:
-            return None
-        test, statements = branch
-        for statement in statements:
-            for node in ast.walk(statement):
-                if isinstance(node, ast.Call) and method_name(node) in CUDA_ONLY_METHODS:
-                    return test
+        """The test holding ``string`` when what it decides on CUDA is code only CUDA runs:
+        the branch it takes (``if device_type == "cuda": x = x.pin_memory()``), or, for a
+        test that is a value, where the value goes (``AdamW(..., fused=device_type ==
+        "cuda")``, ``use_fused = device_type == "cuda"`` ... ``fused=use_fused``)."""
+        branch = _branch_taken_when_true(string)
+        if branch is not None:
+            test, taken = branch
+            return test if _runs_cuda_only_code(taken) else None
+        value = _test_holding(string)
+        holder = parent(value)
+        if isinstance(holder, ast.keyword) and holder.arg in CUDA_ONLY_KEYWORDS:
+            return value
+        if isinstance(holder, ast.Assign) and len(holder.targets) == 1 and isinstance(holder.targets[0], ast.Name):
+            for read in self.reads_of(holder.targets[0]):
+                place = parent(read)
+                if isinstance(place, ast.keyword) and place.arg in CUDA_ONLY_KEYWORDS:
+                    return value
+                if (branch := _branch_taken_when_true(read)) is not None and _runs_cuda_only_code(branch[1]):
+                    return value
         return None
+
+
+def _runs_cuda_only_code(nodes: list[ast.AST]) -> bool:
+    """``x.pin_memory()``, ``fused=True``: code that needs CUDA and has no XLA port."""
+    for statement in nodes:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call) and method_name(node) in CUDA_ONLY_METHODS:
+                return True
+            if (
+                isinstance(node, ast.keyword)
+                and node.arg in CUDA_ONLY_KEYWORDS
+                and not (isinstance(node.value, ast.Constant) and node.value.value in (False, None))
+            ):
+                return True
+    return False
+
+
+def _test_holding(node: ast.expr) -> ast.expr:
+    """The whole boolean expression ``node`` is part of: ``fused_available and device_type
+    == "cuda"`` for the ``"cuda"`` in it."""
+    value = node
+    for holder in ancestors(node):
+        if _is_test_part(holder):
+            value = holder
+        elif not isinstance(holder, (ast.Attribute, ast.Tuple, ast.List, ast.Set)):
+            break  # `.startswith`, `("cuda", "mps")`: parts of the test
+    return value
 
 
 def _cuda_strings(node: ast.AST) -> list[ast.expr]:
@@ -191,13 +228,14 @@ def _cuda_strings(node: ast.AST) -> list[ast.expr]:
     return [node] if isinstance(node, ast.expr) and string_value(node) is not None and is_cuda_string(node) else []
 
 
-def _branch_taken_on_match(string: ast.expr) -> tuple[ast.AST, list[ast.AST]] | None:
-    """The test holding ``string`` and the code it runs when the value is that string:
-    the body of ``if device == "cuda":``, the ``else`` of ``if device != "cuda":`` or of
-    ``if not device.startswith("cuda"):``, the body of ``case "cuda":``."""
+def _branch_taken_when_true(node: ast.expr) -> tuple[ast.AST, list[ast.AST]] | None:
+    """The test holding ``node`` and the code it runs when ``node`` holds (a string: when
+    the value is that string): the body of ``if device == "cuda":``, the ``else`` of ``if
+    device != "cuda":`` or of ``if not device.startswith("cuda"):``, the body of ``case
+    "cuda":``, of ``dict(fused=True) if use_fused else dict()``."""
     matches = True
-    child: ast.AST = string
-    for holder in ancestors(string):
+    child: ast.AST = node
+    for holder in ancestors(node):
         if isinstance(holder, ast.match_case):
             return holder.pattern, list(holder.body)
         if _negates(holder):
@@ -218,3 +256,12 @@ def _negates(node: ast.AST) -> bool:
     if isinstance(node, ast.Compare):
         return any(isinstance(op, NEGATED_TESTS) for op in node.ops)
     return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+
+
+def _is_test_part(node: ast.AST) -> bool:
+    """A comparison, ``and``/``or``, ``not``, or a ``.startswith(...)`` call."""
+    if isinstance(node, ast.Call):
+        return method_name(node) in PREFIX_TESTS
+    return isinstance(node, (ast.Compare, ast.BoolOp)) or (
+        isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+    )

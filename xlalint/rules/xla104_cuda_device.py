@@ -159,8 +159,8 @@ Safe:
   tensors stay float32 there). Tests of either against a CUDA string (`device_type ==
   "cuda"`, `!=`, `in`, `.startswith`, `case "cuda":`) test `"xla"`: a branch taken on
   CUDA is taken on XLA, its CUDA calls ported (a branch left empty goes). `device_type ==
-  "cpu"` stays, and so does a test whose branch pins memory (`x.pin_memory()` needs
-  CUDA): false on XLA, the other branch runs. A selection is never fixed by half;
+  "cpu"` stays, and so does a test that leads to what needs CUDA (`x.pin_memory()`,
+  `AdamW(fused=...)`): false on XLA, the other branch runs. Never fixed by half;
 - a command-line option's default (`default="cuda" if torch.cuda.is_available() else
   "cpu"`, `default="cuda:0"`) becomes `"xla"`: the script reads `args.device` as the
   command line gives it, a string (`args.device.startswith("cuda")`), and the default is

@@ -269,8 +269,12 @@ class DeviceArguments:
         kept = self.writer.reads.kept_tests(reads)
         if not kept:
             return ""
-        lines = ", ".join(str(test.lineno) for test in kept)
-        return f" (the test on line {lines} stays, false on XLA: its branch calls `pin_memory()`, which needs CUDA)"
+        lines = sorted({test.lineno for test in kept})
+        if len(lines) == 1:
+            where, lead = f"line {lines[0]} keeps its test", "it leads"
+        else:
+            where, lead = f"lines {', '.join(map(str, lines))} keep their tests", "they lead"
+        return f' ({where} against "cuda", false on XLA: on CUDA {lead} to `pin_memory()` or `fused=True`, which need CUDA)'
 
 
 # XLA104's examples of this part (the rule runs them as its own: tests/test_rule_examples.py).
