@@ -136,6 +136,18 @@ class DeviceReads:
                 found.update((id(n), n) for n in self.tested_cuda_strings(derived_reads))
         return [node for node in found.values() if self.guards_cuda_only_code(node) is None]
 
+    def ported_type_tests(self, reads: list[ast.expr]) -> list[ast.expr]:
+        """The CUDA strings the type of a device the port makes the XLA device is tested
+        against, as :meth:`ported_tests`: ``device.type == "cuda"``, and through a copy,
+        ``device_type = device.type`` ... ``device_type == "cuda"``. Its type is "xla"."""
+        types = [holder for read in reads if _is_type_of(holder := parent(read), read)]
+        found = list(self.tested_cuda_strings(types))
+        for kind in types:
+            holder = parent(kind)
+            if isinstance(holder, ast.Assign) and len(holder.targets) == 1 and isinstance(holder.targets[0], ast.Name):
+                found.extend(self.tested_cuda_strings(self.reads_of(holder.targets[0])))
+        return [node for node in found if self.guards_cuda_only_code(node) is None]
+
     def kept_tests(self, reads: list[ast.expr]) -> list[ast.expr]:
         """The tests of the value (or of a device type derived from it) against a CUDA
         string that guard code only CUDA runs: they stay, and are false on XLA."""
@@ -265,3 +277,8 @@ def _is_test_part(node: ast.AST) -> bool:
     return isinstance(node, (ast.Compare, ast.BoolOp)) or (
         isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
     )
+
+
+def _is_type_of(node: ast.AST | None, device: ast.expr) -> bool:
+    """``node`` is ``<device>.type``."""
+    return isinstance(node, ast.Attribute) and node.attr == "type" and node.value is device

@@ -130,7 +130,8 @@ outside the scope (no torch/torch_xla/transformers/tokenizers/accelerate import)
 Safe:
 - a device expression becomes `torch_xla.device()`: `torch.device("cuda")` ->
   `torch_xla.device()`, `.to("cuda")` -> `.to(torch_xla.device())`, `device="cuda"` ->
-  `device=torch_xla.device()`, the whole selection idiom -> `torch_xla.device()`.
+  `device=torch_xla.device()`, the whole selection idiom -> `torch_xla.device()`;
+  `device.type == "cuda"` of such a `device` tests `"xla"`, as below.
   Where the function (or module) already holds the XLA device in a variable
   (`device = torch_xla.device()` in its own body above, never assigned anything else
   and not a parameter or loop target), the fix writes that variable instead;
@@ -160,7 +161,7 @@ Safe:
   "cuda"`, `!=`, `in`, `.startswith`, `case "cuda":`) test `"xla"`: a branch taken on
   CUDA is taken on XLA, its CUDA calls ported (a branch left empty goes). `device_type ==
   "cpu"` stays, and so does a test that leads to what needs CUDA (`x.pin_memory()`,
-  `AdamW(fused=...)`): false on XLA, the other branch runs. Never fixed by half;
+  `AdamW(fused=...)`): false on XLA, the other branch runs. Never half a selection;
 - a command-line option's default (`default="cuda" if torch.cuda.is_available() else
   "cpu"`, `default="cuda:0"`) becomes `"xla"`: the script reads `args.device` as the
   command line gives it, a string (`args.device.startswith("cuda")`), and the default is

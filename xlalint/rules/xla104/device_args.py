@@ -74,7 +74,15 @@ class DeviceArguments:
 
     def check_torch_device(self, call: ast.Call) -> None:
         if self.devices.torch_device_is_cuda(call):
-            self.writer.report_device(call, "`torch.device` of a CUDA device")
+            # `device = torch.device("cuda")` ... `if device.type == "cuda":` tests "xla".
+            holder = parent(call)
+            target = holder.targets[0] if isinstance(holder, ast.Assign) and len(holder.targets) == 1 else None
+            reads = self.writer.reads.reads_of(target) if isinstance(target, ast.Name) else []
+            also = tuple(
+                ReplaceExpr(self.ctx.span(node), self.writer.quoted_xla(node))
+                for node in self.writer.reads.ported_type_tests(reads)
+            )
+            self.writer.report_device(call, "`torch.device` of a CUDA device", also=also)
         elif isinstance(kind := argument(call, 0, "type"), ast.Name):
             self.variable_uses.append((kind, False))
 
@@ -374,6 +382,28 @@ INVALID = [
                 print("on the GPU")
         """,
         count=3,
+    ),
+    # A device object's type is tested the same way: on XLA it is "xla".
+    Invalid(
+        """
+        import torch
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net().to(device)
+        device_type = device.type
+        if device.type == "cuda" or device_type == "cuda":
+            print("on the GPU")
+        """,
+        fixed="""
+        import torch
+        import torch_xla
+
+        device = torch_xla.device()
+        model = Net().to(device)
+        device_type = device.type
+        if device.type == "xla" or device_type == "xla":
+            print("on the GPU")
+        """,
+        count=1,
     ),
     # nanoGPT's batch loader pins memory on CUDA, which XLA cannot: that test stays (false
     # on XLA, the other branch moves the batch), and the message says so.
