@@ -98,3 +98,14 @@ def test_gradient_accumulation_logs_after_the_sync_with_fewer_transfers(scripts_
     assert fixed["compiles"] <= original["compiles"]
     assert fixed["host_transfers"] < original["host_transfers"]
     assert fixed["executions"] < original["executions"]
+
+
+def test_cuda_tests_of_a_string_device_follow_it_to_xla(scripts_dir, tmp_path, run_xlalint):
+    """Item 1: the port makes `device` "xla"; `if device_type == "cuda":` then tests "xla",
+    so the step timing still waits for the device (its synchronize is ported) where it
+    would never have run; the batch loader's pinned-memory branch stays false, the other
+    branch moves the batch (pinning raises without CUDA)."""
+    outcome, original, fixed = compare(scripts_dir, tmp_path, run_xlalint, "port_device_guards")
+    assert "step 5: waited for the device" in outcome.stdout
+    assert "model on xla:0, device type xla" in outcome.stdout
+    assert original["exit_code"] == 0 and fixed["compiles"] <= original["compiles"]

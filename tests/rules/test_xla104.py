@@ -18,6 +18,17 @@ CODE = "XLA104"
 
 # (line, 1-based column, fix applicability or None) of every finding, per fixture.
 EXPECTED = {
+    # Issue 21: tests of a ported device string against "cuda" test "xla", but for the
+    # branch that pins memory (line 25), which stays false on XLA.
+    "string_guards": [
+        (13, 32, "safe"),  # init_process_group(backend="nccl")
+        (15, 14, "safe"),  # device = f"cuda:{ddp_local_rank}", read as a string
+        (18, 8, "unsafe"),  # if torch.cuda.is_available(): chooses the device
+        (19, 18, "safe"),  # device = "cuda"
+        (41, 35, "safe"),  # DDP(model, device_ids=[ddp_local_rank])
+        (52, 9, "safe"),  # torch.cuda.synchronize() under `if device_type == "cuda":`
+        (56, 23, "unsafe"),  # torch.cuda.max_memory_allocated(): 0 in its place
+    ],
     "train_cuda": [
         (29, 5, "safe"),  # torch.cuda.synchronize()
         (40, 5, "safe"),  # torch.cuda.manual_seed_all(...)
@@ -568,3 +579,44 @@ def test_the_ported_example_moves_its_model_to_its_own_device_variable():
     assert "model = Classifier().to(device)\n" in fixed
     assert "device = torch_xla.device()\n" in fixed
     assert ".to(torch_xla.device())" not in fixed
+
+
+def test_cuda_tests_that_lead_to_fused_adamw_stay_and_are_named():
+    # `fused=True` on XLA parameters raises: the test stays false on XLA, directly or
+    # through the variable that carries it; a test that leads elsewhere follows to "xla".
+    source = (
+        "import torch\n"
+        "device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+        "device_type = 'cuda' if 'cuda' in device else 'cpu'\n"
+        "model = torch.nn.Linear(2, 2).to(device)\n"
+        "use_fused = device_type == 'cuda'\n"
+        "extra_args = dict(fused=True) if use_fused else dict()\n"
+        "opt = torch.optim.AdamW(model.parameters(), **extra_args)\n"
+        "opt2 = torch.optim.AdamW(model.parameters(), fused=device in ('cuda', 'cuda:0'))\n"
+        "pin = device_type == 'cuda'\n"
+    )
+    [finding] = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE]
+    assert 'lines 5, 8 keep their tests against "cuda", false on XLA' in finding.message
+    fixed = assert_fixes_to(
+        CODE, source, "x.py", fix_source(source, "x.py", settings(), select=[CODE]).source, unsafe=False
+    )
+    assert "use_fused = device_type == 'cuda'\n" in fixed
+    assert "fused=device in ('cuda', 'cuda:0'))\n" in fixed
+    assert "pin = device_type == 'xla'\n" in fixed
+
+
+def test_ddp_device_ids_are_the_xla_device_call_not_a_variable_ported_to_a_string():
+    # nanoGPT: `device` becomes "xla", whose index is None; DDP needs this process's
+    # device, index 0, as build-nanogpt gets it.
+    source = (
+        "import torch\n"
+        "from torch.nn.parallel import DistributedDataParallel as DDP\n"
+        "device = 'cuda'\n"
+        "device_type = 'cuda' if 'cuda' in device else 'cpu'\n"
+        "model = DDP(torch.nn.Linear(2, 2).to(device), device_ids=[0])\n"
+    )
+    fixed = fix_source(source, "x.py", settings(), select=[CODE]).source
+    assert "device = 'xla'\n" in fixed or 'device = "xla"\n' in fixed
+    assert "device_ids=[torch_xla.device()])\n" in fixed
+    [ddp] = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE and "device_ids" in f.message]
+    assert "use `device_ids=[torch_xla.device()]`, this process's XLA device" in ddp.message

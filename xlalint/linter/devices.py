@@ -37,6 +37,12 @@ SPAWNERS = frozenset(
 FUNCTION_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 # Keyword arguments whose value is a device, in any call.
 DEVICE_KEYWORDS = frozenset({"device"})
+# Tensor methods only CUDA runs, with no XLA counterpart: on torch 2.9 / torch_xla 2.9 with
+# no GPU, `x.pin_memory()` raises "Found no NVIDIA driver on your system".
+CUDA_ONLY_METHODS = frozenset({"pin_memory"})
+# Keyword arguments only CUDA takes when true: `torch.optim.AdamW(fused=True)` of XLA
+# parameters raises ("`fused=True` requires all the params to be ... of supported devices").
+CUDA_ONLY_KEYWORDS = frozenset({"fused"})
 # The calls that return this process's XLA device.
 XLA_DEVICE_CALLS = frozenset({"torch_xla.device", "torch_xla.torch_xla.device", "torch_xla.core.xla_model.xla_device"})
 

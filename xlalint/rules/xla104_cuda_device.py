@@ -130,7 +130,8 @@ outside the scope (no torch/torch_xla/transformers/tokenizers/accelerate import)
 Safe:
 - a device expression becomes `torch_xla.device()`: `torch.device("cuda")` ->
   `torch_xla.device()`, `.to("cuda")` -> `.to(torch_xla.device())`, `device="cuda"` ->
-  `device=torch_xla.device()`, the whole selection idiom -> `torch_xla.device()`.
+  `device=torch_xla.device()`, the whole selection idiom -> `torch_xla.device()`;
+  `device.type == "cuda"` of such a `device` tests `"xla"`, as below.
   Where the function (or module) already holds the XLA device in a variable
   (`device = torch_xla.device()` in its own body above, never assigned anything else
   and not a parameter or loop target), the fix writes that variable instead;
@@ -156,7 +157,11 @@ Safe:
   derived from it (`device_type = "cuda" if "cuda" in device else "cpu"`) follows in the
   same fix (`"xla" if "xla" in device else "cpu"`): left alone it would say `"cpu"`, and
   `torch.autocast(device_type=device_type)` would silently autocast on the CPU (XLA
-  tensors stay float32 there). A selection is never fixed by half;
+  tensors stay float32 there). Tests of either against a CUDA string (`device_type ==
+  "cuda"`, `!=`, `in`, `.startswith`, `case "cuda":`) test `"xla"`: a branch taken on
+  CUDA is taken on XLA, its CUDA calls ported (a branch left empty goes). `device_type ==
+  "cpu"` stays, and so does a test that leads to what needs CUDA (`x.pin_memory()`,
+  `AdamW(fused=...)`): false on XLA, the other branch runs. Never half a selection;
 - a command-line option's default (`default="cuda" if torch.cuda.is_available() else
   "cpu"`, `default="cuda:0"`) becomes `"xla"`: the script reads `args.device` as the
   command line gives it, a string (`args.device.startswith("cuda")`), and the default is
@@ -199,14 +204,17 @@ Safe:
   `choices`);
 - `DDP(model, device_ids=[local_rank], output_device=local_rank)` ->
   `DDP(model, device_ids=[torch_xla.device()])`. The indices are CUDA devices. torch 2.9's
-  DDP keeps them for a module on the XLA device and moves every input to `xla:<index>` on
-  a CUDA-style side stream, which raises (`'NoneType' object does not support the context
-  manager protocol`) for every index but the process's own device: in every process but
-  the first. This process's XLA device (index 0) keeps what the script relies on: DDP
-  moves the inputs there, as it moved them to the GPU. Where the call runs at import time
-  in a script that spawns workers, `device_ids` is removed instead (the device cannot be
-  evaluated there, and `torch.device("xla")` has no index): DDP then leaves the inputs
-  where the script puts them. Indices passed by position have no fix.
+  DDP keeps them for a module on one non-CPU device and moves every input to
+  `torch.device("xla", device_ids[0])` on a CUDA-style side stream, which raises
+  (`'NoneType' object does not support the context manager protocol`) for every index but
+  the process's own device: in every process but the first. torch_xla's guide passes none
+  (`DDP(model, gradient_as_bucket_view=True)`); this process's XLA device (index 0) keeps
+  what the script relies on: DDP moves the inputs there, as it moved them to the GPU. It
+  is written `torch_xla.device()`, never a variable the port makes `"xla"` (whose index is
+  None). Where the call runs at import time in a script that spawns workers,
+  `device_ids` is removed instead (the device cannot be evaluated there, and
+  `torch.device("xla")` has no index): DDP then leaves the inputs where the script puts
+  them. Indices passed by position have no fix.
 
 These are safe because an XLA process has one device and no user streams: the compiler
 orders the work. A CUDA stream or device decides where and in which order kernels run,

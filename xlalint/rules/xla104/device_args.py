@@ -58,7 +58,7 @@ class DeviceArguments:
             if self.writer.reads.read_as_string(reads) or self.writer.reads.read_as_device_type(reads):
                 # `device = "cuda" if ... else "cpu"` ... `"cuda" in device`: both sides go
                 # to "xla", a device and a string, and what is derived from it follows.
-                message = f"CUDA device selection, `{target.id}` is also read as a string"
+                message = f"CUDA device selection, `{target.id}` is also read as a string" + self._kept_tests(reads)
                 self.writer.report_device(node, message, as_string=self._derived_types(reads))
                 return
         self.writer.report_device(node, "CUDA device selection")
@@ -74,7 +74,15 @@ class DeviceArguments:
 
     def check_torch_device(self, call: ast.Call) -> None:
         if self.devices.torch_device_is_cuda(call):
-            self.writer.report_device(call, "`torch.device` of a CUDA device")
+            # `device = torch.device("cuda")` ... `if device.type == "cuda":` tests "xla".
+            holder = parent(call)
+            target = holder.targets[0] if isinstance(holder, ast.Assign) and len(holder.targets) == 1 else None
+            reads = self.writer.reads.reads_of(target) if isinstance(target, ast.Name) else []
+            also = tuple(
+                ReplaceExpr(self.ctx.span(node), self.writer.quoted_xla(node))
+                for node in self.writer.reads.ported_type_tests(reads)
+            )
+            self.writer.report_device(call, "`torch.device` of a CUDA device", also=also)
         elif isinstance(kind := argument(call, 0, "type"), ast.Name):
             self.variable_uses.append((kind, False))
 
@@ -126,7 +134,7 @@ class DeviceArguments:
         else:
             return
         flag = next((v for v in (string_value(a) for a in call.args) if v), option.destination)
-        message = f"{what} as the default of `{flag}`"
+        message = f"{what} as the default of `{flag}`" + self._kept_tests(reads)
         if (string_read := self.writer.reads.read_as_string(reads)) is not None:
             message += f", read as a string (`{self.writer.short(string_read)}`)"
         self.writer.report_device(
@@ -229,11 +237,15 @@ class DeviceArguments:
                         # `"cuda" in device`, `device.startswith(...)`: a torch.device is no
                         # str, "xla" is both; a device type derived from it follows.
                         self.writer.report_device(
-                            value, message + " and as a string", as_string=self._derived_types(reads)
+                            value,
+                            message + " and as a string" + self._kept_tests(reads),
+                            as_string=self._derived_types(reads),
                         )
                     elif self.writer.reads.read_as_device_type(reads):
                         # `torch.autocast(device_type=device)` needs a str: "xla" is both.
-                        self.writer.report_device(value, message + " and as a `device_type`", as_string=())
+                        self.writer.report_device(
+                            value, message + " and as a `device_type`", as_string=self._derived_types(reads)
+                        )
                     else:
                         self.writer.report_device(value, message)
 
@@ -251,14 +263,26 @@ class DeviceArguments:
 
     def _derived_types(self, reads: list[ast.expr]) -> tuple[Operation, ...]:
         """``device_type = "cuda" if "cuda" in device else "cpu"``: with the device "xla" it
-        would say "cpu", and autocast would silently run on the CPU: its CUDA strings
-        become "xla" too."""
-        operations: list[Operation] = []
-        for derivation in self.writer.reads.derived_device_types(reads):
-            for node in ast.walk(derivation):
-                if isinstance(node, ast.Constant) and is_cuda_string(node):
-                    operations.append(ReplaceExpr(self.ctx.span(node), self.writer.quoted_xla(node)))
-        return tuple(operations)
+        would say "cpu", and autocast would silently run on the CPU; ``if device_type ==
+        "cuda":`` would never run its branch (the ``synchronize()`` the port made
+        ``xm.wait_device_ops()``). The CUDA strings of the derivation and of the tests
+        become "xla" too, but for a test guarding code only CUDA runs (``pin_memory()``)."""
+        return tuple(
+            ReplaceExpr(self.ctx.span(node), self.writer.quoted_xla(node))
+            for node in self.writer.reads.ported_tests(reads)
+        )
+
+    def _kept_tests(self, reads: list[ast.expr]) -> str:
+        """The message's note on the tests the fix leaves, false on XLA."""
+        kept = self.writer.reads.kept_tests(reads)
+        if not kept:
+            return ""
+        lines = sorted({test.lineno for test in kept})
+        if len(lines) == 1:
+            where, lead = f"line {lines[0]} keeps its test", "it leads"
+        else:
+            where, lead = f"lines {', '.join(map(str, lines))} keep their tests", "they lead"
+        return f' ({where} against "cuda", false on XLA: on CUDA {lead} to `pin_memory()` or `fused=True`, which need CUDA)'
 
 
 # XLA104's examples of this part (the rule runs them as its own: tests/test_rule_examples.py).
@@ -313,8 +337,96 @@ INVALID = [
 
         device = "xla"
         x = torch.ones(2, device=device)
-        if "cuda" in device:
+        if "xla" in device:
             pass
+        """,
+        count=1,
+    ),
+    # A test against "cuda" follows the value (issue 21, build-nanogpt's step timing): the
+    # branch taken on CUDA is taken on XLA, with its CUDA call ported; a branch left empty
+    # by a removed call goes with it; a test that holds on the CPU only stays.
+    Invalid(
+        """
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        device_type = "cuda" if device.startswith("cuda") else "cpu"
+        x = torch.ones(2, device=device)
+        if device_type == "cuda":
+            torch.cuda.synchronize()
+        if device != "cuda":
+            print("on the host")
+        else:
+            torch.cuda.empty_cache()
+        if device_type == "cpu":
+            print("on the CPU")
+        match device:
+            case "cuda" | "cuda:0":
+                print("on the GPU")
+        """,
+        fixed="""
+        import torch
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+
+        device = "xla"
+        device_type = "xla" if device.startswith("xla") else "cpu"
+        x = torch.ones(2, device=device)
+        if device_type == "xla":
+            xm.wait_device_ops()
+        if device != "xla":
+            print("on the host")
+        if device_type == "cpu":
+            print("on the CPU")
+        match device:
+            case "xla" | "xla":
+                print("on the GPU")
+        """,
+        count=3,
+    ),
+    # A device object's type is tested the same way: on XLA it is "xla".
+    Invalid(
+        """
+        import torch
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        model = Net().to(device)
+        device_type = device.type
+        if device.type == "cuda" or device_type == "cuda":
+            print("on the GPU")
+        """,
+        fixed="""
+        import torch
+        import torch_xla
+
+        device = torch_xla.device()
+        model = Net().to(device)
+        device_type = device.type
+        if device.type == "xla" or device_type == "xla":
+            print("on the GPU")
+        """,
+        count=1,
+    ),
+    # nanoGPT's batch loader pins memory on CUDA, which XLA cannot: that test stays (false
+    # on XLA, the other branch moves the batch), and the message says so.
+    Invalid(
+        """
+        import torch
+        device = "cuda"
+        device_type = "cuda" if "cuda" in device else "cpu"
+        def get_batch(x):
+            if device_type == "cuda":
+                return x.pin_memory().to(device, non_blocking=True)
+            return x.to(device)
+        """,
+        fixed="""
+        import torch
+        import torch_xla
+
+        device = "xla"
+        device_type = "xla" if "xla" in device else "cpu"
+        def get_batch(x):
+            if device_type == "cuda":
+                return x.pin_memory().to(device, non_blocking=True)
+            return x.to(device)
         """,
         count=1,
     ),
@@ -395,7 +507,7 @@ INVALID = [
         def main(opt):
             device = opt.device
             model = Net().to(device)
-            if device.startswith("cuda"):
+            if device.startswith("xla"):
                 torch.backends.cudnn.benchmark = True
         """,
         count=1,

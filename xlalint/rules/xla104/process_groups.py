@@ -191,9 +191,9 @@ class ProcessGroups:
 
     def check_ddp(self, call: ast.Call) -> None:
         """``DDP(model, device_ids=[local_rank], output_device=local_rank)``: CUDA device
-        indices. DDP of a module on the XLA device needs none; given one, it moves every
-        input to ``xla:<index>`` on a CUDA-style side stream, which raises for any index but
-        the process's own device."""
+        indices. For a module on one non-CPU device, torch 2.9's DDP moves every input to
+        ``torch.device(<type>, device_ids[0])`` on a CUDA-style side stream: ``xla:<index>``
+        raises for any index but the process's own device (index 0 under PJRT)."""
         cuda = []
         for position, name in enumerate(DDP_DEVICE_KEYWORDS, start=1):
             value = argument(call, position, name)
@@ -204,18 +204,20 @@ class ProcessGroups:
             return
         name, value = cuda[0]
         message = (
-            f"`{name}={self.writer.short(value)}` names CUDA devices: DDP of a module on the XLA device "
-            "takes none (torch_xla's guide: `DDP(model, gradient_as_bucket_view=True)`); given one, DDP moves "
-            "each input to `xla:<index>`, which raises for any index but the process's own device"
+            f"`{name}={self.writer.short(value)}` names CUDA devices: given an index, DDP moves each input to "
+            "`xla:<index>`, which raises for any index but the process's own device (torch_xla's guide passes "
+            "none: `DDP(model, gradient_as_bucket_view=True)`)"
         )
         if has_star_args(call) or any(keyword(call, n) is None for n, _ in cuda):
             self.writer.report(value, message + " (no fix: passed by position, remove it by hand)", None)
             return
         # `device_ids=[torch_xla.device()]` keeps what the script relies on: DDP moves each
-        # input to that device (this process's own: index 0). `torch.device("xla")`, all
-        # a fix may write where it runs at import time, has no index, which DDP rejects.
+        # input to this process's own device, `xla:0`. Written as the call, never as a
+        # variable the port makes the string "xla": its index is None, not the process's.
+        # `torch.device("xla")`, all a fix may write where it runs at import time, has no
+        # index either: there `device_ids` is removed.
         keep_ids = any(n == "device_ids" for n, _ in cuda) and not self.devices.evaluated_at_import(call)
-        device, imports = self.writer.xla_device(call) if keep_ids else ("", ())
+        device, imports = self.writer.xla_device() if keep_ids else ("", ())
         operations = [
             ReplaceExpr(self.ctx.span(v), f"[{device}]")
             if n == "device_ids" and keep_ids
@@ -226,9 +228,9 @@ class ProcessGroups:
             f"`device_ids=[{device}]`" if n == "device_ids" and keep_ids else f"no `{n}`" for n, _ in cuda
         )
         after = (
-            "; with this process's XLA device, DDP moves the inputs there as it moved them to the GPU"
+            f": use {what}, this process's XLA device, so that DDP moves the inputs there as it moved them to the GPU"
             if keep_ids
-            else "; without it the inputs stay where the script puts them (on the XLA device once ported)"
+            else f": use {what}; the inputs then stay where the script puts them (on the XLA device once ported)"
         )
         self.writer.report(value, message + after, self.writer.fix("safe", f"Use {what}", *operations, imports=imports))
 

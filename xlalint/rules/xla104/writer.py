@@ -48,12 +48,18 @@ class Writer:
         self.rule.report(node, message, fix)
 
     def report_device(
-        self, node: ast.AST, message: str, to_cpu: bool = False, as_string: tuple[Operation, ...] | None = None
+        self,
+        node: ast.AST,
+        message: str,
+        to_cpu: bool = False,
+        as_string: tuple[Operation, ...] | None = None,
+        also: tuple[Operation, ...] = (),
     ) -> None:
         """Report a device expression; its fix replaces it with the XLA device (or
         with ``"cpu"`` for ``map_location``). ``as_string``: the device is also read as a
         string, so the fix writes ``"xla"`` (both a device and a string) with these
-        operations, which port what the script derives from the string."""
+        operations, which port what the script derives from the string. ``also``: the
+        operations that port the tests of the device's type (``device.type == "cuda"``)."""
         if id(node) in self.claimed:
             return
         if to_cpu or id(node) in self.map_locations:
@@ -70,7 +76,7 @@ class Writer:
                 # The other branch is the user's own choice of device: the fix drops it.
                 applicability = "unsafe"
                 message += f"; the fix drops the fallback `{self.short(fallback)}`"
-            operations = (ReplaceExpr(self.ctx.span(node), device), *(as_string or ()))
+            operations = (ReplaceExpr(self.ctx.span(node), device), *(as_string or ()), *also)
             fix = self.fix(applicability, f"Use `{device}`", *operations, imports=imports)
         self.report(node, message, fix)
 
