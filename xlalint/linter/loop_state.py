@@ -25,7 +25,7 @@ from functools import cached_property
 
 from xlalint.linter.semantic import Semantic, dotted_name, method_name, parent, string_value
 from xlalint.linter.steps import HOST_FETCH_METHODS, StepAnalysis, is_step_closure
-from xlalint.linter.values import FUNCTIONS, self_and_ancestors
+from xlalint.linter.values import FUNCTIONS, self_and_ancestors, target_names
 
 Loop = ast.For | ast.AsyncFor | ast.While
 LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -145,9 +145,9 @@ class LoopStateAnalysis:
             for node in nodes:
                 if isinstance(node, ast.Assign) and self.is_device(node.value, names):
                     for target in node.targets:
-                        names.update(_target_names(target))
+                        names.update(target_names(target))
                 elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and self.is_device(node.value, names):
-                    names.update(_target_names(node.target))
+                    names.update(target_names(node.target))
             if len(names) == before:
                 break
         return names
@@ -244,7 +244,7 @@ class LoopStateAnalysis:
             for node in nodes:
                 if isinstance(node, ast.Assign) and _dotted_names(node.value) & derived:
                     for target in node.targets:
-                        derived.update(_target_names(target))
+                        derived.update(target_names(target))
             if len(derived) == before:
                 break
         return derived
@@ -273,7 +273,7 @@ def _fresh_names(loop: Loop, nodes: list[ast.AST]) -> set[str]:
     """Names each iteration binds anew before it updates them: the ``for`` target, and a
     name assigned a value that does not read it (``h = init(); h = model(h)``) before
     the first update that does. Their values do not come from the previous iteration."""
-    fresh = _target_names(loop.target) if isinstance(loop, (ast.For, ast.AsyncFor)) else set()
+    fresh = target_names(loop.target) if isinstance(loop, (ast.For, ast.AsyncFor)) else set()
     updated: set[str] = set()
     for node in sorted(
         (n for n in nodes if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))),
@@ -281,7 +281,7 @@ def _fresh_names(loop: Loop, nodes: list[ast.AST]) -> set[str]:
     ):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         reads = _dotted_names(node.value) if node.value is not None else set()
-        for name in set().union(*(_target_names(t) for t in targets)):
+        for name in set().union(*(target_names(t) for t in targets)):
             if isinstance(node, ast.AugAssign) or name in reads:
                 updated.add(name)
             elif name not in updated:
@@ -291,15 +291,6 @@ def _fresh_names(loop: Loop, nodes: list[ast.AST]) -> set[str]:
 
 def _arguments(call: ast.Call) -> list[ast.expr]:
     return [*call.args, *(k.value for k in call.keywords)]
-
-
-def _target_names(target: ast.AST) -> set[str]:
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return set().union(*(_target_names(t) for t in target.elts)) if target.elts else set()
-    if isinstance(target, ast.Starred):
-        return _target_names(target.value)
-    dotted = dotted_name(target)
-    return {dotted} if dotted else set()
 
 
 def _dotted_names(expr: ast.AST) -> set[str]:

@@ -14,7 +14,7 @@ from typing import Protocol
 from xlalint.linter.reaching import reaching_values
 from xlalint.linter.semantic import Semantic, dotted_name, method_name, string_value
 from xlalint.linter.step_apis import XM, is_backward_call
-from xlalint.linter.values import FUNCTIONS, Function, enclosing, parameter_names
+from xlalint.linter.values import FUNCTIONS, Function, enclosing, parameter_names, target_names
 
 # torch functions that do not return a tensor (or return one that lives on the host).
 _NON_TENSOR_TORCH = (
@@ -168,7 +168,7 @@ class StepTensors:
                     if dotted:
                         names.add(dotted)
                 elif isinstance(node, (ast.For, ast.AsyncFor)) and self._is_tensor(node.iter, state):
-                    names.update(_target_names(node.target))
+                    names.update(target_names(node.target))
                 elif isinstance(node, ast.Return) and node.value is not None and self._is_tensor(node.value, state):
                     func = enclosing(node, FUNCTIONS)
                     if func is not None and id(func) in helper_by_id:
@@ -383,26 +383,17 @@ def _value_names(expr: ast.AST) -> set[str]:
     return found
 
 
-def _target_names(target: ast.AST) -> set[str]:
-    if isinstance(target, (ast.Tuple, ast.List)):
-        return set().union(*(_target_names(t) for t in target.elts)) if target.elts else set()
-    if isinstance(target, ast.Starred):
-        return _target_names(target.value)
-    dotted = dotted_name(target)
-    return {dotted} if dotted else set()
-
-
 def _batch_names(target: ast.AST, iterable: ast.AST) -> set[str]:
     """The names a ``for`` loop binds to batches: ``batch`` in ``for i, batch in enumerate(dl)``."""
     if isinstance(iterable, ast.Call) and iterable.args:
         wrapper = (dotted_name(iterable.func) or "").rsplit(".", 1)[-1]
         if wrapper == "enumerate":
             if isinstance(target, ast.Tuple) and len(target.elts) == 2:
-                return _target_names(target.elts[1])
+                return target_names(target.elts[1])
             return set()
         if wrapper in ("tqdm", "iter", "islice"):
             return _batch_names(target, iterable.args[0])
-    return _target_names(target)
+    return target_names(target)
 
 
 def _bind(target: ast.AST, value: ast.expr, is_tensor, names: set[str]) -> None:
@@ -413,7 +404,7 @@ def _bind(target: ast.AST, value: ast.expr, is_tensor, names: set[str]) -> None:
             _bind(t, v, is_tensor, names)
         return
     if is_tensor(value):
-        names.update(_target_names(target))
+        names.update(target_names(target))
 
 
 def _bind_arguments(func: Function, call: ast.Call, is_tensor, names: set[str]) -> None:

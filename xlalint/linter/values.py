@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from xlalint.linter.semantic import Semantic, parent
+from xlalint.linter.semantic import Semantic, dotted_name, parent
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -127,3 +127,14 @@ def passed_argument(call: ast.Call, func: Function, param: str) -> ast.expr | No
     if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
         return call.args[index]
     return None
+
+
+def target_names(target: ast.AST) -> set[str]:
+    """The dotted names an assignment target binds (``a``, ``self.x``; each of
+    ``a, (b, *c)``)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(target_names(t) for t in target.elts)) if target.elts else set()
+    if isinstance(target, ast.Starred):
+        return target_names(target.value)
+    dotted = dotted_name(target)
+    return {dotted} if dotted else set()
