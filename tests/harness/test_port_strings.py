@@ -109,3 +109,11 @@ def test_cuda_tests_of_a_string_device_follow_it_to_xla(scripts_dir, tmp_path, r
     assert "step 5: waited for the device" in outcome.stdout
     assert "model on xla:0, device type xla" in outcome.stdout
     assert original["exit_code"] == 0 and fixed["compiles"] <= original["compiles"]
+
+
+def test_generator_made_on_the_device_stays_on_the_cpu(scripts_dir, tmp_path, run_xlalint):
+    """Item 6: `torch.Generator(device=device)` raises once `device` is XLA; the fix keeps
+    the generator on the CPU and the model trains on XLA."""
+    outcome, original, fixed = compare(scripts_dir, tmp_path, run_xlalint, "port_generator")
+    assert "model on xla:0, generator on cpu" in outcome.stdout
+    assert original["exit_code"] == 0 and fixed["compiles"] <= original["compiles"]
