@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from xlalint.linter.semantic import Semantic, dotted_name, method_name, parent, string_value
+from xlalint.linter.semantic import Semantic, child_nodes, dotted_name, method_name, parent, string_value
 from xlalint.linter.steps import HOST_FETCH_METHODS, StepAnalysis, is_step_closure
 from xlalint.linter.values import FUNCTIONS, self_and_ancestors, target_names
 
@@ -113,7 +113,7 @@ class LoopStateAnalysis:
             ):
                 continue
             yield node
-            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+            stack.extend(reversed(child_nodes(node)))
 
     def _syncs(self, loop: Loop, nodes: list[ast.AST]) -> bool:
         """A sync point runs in the loop: a sync call (also in a same-module function it

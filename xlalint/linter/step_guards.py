@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from xlalint.linter.semantic import Semantic, dotted_name, keyword, parent
+from xlalint.linter.semantic import Semantic, child_nodes, dotted_name, keyword, parent
 from xlalint.linter.step_apis import ADD_STEP_CLOSURE
 from xlalint.linter.values import FUNCTIONS, assigned_values, enclosing_scopes, self_and_ancestors
 
@@ -139,7 +139,7 @@ def walk_region(stmt: ast.AST, semantic: Semantic, include_self: bool = False) -
     """The nodes that run when ``stmt`` runs: not the bodies of nested functions and
     classes, and not lambdas passed to ``xm.add_step_closure`` (a lambda's body is
     otherwise assumed to run: ``sorted(..., key=lambda t: ...)``)."""
-    stack: list[ast.AST] = [stmt] if include_self else list(ast.iter_child_nodes(stmt))
+    stack: list[ast.AST] = [stmt] if include_self else child_nodes(stmt)
     while stack:
         node = stack.pop()
         yield node
@@ -149,7 +149,7 @@ def walk_region(stmt: ast.AST, semantic: Semantic, include_self: bool = False) -
             continue
         if isinstance(node, ast.Lambda) and is_closure_function(node, semantic):
             continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        stack.extend(reversed(child_nodes(node)))
 
 
 def guard_between(node: ast.AST, owner: ast.AST) -> ast.If | None:

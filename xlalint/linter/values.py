@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from xlalint.linter.semantic import Semantic, dotted_name, parent
+from xlalint.linter.semantic import Semantic, child_nodes, dotted_name, parent
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -66,13 +66,13 @@ def _match_targets(target: ast.AST, value: ast.expr, matches) -> Iterator[ast.ex
 
 def walk_scope(scope: ast.AST, shallow: bool = False) -> Iterator[ast.AST]:
     """The nodes of ``scope``; ``shallow`` skips nested function and class bodies."""
-    stack = list(ast.iter_child_nodes(scope))
+    stack = child_nodes(scope)
     while stack:
         node = stack.pop()
         yield node
         if shallow and isinstance(node, DEFINITIONS):
             continue
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(child_nodes(node))
 
 
 def enclosing_scopes(node: ast.AST) -> Iterator[ast.AST]:

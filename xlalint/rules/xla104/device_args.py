@@ -105,14 +105,11 @@ class DeviceArguments:
             )
         if not on_accelerator:
             return False
-        fix = self.writer.fix(
-            "unsafe", 'Keep the generator on the CPU: `device="cpu"`', ReplaceExpr(self.ctx.span(device), '"cpu"')
-        )
         message = (
             f"`torch.Generator(device={self.writer.short(device)})`: a generator on an XLA device raises "
             '("XLA device type not an accelerator"): keep it on the CPU (`device="cpu"`)'
         )
-        self.writer.report(device, message, fix)
+        self._report_cpu(device, message, "unsafe", 'Keep the generator on the CPU: `device="cpu"`')
         return True
 
     def check_option_default(self, call: ast.Call) -> None:
@@ -252,13 +249,15 @@ class DeviceArguments:
     def _report_map_location(self, node: ast.expr) -> None:
         """``map_location=device`` of a CUDA device: once the device is the XLA device,
         ``torch.load`` cannot map onto it ("don't know how to restore data location")."""
-        fix = self.writer.fix(
-            "safe", 'Load onto the CPU: `map_location="cpu"`', ReplaceExpr(self.ctx.span(node), '"cpu"')
-        )
         message = (
             f"`map_location={self.writer.short(node)}` is a CUDA device (an XLA device once ported, "
             "which `torch.load` cannot map onto): load onto the CPU"
         )
+        self._report_cpu(node, message, "safe", 'Load onto the CPU: `map_location="cpu"`')
+
+    def _report_cpu(self, node: ast.expr, message: str, applicability: str, title: str) -> None:
+        """Report a device that has to stay the CPU on XLA, fixed by writing ``"cpu"``."""
+        fix = self.writer.fix(applicability, title, ReplaceExpr(self.ctx.span(node), '"cpu"'))
         self.writer.report(node, message, fix)
 
     def _derived_types(self, reads: list[ast.expr]) -> tuple[Operation, ...]:
