@@ -22,6 +22,10 @@ EXPECTED = {
     # self.rank from dist.get_rank() (also under an every-N guard), accelerate's
     # is_main_process, an early return on LOCAL_RANK; not a test every process shares.
     "rank_tests": [(21, 22, CODE), (23, 13, CODE), (42, 5, CODE)],
+    # The rank only names each process's checkpoint file: the step counter restored from
+    # it, and the rendezvous under `global_step % N == 0`, are shared. A value chosen by
+    # the rank (`loss if rank == 0 else 0`) and a flag set under a rank test differ.
+    "checkpoint_step": [(43, 13, CODE), (49, 13, CODE)],
 }
 
 

@@ -8,8 +8,12 @@ An expression *differs between processes* when it reads one of:
 - an attribute that names one (accelerate's ``accelerator.is_main_process``,
   ``is_local_main_process``, ``process_index``, ``local_process_index``; ``args.local_rank``),
   or ``os.environ["RANK"]``/``["LOCAL_RANK"]`` (also ``.get``/``os.getenv``);
-- a variable assigned from one (``rank = xr.global_ordinal()``, ``is_master = rank == 0``,
-  ``self.rank = ...``), followed transitively within the file;
+- a variable the rank reaches through its data (``rank = xr.global_ordinal()``,
+  ``is_master = rank == 0``, ``self.rank = ...``, ``x = loss if rank == 0 else 0``), or
+  assigned under a test that differs (``if rank == 0: should_log = True``), followed
+  transitively within the file (``RankTaint``). Not a text built from the rank (a log
+  message, a checkpoint path ``f"ckpt_rank{rank}.pt"``), nor a checkpoint read from such
+  a path (``global_step = torch.load(path)["step"]`` is the same on every process);
 - the index the launcher passes to each worker (the first parameter of the function given
   to ``xmp.spawn``/``torch_xla.launch``/``torch.multiprocessing.spawn``), a parameter named
   ``rank``/``local_rank``/``global_rank``/``ordinal``, or a parameter that every call site
@@ -30,6 +34,8 @@ Built once per module on first use (``Context.ranks``).
 from __future__ import annotations
 
 import ast
+from collections import deque
+from collections.abc import Iterator
 
 from xlalint.linter.semantic import Semantic, ancestors, string_value
 from xlalint.linter.values import FUNCTIONS, call_sites, enclosing, enclosing_scopes, parameter_names, passed_argument
@@ -60,7 +66,245 @@ LAUNCHERS = frozenset(
     }
 )
 _EXITS = (ast.Return, ast.Continue, ast.Break, ast.Raise)
-_MAX_ROUNDS = 4
+_MAX_CALL_DEPTH = 4
+# Reading a checkpoint gives what was saved (a step counter, weights), whichever
+# process's file the path names.
+CHECKPOINT_LOADS = frozenset(
+    {
+        "torch.load",
+        "torch.serialization.load",
+        "torch_xla.utils.serialization.load",
+        "safetensors.torch.load_file",
+        "safetensors.torch.load",
+        "torch.distributed.checkpoint.load",
+        "torch.distributed.checkpoint.load_state_dict",
+    }
+)
+_GUARDS = (ast.If, ast.While)
+_SCOPE_ENDS = (*FUNCTIONS, ast.ClassDef, ast.Lambda, ast.Module)
+
+
+class RankTaint:
+    """Which names hold a value that differs between processes: a data-flow over the
+    module's assignments.
+
+    The rank reaches a name through its data: ``rank = xr.global_ordinal()``,
+    ``is_master = rank == 0``, ``x = loss if rank == 0 else 0``, an assignment under a
+    test that differs (``if rank == 0: should_log = True``), a parameter that every call
+    site fills with such a value. Not through text: an f-string, ``"...".format(...)``,
+    ``"..." % ...`` or ``"..." + ...`` names a file or logs a message
+    (``ckpt = f"ckpt_rank{rank}.pt"``), and a checkpoint read from that file
+    (``torch.load(path)``) holds what every process saved (``global_step =
+    ckpt["step"]``).
+
+    Each definition (an assignment, or a parameter with the arguments of its call
+    sites) is evaluated once, and again only when a name it reads, in a scope that name
+    may resolve to, gains the taint; a name gains it at most once per scope. So each
+    definition is evaluated at most once per name it reads, per scope around the read:
+    linear in the module. Flow-insensitive, like ``xlalint.linter.values``: a name that
+    some assignment taints is tainted in its whole scope.
+    """
+
+    def __init__(self, semantic: Semantic):
+        self.semantic = semantic
+        #: Per scope (function or module; a class for ``self.<attr>``), the names that
+        #: hold a per-process value.
+        self.names: dict[int, set[str]] = {}
+        self._readers: dict[tuple[int, str], list[_Definition]] = {}
+        definitions = [*self._assignments(), *self._parameters()]
+        for definition in definitions:
+            for expr in definition.reads():
+                self._register(expr, definition)
+        pending: deque[_Definition] = deque(definitions)
+        for scope, name in self._seeds():
+            self._taint(scope, name, pending)
+        while pending:
+            pending.popleft().evaluate(self, pending)
+
+    def holds(self, scope: ast.AST, name: str) -> bool:
+        """``name`` (or ``self.<attr>`` in a class) holds a per-process value in ``scope``."""
+        return name in self.names.get(id(scope), ())
+
+    def differs(self, expr: ast.AST | None) -> bool:
+        """``expr`` reads a value that differs between processes (see the module docstring)."""
+        if expr is None:
+            return False
+        stack = [expr]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Compare) and _asks_whether_launched(node):
+                continue  # the same on every process, whatever the rank reads
+            if _is_text(node):
+                continue  # a file name or a message, not a value tested
+            if isinstance(node, ast.Call):
+                name = self.semantic.call_name(node)
+                if name in CHECKPOINT_LOADS:
+                    continue
+                if name in RANK_CALLS or _reads_rank_environment(node):
+                    return True
+            elif isinstance(node, ast.Attribute):
+                if node.attr in RANK_ATTRIBUTES:
+                    return True
+                if isinstance(node.value, ast.Name) and node.value.id == "self":
+                    cls = enclosing(node, ast.ClassDef)
+                    if cls is not None and self.holds(cls, f"self.{node.attr}"):
+                        return True
+            elif isinstance(node, ast.Subscript):
+                if _is_environ(node.value) and string_value(node.slice) in RANK_ENVIRONMENT:
+                    return True
+            elif (
+                isinstance(node, ast.Name)
+                and isinstance(node.ctx, ast.Load)
+                and any(self.holds(scope, node.id) for scope in enclosing_scopes(node))
+            ):
+                return True
+            stack.extend(ast.iter_child_nodes(node))
+        return False
+
+    def bind(self, target: ast.AST, pending: deque[_Definition]) -> None:
+        """Taint the name (or ``self.<attr>``) ``target`` stores to; a tuple's every element."""
+        if isinstance(target, ast.Name):
+            self._taint(next(enclosing_scopes(target)), target.id, pending)
+        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+            cls = enclosing(target, ast.ClassDef)
+            if cls is not None:
+                self._taint(cls, f"self.{target.attr}", pending)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                self.bind(element, pending)
+        elif isinstance(target, ast.Starred):
+            self.bind(target.value, pending)
+
+    # -- building -------------------------------------------------------------------------
+    def _taint(self, scope: ast.AST, name: str, pending: deque[_Definition]) -> None:
+        bound = self.names.setdefault(id(scope), set())
+        if name not in bound:
+            bound.add(name)
+            pending.extend(self._readers.get((id(scope), name), ()))
+
+    def _register(self, expr: ast.AST, definition: _Definition) -> None:
+        """``definition`` reads the names in ``expr``: evaluate it again when one gains the taint."""
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                for scope in enclosing_scopes(node):
+                    self._readers.setdefault((id(scope), node.id), []).append(definition)
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+                cls = enclosing(node, ast.ClassDef)
+                if cls is not None:
+                    self._readers.setdefault((id(cls), f"self.{node.attr}"), []).append(definition)
+
+    def _seeds(self) -> Iterator[tuple[ast.AST, str]]:
+        """Parameters named for the rank, and the index a launcher passes to its function."""
+        for function in self.semantic.nodes_of(*FUNCTIONS):
+            for name in parameter_names(function) & RANK_PARAMETERS:
+                yield function, name
+        for call in self.semantic.calls:
+            if self.semantic.call_name(call) in LAUNCHERS and call.args and isinstance(call.args[0], ast.Name):
+                target = self.semantic.module_functions.get(call.args[0].id)
+                if target is not None and (target.args.posonlyargs or target.args.args):
+                    yield target, (*target.args.posonlyargs, *target.args.args)[0].arg
+
+    def _assignments(self) -> Iterator[_Assignment]:
+        for node in self.semantic.nodes_of(ast.Assign, ast.AnnAssign, ast.AugAssign):
+            if node.value is None:
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            pairs = [pair for target in targets for pair in _pairs(target, node.value)]
+            yield _Assignment(targets, tuple(pairs), tuple(_guards(node)))
+
+    def _parameters(self) -> Iterator[_Parameter]:
+        """A parameter with the arguments every call site passes it (none if a site
+        passes nothing that can be told)."""
+        for function in self.semantic.nodes_of(*FUNCTIONS):
+            sites = list(call_sites(function, self.semantic))
+            if not sites:
+                continue
+            for name in parameter_names(function) - RANK_PARAMETERS:
+                arguments = [passed_argument(site, function, name) for site in sites]
+                if all(argument is not None for argument in arguments):
+                    yield _Parameter(function, name, tuple(arguments))  # type: ignore[arg-type]
+
+
+class _Assignment:
+    """``targets = value``: each (target, value) pair, and the tests it runs under."""
+
+    def __init__(
+        self, targets: list[ast.expr], pairs: tuple[tuple[ast.expr, ast.expr], ...], guards: tuple[ast.expr, ...]
+    ):
+        self.targets, self.pairs, self.guards = targets, pairs, guards
+
+    def reads(self) -> Iterator[ast.expr]:
+        yield from (value for _target, value in self.pairs)
+        yield from self.guards
+
+    def evaluate(self, taint: RankTaint, pending: deque[_Definition]) -> None:
+        if any(taint.differs(guard) for guard in self.guards):
+            for target in self.targets:
+                taint.bind(target, pending)
+            return
+        for target, value in self.pairs:
+            if taint.differs(value):
+                taint.bind(target, pending)
+
+
+class _Parameter:
+    """A parameter, tainted when every call site fills it with a value that differs."""
+
+    def __init__(self, function: ast.FunctionDef | ast.AsyncFunctionDef, name: str, arguments: tuple[ast.expr, ...]):
+        self.function, self.name, self.arguments = function, name, arguments
+
+    def reads(self) -> Iterator[ast.expr]:
+        yield from self.arguments
+
+    def evaluate(self, taint: RankTaint, pending: deque[_Definition]) -> None:
+        if all(taint.differs(argument) for argument in self.arguments):
+            taint._taint(self.function, self.name, pending)
+
+
+_Definition = _Assignment | _Parameter
+
+
+def _pairs(target: ast.expr, value: ast.expr) -> Iterator[tuple[ast.expr, ast.expr]]:
+    """(target, the part of the value it gets): ``rank, world = xr.global_ordinal(),
+    xr.world_size()`` pairs element by element; a tuple unpacked from anything else
+    pairs nothing (which element differs is not known)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        if (
+            isinstance(value, (ast.Tuple, ast.List))
+            and len(value.elts) == len(target.elts)
+            and not any(isinstance(e, ast.Starred) for e in (*target.elts, *value.elts))
+        ):
+            for element, part in zip(target.elts, value.elts, strict=True):
+                yield from _pairs(element, part)
+        return
+    yield target, value
+
+
+def _guards(node: ast.stmt) -> Iterator[ast.expr]:
+    """The tests of the ``if``/``while`` statements ``node`` runs under, in its scope."""
+    child: ast.AST = node
+    for anc in ancestors(node):
+        if isinstance(anc, _SCOPE_ENDS):
+            return
+        if isinstance(anc, _GUARDS) and child is not anc.test:
+            yield anc.test
+        child = anc
+
+
+def _is_text(node: ast.AST) -> bool:
+    """An f-string, ``"...".format(...)``, ``"..." % x`` or ``"..." + x``: a text built
+    from values, a file name or a message."""
+    if isinstance(node, ast.JoinedStr):
+        return True
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return string_value(node.func.value) is not None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        return string_value(node.left) is not None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return any(
+            string_value(side) is not None or isinstance(side, ast.JoinedStr) for side in (node.left, node.right)
+        )
+    return False
 
 
 class RankAnalysis:
@@ -68,74 +312,18 @@ class RankAnalysis:
 
     def __init__(self, semantic: Semantic):
         self.semantic = semantic
-        #: Per scope (function or module; a class for ``self.<attr>``), the names that
-        #: hold a per-process value; None until first asked.
-        self._known: dict[int, set[str]] | None = None
+        self._taint: RankTaint | None = None
 
     @property
-    def _names(self) -> dict[int, set[str]]:
-        if self._known is None:
-            self._known = {}
-            self._find_names(self._known)
-        return self._known
-
-    def _find_names(self, names: dict[int, set[str]]) -> None:
-        """Seeds, then assignments and call sites to a fixed point (``differs`` reads the
-        names found so far while this runs)."""
-        functions = self.semantic.nodes_of(*FUNCTIONS)
-        for function in functions:
-            seeds = parameter_names(function) & RANK_PARAMETERS
-            if seeds:
-                names.setdefault(id(function), set()).update(seeds)
-        for call in self.semantic.calls:
-            if self.semantic.call_name(call) in LAUNCHERS and call.args and isinstance(call.args[0], ast.Name):
-                target = self.semantic.module_functions.get(call.args[0].id)
-                if target is not None and (target.args.posonlyargs or target.args.args):
-                    first = (*target.args.posonlyargs, *target.args.args)[0].arg
-                    names.setdefault(id(target), set()).add(first)
-        assignments = self.semantic.nodes_of(ast.Assign, ast.AnnAssign)
-        for _round in range(_MAX_ROUNDS):
-            changed = False
-            for node in assignments:
-                if node.value is None or not self.differs(node.value):
-                    continue
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
-                    changed |= self._bind(target)
-            for function in functions:
-                changed |= self._bind_parameters(function)
-            if not changed:
-                break
+    def taint(self) -> RankTaint:
+        """The data-flow of per-process values, built on first use."""
+        if self._taint is None:
+            self._taint = RankTaint(self.semantic)
+        return self._taint
 
     def differs(self, expr: ast.AST | None) -> bool:
-        """``expr`` reads a value that differs between processes (see the module docstring)."""
-        if expr is None:
-            return False
-        known = self._names
-        stack = [expr]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, ast.Compare) and _asks_whether_launched(node):
-                continue  # the same on every process, whatever the rank reads
-            stack.extend(ast.iter_child_nodes(node))
-            if isinstance(node, ast.Call):
-                if self.semantic.call_name(node) in RANK_CALLS or _reads_rank_environment(node):
-                    return True
-            elif isinstance(node, ast.Attribute):
-                if node.attr in RANK_ATTRIBUTES:
-                    return True
-                if isinstance(node.value, ast.Name) and node.value.id == "self":
-                    cls = enclosing(node, ast.ClassDef)
-                    if cls is not None and f"self.{node.attr}" in known.get(id(cls), ()):
-                        return True
-            elif isinstance(node, ast.Subscript):
-                if _is_environ(node.value) and string_value(node.slice) in RANK_ENVIRONMENT:
-                    return True
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-                for scope in enclosing_scopes(node):
-                    if node.id in known.get(id(scope), ()):
-                        return True
-        return False
+        """``expr`` reads a value that differs between processes (see ``RankTaint``)."""
+        return self.taint.differs(expr)
 
     def rank_test(self, node: ast.AST, depth: int = 0) -> ast.AST | None:
         """The test that decides, differently in each process, whether ``node`` runs: the
@@ -159,7 +347,7 @@ class RankAnalysis:
         return None
 
     def _test_of_every_call(self, function: ast.FunctionDef | ast.AsyncFunctionDef, depth: int) -> ast.AST | None:
-        if depth >= _MAX_ROUNDS:
+        if depth >= _MAX_CALL_DEPTH:
             return None
         tests = [self.rank_test(site, depth + 1) for site in call_sites(function, self.semantic)]
         return tests[0] if tests and all(tests) else None
@@ -178,29 +366,6 @@ class RankAnalysis:
                         return earlier
         return None
 
-    def _bind(self, target: ast.AST) -> bool:
-        if isinstance(target, ast.Name):
-            scope = next(enclosing_scopes(target))
-            return _add(self._names, scope, target.id)
-        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
-            cls = enclosing(target, ast.ClassDef)
-            return cls is not None and _add(self._names, cls, f"self.{target.attr}")
-        if isinstance(target, (ast.Tuple, ast.List)):
-            return False  # `rank, world = ...`: which element differs is not known
-        return False
-
-    def _bind_parameters(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-        """A parameter that every call site fills with a value that differs."""
-        sites = list(call_sites(function, self.semantic))
-        if not sites:
-            return False
-        changed = False
-        for name in parameter_names(function) - self._names.get(id(function), set()):
-            values = [passed_argument(site, function, name) for site in sites]
-            if all(v is not None and self.differs(v) for v in values):
-                changed |= _add(self._names, function, name)
-        return changed
-
 
 def paired(a: ast.AST, b: ast.AST) -> bool:
     """Rank tests ``a`` and ``b`` (as ``rank_test`` returns them) are two different tests:
@@ -209,14 +374,6 @@ def paired(a: ast.AST, b: ast.AST) -> bool:
     the work, ``if main: barrier()``; ``torch_distributed_zero_first`` with
     ``local_rank not in [-1, 0]`` and ``local_rank == 0``."""
     return isinstance(a, ast.If) and isinstance(b, ast.If) and a is not b and ast.dump(a.test) != ast.dump(b.test)
-
-
-def _add(names: dict[int, set[str]], scope: ast.AST, name: str) -> bool:
-    bound = names.setdefault(id(scope), set())
-    if name in bound:
-        return False
-    bound.add(name)
-    return True
 
 
 def _asks_whether_launched(compare: ast.Compare) -> bool:
