@@ -533,3 +533,72 @@ def test_optimizer_steps_recognised():
                 {call}
         """)
         assert steps.loops[0].optimizer_loop is not None, call
+
+
+# -- values a sync already computed ---------------------------------------------------------
+
+SYNC_HEAD = "import torch_xla\nimport torch_xla.core.xla_model as xm\nfor x in loader:\n    loss = model(x)\n    loss.backward()\n"
+
+
+def synced_read(body: str) -> ast.stmt | None:
+    """The sync ``sync_before_read`` finds for the read ``loss.item()`` marked ``# read``
+    in a step loop that starts with ``SYNC_HEAD``."""
+    source = SYNC_HEAD + textwrap.indent(textwrap.dedent(body), "    ")
+    steps = analysis(source)
+    line = next(i for i, text in enumerate(source.splitlines(), 1) if text.endswith("# read"))
+    read = next(
+        n
+        for n in ast.walk(steps.tree)
+        if isinstance(n, ast.Call) and n.lineno == line and isinstance(n.func, ast.Attribute) and n.func.attr == "item"
+    )
+    return steps.sync_before_read(read, read.func.value)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "torch_xla.sync()\nprint(loss.item())  # read\n",
+        "xm.mark_step()\nif rank == 0:\n    for_log = 1\n    print(loss.item())  # read\n",
+        "xm.optimizer_step(opt, barrier=True)\nwith lock:\n    if rank == 0:\n        print(loss.item())  # read\n",
+        "with torch_xla.step():\n    opt.step()\nprint(loss.item())  # read\n",
+        "torch_xla.sync()\ntotal = loss.detach()\nwriter.add_scalar('l', float(loss), 1)\nprint(loss.item())  # read\n",
+    ],
+    ids=["sync", "under-a-test", "barrier", "step-context", "only-read-between"],
+)
+def test_a_read_after_the_sync_finds_it(body):
+    assert isinstance(synced_read(body), ast.stmt)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "print(loss.item())  # read\ntorch_xla.sync()\n",
+        "if log:\n    torch_xla.sync()\nprint(loss.item())  # read\n",
+        "torch_xla.sync()\nloss = loss * 2\nprint(loss.item())  # read\n",
+        "torch_xla.sync()\nloss.div_(2)\nprint(loss.item())  # read\n",
+        "torch_xla.sync()\nxm.all_reduce('sum', [loss])\nprint(loss.item())  # read\n",
+        "torch_xla.sync()\nif rank == 0:\n    loss += 1\n    print(loss.item())  # read\n",
+        "torch_xla.sync()\nfor i in range(3):\n    print(loss.item())  # read\n    loss = model(x)\n",
+        "with torch_xla.step():\n    print(loss.item())  # read\n",
+        "torch_xla.sync()\ntry:\n    pass\nexcept Exception:\n    print(loss.item())  # read\n",
+    ],
+    ids=[
+        "before",
+        "sync-in-a-branch",
+        "recomputed",
+        "in-place",
+        "handed-to-a-collective",
+        "recomputed-in-the-block",
+        "nested-loop",
+        "inside-the-step-context",
+        "handler",
+    ],
+)
+def test_no_sync_computed_the_value_read(body):
+    assert synced_read(body) is None
+
+
+def test_a_read_outside_a_step_is_not_asked():
+    steps = analysis("import torch_xla\ntorch_xla.sync()\nprint(loss.item())\n")
+    read = next(n for n in ast.walk(steps.tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "item")
+    assert steps.sync_before_read(read, read.func.value) is None

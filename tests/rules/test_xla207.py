@@ -26,6 +26,10 @@ EXPECTED = {
     # it, and the rendezvous under `global_step % N == 0`, are shared. A value chosen by
     # the rank (`loss if rank == 0 else 0`) and a flag set under a rank test differ.
     "checkpoint_step": [(43, 13, CODE), (49, 13, CODE)],
+    # A host read after a sync every process ran copies computed data: not flagged; before
+    # the sync (unsafe fix: xm.master_print), after the value is computed again or handed
+    # to an in-place collective, or after a sync only the master runs: flagged.
+    "read_after_sync": [(17, 38, CODE), (27, 19, CODE), (29, 13, CODE), (30, 19, CODE), (39, 13, CODE), (40, 19, CODE)],
 }
 
 

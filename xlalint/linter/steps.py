@@ -22,7 +22,7 @@ XLA106 (the AMP/clip order in the step), and others.
 This module is the analysis and its public names; its parts: ``step_apis`` (the APIs
 it knows by name), ``step_guards`` (every-N guards, step closures, exclusive branches,
 what a statement runs), ``device_loaders``, ``step_tensors`` (the tensors of a step,
-the names holding modules).
+the names holding modules), ``step_syncs`` (values a sync of the step already computed).
 
 The analysis is flow-insensitive and stays within one file, like the rest of the
 semantic layer: a name is "a tensor" if the step assigns it a tensor anywhere, a
@@ -62,6 +62,7 @@ from xlalint.linter.step_guards import (
     mutually_exclusive,
     walk_region,
 )
+from xlalint.linter.step_syncs import SyncedValues
 from xlalint.linter.step_tensors import HOST_FETCH_METHODS, StepTensors, is_module_name, module_names
 from xlalint.linter.values import FUNCTIONS, Function, enclosing, enclosing_scopes, self_and_ancestors, walk_scope
 
@@ -107,6 +108,7 @@ class StepAnalysis:
         self._resolved: dict[int, Function | None] = {}
         self._locals: dict[int, dict[str, Function]] = {}
         self._loaders = DeviceLoaders(self.semantic)
+        self._synced = SyncedValues(self.is_sync_call, self.is_step_context)
         # Most modules call no backward at all: then no loop trains, and no loop or
         # function needs walking to find out.
         self._any_backward = any(is_backward_call(call, self.semantic) for call in self.semantic.calls)
@@ -407,6 +409,15 @@ class StepAnalysis:
 
     def is_step_context(self, with_item: ast.withitem) -> bool:
         return self.semantic.call_name(with_item.context_expr) in STEP_CONTEXT
+
+    def sync_before_read(self, read: ast.AST, value: ast.expr) -> ast.stmt | None:
+        """The statement of the step that synced ``value`` (a name or ``a.b``) before the
+        host read ``read`` of it, on every path through the iteration, with nothing in
+        between computing it again: the read then runs no graph (``step_syncs``). None
+        when there is none, or ``read`` is not in a step."""
+        if self.loop_of(read) is None:
+            return None
+        return self._synced.sync_before(read, value)
 
     @cached_property
     def module_names(self) -> frozenset[str]:

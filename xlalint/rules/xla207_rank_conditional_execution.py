@@ -106,7 +106,15 @@ as HF's `main_process_first` does: each process reaches one); a test on a value 
 process shares (`if epoch == 0`, `if args.debug`; whether this is a distributed launch:
 a rank compared with a value no rank takes, `int(os.environ.get("RANK", -1)) != -1`,
 `args.local_rank == -1`, `rank >= 0`, `rank is not None`, `"RANK" in os.environ`), `xm.master_print`/`xm.save` called on every process, work in a step
-closure (`xm.add_step_closure`).
+closure (`xm.add_step_closure`). A value depends on the rank through its data (`x =
+loss if rank == 0 else 0`, a flag set under `if rank == 0:`), not because the rank is
+in a text built beside it: a checkpoint path `f"ckpt_rank{rank}.pt"` or a log message
+leaves the values around it shared, and a step counter restored from a checkpoint
+(`global_step = ckpt["step"]`) is the same on every process, so `if global_step % N
+== 0:` is not a rank test. A host read after a sync every process ran (`torch_xla.sync()`,
+then `if rank == 0: print(loss.item())`) is not flagged: the sync computed the value,
+and the read copies it without running a graph, unless the value is computed again (or
+changed in place) between the sync and the read.
 
 ## Fix
 
@@ -185,6 +193,37 @@ xm.master_print(f"step {step} loss {loss.item()}")
                     dist.barrier()
             """
         ),
+        # Every process ran the sync: the master copies a computed value, nothing runs.
+        Valid(
+            """
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+            def _mp_fn(index):
+                for step, (x, y) in enumerate(loader):
+                    loss = model(x, y)
+                    loss.backward()
+                    xm.optimizer_step(opt)
+                    torch_xla.sync()
+                    if xm.is_master_ordinal():
+                        print(f"step {step} loss {loss.item()}")
+            """
+        ),
+        # The rank only names the checkpoint file: the restored step counter is shared.
+        Valid(
+            """
+            import torch
+            import torch_xla.core.xla_model as xm
+            import torch_xla.runtime as xr
+            def _mp_fn(index):
+                path = f"ckpt_rank{xr.global_ordinal()}.pt"
+                global_step = torch.load(path)["step"]
+                for x, y in loader:
+                    global_step += 1
+                    if global_step % 100 == 0:
+                        xm.rendezvous("checkpoint")
+                        xm.save(model.state_dict(), path, master_only=False)
+            """
+        ),
         # One process: nothing to wait for.
         Valid(
             """
@@ -257,6 +296,19 @@ xm.master_print(f"step {step} loss {loss.item()}")
             """,
             count=1,
         ),
+        # A flag set under a rank test differs between processes too.
+        Invalid(
+            """
+            import torch_xla.core.xla_model as xm
+            def _mp_fn(index):
+                evaluate_now = False
+                if xm.is_master_ordinal():
+                    evaluate_now = True
+                if evaluate_now:
+                    xm.rendezvous("evaluate")
+            """,
+            count=1,
+        ),
         # The launcher's index; a sync and a host read outside print: no fix.
         Invalid(
             """
@@ -290,6 +342,8 @@ xm.master_print(f"step {step} loss {loss.item()}")
             if test is None or stmt is None or id(stmt) in reported:
                 continue
             if what == "collective" and self._balanced(node, test, candidates, tests):
+                continue
+            if what == "host read" and self._read_after_sync(node):
                 continue
             reported.add(id(stmt))
             self.report(node, self._message(node, what, test), fix=self._master_print_fix(stmt, test))
@@ -339,6 +393,22 @@ xm.master_print(f"step {step} loss {loss.item()}")
                 if any(self._step_tensor(v, text) for v in values):
                     found.append((text, "host read"))
         return sorted(found, key=lambda f: (f[0].lineno, f[0].col_offset))  # type: ignore[attr-defined]
+
+    def _read_after_sync(self, read: ast.AST) -> bool:
+        """Every step tensor ``read`` reads was computed by a sync that every process ran
+        before it: the read copies data and runs no graph."""
+        if isinstance(read, ast.JoinedStr):
+            values = [v.value for v in read.values if isinstance(v, ast.FormattedValue)]
+        elif isinstance(read, ast.Call) and isinstance(read.func, ast.Attribute):
+            values = [read.func.value]
+        else:
+            values = list(read.args)  # type: ignore[attr-defined]
+        values = [v for v in values if self._step_tensor(v, read)]
+        for value in values:
+            sync = self.ctx.steps.sync_before_read(read, value)
+            if sync is None or self.ctx.ranks.rank_test(sync) is not None:
+                return False
+        return bool(values)
 
     def _step_tensor(self, expr: ast.expr, at: ast.AST) -> bool:
         loop = self.ctx.steps.loop_of(at)
