@@ -240,6 +240,57 @@ def test_syntax_errors_and_bad_notebooks_are_xla000(tmp_path):
     assert any(line.startswith("other.ipynb:1:1: XLA000 is not a Jupyter notebook") for line in lines)
 
 
+# Cells IPython runs that are not Python: automagic (a one-line cell whose first word is a
+# line magic, `%` left out), also in a `%%capture` body, indented; escapes.
+IPYTHON_CELLS = (
+    ("code", "pip install torch_xla"),
+    ("code", "\nconda install -y libsndfile\n"),
+    ("code", "%%capture\npip install -q transformers"),
+    ("code", "  cd /content/drive"),
+    ("code", "/print 1 2\n,print a b\n;print a b"),
+    ("code", "import torch\nmodel = torch.nn.Linear(4, 2).cuda()"),
+)
+
+
+def test_cells_ipython_runs_are_skipped_and_the_rest_is_checked(tmp_path):
+    notebook(*IPYTHON_CELLS, path=tmp_path / "nb.ipynb")
+    result = run_cli("check", "--no-cache", "--exit-zero", "nb.ipynb", cwd=tmp_path)
+    assert result.returncode == 0, out(result)
+    lines = [line for line in out(result).splitlines() if "XLA" in line]
+    assert len(lines) == 1 and lines[0].startswith("nb.ipynb:cell 6:2:9: XLA104 [*] ")
+    assert run_cli("check", "--no-cache", "nb.ipynb", cwd=tmp_path).returncode == 1
+
+
+def test_a_fix_leaves_the_ipython_cells_byte_for_byte(tmp_path):
+    path = tmp_path / "nb.ipynb"
+    notebook(*IPYTHON_CELLS, path=path)
+    before = json.loads(path.read_text())["cells"]
+    result = run_cli("check", "--no-cache", "--fix", "nb.ipynb", cwd=tmp_path)
+    assert result.returncode == 0, out(result) + result.stderr.decode()
+    text = path.read_text()
+    nbformat.validate(nbformat.reads(text, as_version=4))
+    after = json.loads(text)["cells"]
+    assert [cell["source"] for cell in after[:5]] == [cell["source"] for cell in before[:5]]
+    fixed = "import torch\nimport torch_xla\n\nmodel = torch.nn.Linear(4, 2).to(torch_xla.device())"
+    assert "".join(after[5]["source"]) == fixed
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "pip install x\nimport torch",  # automagic runs on one-line cells only: IPython fails too
+        "pip3 install x",  # not a line magic
+        "cd = ",  # an assignment, not a magic
+    ],
+)
+def test_what_ipython_cannot_run_is_still_a_syntax_error_in_its_cell(tmp_path, source):
+    notebook(("code", "import torch_xla"), ("code", source), path=tmp_path / "nb.ipynb")
+    result = run_cli("check", "--no-cache", "--exit-zero", "nb.ipynb", cwd=tmp_path)
+    assert result.returncode == 2
+    assert out(result).startswith("nb.ipynb:cell 2:1:"), out(result)
+    assert "XLA000 SyntaxError" in out(result)
+
+
 def test_noqa_in_a_cell_and_add_noqa_round_trip(tmp_path):
     path = tmp_path / "nb.ipynb"
     notebook(*TRAIN, path=path)

@@ -4,10 +4,15 @@ The code cells are joined, in order, into one module (a notebook runs top to bot
 so an import in cell 1 is seen in cell 5). Each cell starts with a marker comment
 line, so the module can be cut back into cells after a fix. IPython syntax is not
 Python: a line magic or shell line (``%matplotlib inline``, ``!pip install x``,
-``files = !ls``, ``obj?``) stands in the module as a marker comment (``pass`` and the
-comment in an indented block) and is put back unchanged; a cell magic that runs Python (``%%time``) has its first line
-treated the same way; a cell under any other cell magic (``%%bash``,
-``%%writefile``) is not Python and is left out.
+``files = !ls``, ``obj?``, ``/f x``), and a one-line cell IPython runs as a magic without
+its ``%`` (automagic: ``pip install x``, ``cd /content``), stands in the module as a
+marker comment (``pass`` and the comment in an indented block) and is put back
+unchanged; a cell magic that runs Python (``%%time``) has its first line treated the
+same way; a cell under any other cell magic (``%%bash``, ``%%writefile``) is not Python
+and is left out. These are the lines IPython's input transformers turn into
+``get_ipython().run_line_magic(...)``/``.system(...)`` calls (automagic is its prefilter,
+which it applies to a cell of one line only): what stays is a syntax error in IPython
+too, and is reported as one (XLA000) in its cell.
 
 The file is plain JSON (nbformat's schema is not needed to read or write it): a fix
 rewrites only the ``source`` of the code cells it changes, in place in the JSON text,
@@ -22,6 +27,7 @@ escapes counted (:meth:`CellText.file_region`).
 
 from __future__ import annotations
 
+import ast
 import difflib
 import io
 import json
@@ -54,6 +60,116 @@ MAGIC_COMMENT = "# xlalint-notebook-magic"
 _MAGIC_PLACEHOLDER = re.compile(r"^([ \t]*)(?:pass  )?# xlalint-notebook-magic$")
 # `files = !ls`, `t = %timeit -o f()`: IPython's assignment from a magic or shell line.
 _MAGIC_ASSIGNMENT = re.compile(r"^[\w.\[\], \t]+=[ \t]*[%!]")
+# IPython's escapes at the start of a line (``inputtransformer2.ESCAPE_SINGLES``): shell,
+# help, magic, and the autoquote/autoparen calls ``,f a b``, ``;f a b``, ``/f a b``.
+_ESCAPES = ("%", "!", "?", ",", ";", "/")
+# IPython's line magics (and the shell aliases it defines as magics), which automagic
+# runs without their `%`: `%lsmagic` of IPython 8.
+LINE_MAGICS = frozenset(
+    {
+        "alias",
+        "alias_magic",
+        "autoawait",
+        "autocall",
+        "automagic",
+        "autosave",
+        "bookmark",
+        "cat",
+        "cd",
+        "clear",
+        "colors",
+        "conda",
+        "config",
+        "connect_info",
+        "cp",
+        "debug",
+        "dhist",
+        "dirs",
+        "doctest_mode",
+        "ed",
+        "edit",
+        "env",
+        "gui",
+        "hist",
+        "history",
+        "killbgscripts",
+        "ldir",
+        "less",
+        "lf",
+        "lk",
+        "ll",
+        "load",
+        "load_ext",
+        "loadpy",
+        "logoff",
+        "logon",
+        "logstart",
+        "logstate",
+        "logstop",
+        "ls",
+        "lsmagic",
+        "lx",
+        "macro",
+        "magic",
+        "mamba",
+        "man",
+        "matplotlib",
+        "micromamba",
+        "mkdir",
+        "more",
+        "mv",
+        "notebook",
+        "page",
+        "pastebin",
+        "pdb",
+        "pdef",
+        "pdoc",
+        "pfile",
+        "pinfo",
+        "pinfo2",
+        "pip",
+        "popd",
+        "pprint",
+        "precision",
+        "prun",
+        "psearch",
+        "psource",
+        "pushd",
+        "pwd",
+        "pycat",
+        "pylab",
+        "qtconsole",
+        "quickref",
+        "recall",
+        "rehashx",
+        "reload_ext",
+        "rep",
+        "rerun",
+        "reset",
+        "reset_selective",
+        "rm",
+        "rmdir",
+        "run",
+        "save",
+        "sc",
+        "set_env",
+        "store",
+        "sx",
+        "system",
+        "tb",
+        "time",
+        "timeit",
+        "unalias",
+        "unload_ext",
+        "uv",
+        "who",
+        "who_ls",
+        "whos",
+        "xdel",
+        "xmode",
+    }
+)
+_AUTOMAGIC = re.compile(r"^[ \t]*([A-Za-z_]\w*)(?:[ \t]+(.*))?$")
 
 
 @dataclass(frozen=True)
@@ -221,6 +337,12 @@ def _to_python(source: str) -> tuple[str | None, tuple[str, ...]]:
         magics.append(lines[0])
         out.append(_placeholder(lines[0], ""))
         start = 1
+    automagic = _automagic_line(lines[start:])
+    if automagic is not None:  # a cell magic runs its body as a cell: automagic applies there too
+        line = start + automagic
+        magics.append(lines[line])
+        out += [*lines[start:line], _placeholder(lines[line], ""), *lines[line + 1 :]]
+        return "".join(out), tuple(magics)
     pending: list[str] = []  # the lines of the logical line being read
     continued_magic = False
     for line in lines[start:]:
@@ -248,7 +370,27 @@ def _is_magic(line: str) -> bool:
     stripped = line.strip()
     if not stripped or stripped.startswith("#"):
         return False
-    return stripped.startswith(("%", "!", "?")) or stripped.endswith("?") or bool(_MAGIC_ASSIGNMENT.match(stripped))
+    return stripped.startswith(_ESCAPES) or stripped.endswith("?") or bool(_MAGIC_ASSIGNMENT.match(stripped))
+
+
+def _automagic_line(lines: list[str]) -> int | None:
+    """The index of the line of a cell IPython runs as a line magic without its ``%``
+    (``pip install x``): after leading blank lines the cell is that one line (IPython's
+    prefilter, which does automagic, runs on one-line cells only), its first word names
+    a line magic, what follows is not an assignment (``cd = 1``), and the line is not
+    Python as it stands (``ls`` alone, or ``cd /x``, parses: it stays Python; IPython
+    also strips the indentation of an indented one, ``  cd /x``)."""
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None or len("".join(lines[first:]).splitlines()) != 1:
+        return None
+    match = _AUTOMAGIC.match(lines[first].rstrip("\r\n"))
+    if match is None or match.group(1) not in LINE_MAGICS or (match.group(2) or "")[:1] in ("=", ","):
+        return None
+    try:
+        ast.parse(lines[first])
+    except (SyntaxError, ValueError):
+        return first
+    return None
 
 
 def _continues(pending: list[str]) -> bool:
