@@ -161,7 +161,7 @@ class RankTaint:
             stack.extend(ast.iter_child_nodes(node))
         return False
 
-    def bind(self, target: ast.AST, pending: deque[_Definition]) -> None:
+    def _bind(self, target: ast.AST, pending: deque[_Definition]) -> None:
         """Taint the name (or ``self.<attr>``) ``target`` stores to; a tuple's every element."""
         if isinstance(target, ast.Name):
             self._taint(next(enclosing_scopes(target)), target.id, pending)
@@ -171,9 +171,9 @@ class RankTaint:
                 self._taint(cls, f"self.{target.attr}", pending)
         elif isinstance(target, (ast.Tuple, ast.List)):
             for element in target.elts:
-                self.bind(element, pending)
+                self._bind(element, pending)
         elif isinstance(target, ast.Starred):
-            self.bind(target.value, pending)
+            self._bind(target.value, pending)
 
     # -- building -------------------------------------------------------------------------
     def _taint(self, scope: ast.AST, name: str, pending: deque[_Definition]) -> None:
@@ -240,11 +240,11 @@ class _Assignment:
     def evaluate(self, taint: RankTaint, pending: deque[_Definition]) -> None:
         if any(taint.differs(guard) for guard in self.guards):
             for target in self.targets:
-                taint.bind(target, pending)
+                taint._bind(target, pending)
             return
         for target, value in self.pairs:
             if taint.differs(value):
-                taint.bind(target, pending)
+                taint._bind(target, pending)
 
 
 class _Parameter:
