@@ -2,9 +2,10 @@
 
 XLA501 through the real command line (`xlalint run --compare --unsafe-fixes --json`):
 the original run shows the runtime finding and a flat loss, the fixed run trains.
-XLA502 with a tiny GPT-2 (built from a config, nothing downloaded): 16 parameters
-become 17 at the move, and the fix's `tie_weights()` brings them back to 16.
-Three torch_xla runs in all.
+XLA501 again with parameter groups taken before the move (issue 33). XLA502 with a
+tiny GPT-2 (built from a config, nothing downloaded): 16 parameters become 17 at the
+move, and the fix's `tie_weights()` brings them back to 16.
+Four torch_xla runs in all.
 """
 
 from __future__ import annotations
@@ -41,6 +42,29 @@ def test_optimizer_before_move_is_flat_and_trains_once_fixed(scripts_dir, xlalin
     assert not any("loss never changed" in w for w in fixed["warnings"])
     assert original["steps"] == fixed["steps"] == 6
     # The script prints its first and last loss after the loop.
+    losses = re.findall(r"^\s*loss (\d+\.\d+) -> (\d+\.\d+)$", done.stdout, re.M)
+    (first, last), (fixed_first, fixed_last) = ((float(a), float(b)) for a, b in losses)
+    assert first == last
+    assert fixed_last < fixed_first / 2
+
+
+def test_parameter_groups_taken_before_the_move_train_once_fixed(scripts_dir, xlalint_command, tmp_path):
+    """Issue 33: the fix put the move between the groups and the optimizer, which then
+    still stepped the CPU parameters. Now the move goes above the groups: the loss falls."""
+    script = scripts_dir / "optimizer_groups_before_move.py"
+    out = tmp_path / "run.json"
+    done = xlalint_command(
+        "run", str(script), "--compare", "--unsafe-fixes", "--device", "cpu", "--json", str(out), timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    record = json.loads(out.read_text())
+    original, fixed = record["runs"]["original"], record["runs"]["fixed"]
+    [finding] = record["findings"]
+    assert (finding["code"], finding["location"]["row"], finding["fix"]["applicability"]) == ("XLA501", 21, "safe")
+    (runtime,) = original["runtime_findings"]
+    assert (runtime["code"], runtime["line"]) == ("XLA501", 21)
+    assert "runtime_findings" not in fixed
+    assert not any("loss never changed" in w for w in fixed["warnings"])
     losses = re.findall(r"^\s*loss (\d+\.\d+) -> (\d+\.\d+)$", done.stdout, re.M)
     (first, last), (fixed_first, fixed_last) = ((float(a), float(b)) for a, b in losses)
     assert first == last
