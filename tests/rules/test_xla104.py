@@ -130,6 +130,18 @@ EXPECTED = {
         (40, 32, "safe"),  # source.to(self.gpu_id)
         (41, 34, "safe"),  # targets.to(self.gpu_id)
     ],
+    # Issue 33: DDP gets the `device` variable the same port makes the XLA device (not a
+    # string one); `local_rank`, unused once ported, goes in the next pass (not when read).
+    "ddp_device_variable": [
+        (14, 5, "safe"),  # torch.cuda.set_device(local_rank)
+        (15, 14, "safe"),  # device = torch.device("cuda", local_rank)
+        (16, 29, "safe"),  # init_process_group("nccl")
+        (18, 35, "safe"),  # device_ids=[local_rank] -> [device]
+        (25, 14, "safe"),  # device = f"cuda:{local_rank}", read as a string -> "xla"
+        (27, 35, "safe"),  # device_ids=[local_rank] -> [torch_xla.device()]: "xla" has no index
+        (34, 14, "safe"),  # torch.device(f"cuda:{local_rank}")
+        (35, 62, "safe"),  # device_ids=[local_rank] -> [device]
+    ],
     "argparse_device": [
         (15, 41, "safe"),  # --device default: the selection -> "xla", read as a string
         (16, 56, "safe"),  # --eval-device default "cuda:0", copied and given as a device
@@ -629,3 +641,34 @@ def test_ddp_device_ids_are_the_xla_device_call_not_a_variable_ported_to_a_strin
     assert "device_ids=[torch_xla.device()])\n" in fixed
     [ddp] = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE and "device_ids" in f.message]
     assert "use `device_ids=[torch_xla.device()]`, this process's XLA device" in ddp.message
+
+
+def test_ddp_is_given_the_device_variable_and_an_unused_local_rank_goes():
+    fixed = read("ddp_device_variable.fixed.py")
+    assert fixed.count("device_ids=[device]") == 2 and fixed.count("device_ids=[torch_xla.device()]") == 1
+    # Read only by what the port replaced: removed; still read by a log line: kept.
+    assert fixed.count('local_rank = int(os.environ["LOCAL_RANK"])') == 1
+    assert 'print(f"local rank {local_rank}")' in fixed
+
+
+@pytest.mark.parametrize(
+    "source, reported",
+    [
+        ("import os\nimport torch_xla\ndef f():\n    rank = int(os.environ['LOCAL_RANK'])\n", True),
+        ("import os\nimport torch_xla\ndef f():\n    rank = os.getenv('LOCAL_RANK', '0')\n", True),
+        # Read, or not an XLA script, or a module-level name another module may import.
+        ("import os\nimport torch_xla\ndef f():\n    rank = int(os.environ['LOCAL_RANK'])\n    print(rank)\n", False),
+        ("import os\nimport torch\ndef f():\n    rank = int(os.environ['LOCAL_RANK'])\n", False),
+        ("import os\nimport torch_xla\nrank = int(os.environ['LOCAL_RANK'])\n", False),
+        (
+            "import os\nimport torch_xla\ndef f():\n    rank = int(os.environ['LOCAL_RANK'])\n    return locals()\n",
+            False,
+        ),
+    ],
+)
+def test_unused_local_rank_in_an_xla_script(source, reported):
+    found = [f for f in lint_source(source, "x.py", settings()) if f.code == CODE and "LOCAL_RANK" in f.message]
+    assert bool(found) is reported
+    if reported:
+        assert found[0].fix.applicability == "safe"
+        assert "rank =" not in fix_source(source, "x.py", settings(), select=[CODE]).source

@@ -214,11 +214,18 @@ Safe:
   the process's own device: in every process but the first. torch_xla's guide passes none
   (`DDP(model, gradient_as_bucket_view=True)`); this process's XLA device (index 0) keeps
   what the script relies on: DDP moves the inputs there, as it moved them to the GPU. It
-  is written `torch_xla.device()`, never a variable the port makes `"xla"` (whose index is
-  None). Where the call runs at import time in a script that spawns workers,
+  is written as the variable that holds the XLA device above (`device =
+  torch.device("cuda", local_rank)`, which the port makes `torch_xla.device()`), else
+  `torch_xla.device()`, never a variable the port makes `"xla"` (whose index is None). Where the call runs at import time in a script that spawns workers,
   `device_ids` is removed instead (the device cannot be evaluated there, and
   `torch.device("xla")` has no index): DDP then leaves the inputs where the script puts
   them. Indices passed by position have no fix.
+
+- in an XLA script, `local_rank = int(os.environ["LOCAL_RANK"])` (or `os.environ.get`,
+  `os.getenv`) that nothing reads: torchrun's index of the CUDA device, left over once the
+  port has replaced its uses. The statement only reads the environment, and is removed
+  (in a function, or at module level of a script with a `__main__` block; a name read
+  anywhere, or in a scope that calls `locals()`/`eval`, stays).
 
 These are safe because an XLA process has one device and no user streams: the compiler
 orders the work. A CUDA stream or device decides where and in which order kernels run,
@@ -575,6 +582,7 @@ opt.step()
         self.device_args.check_variables()
         self.availability.check()
         self.amp.check_autocast_by_variable()
+        self.process_groups.check_unused_local_rank()
 
     def visit_Call(self, node: ast.Call) -> None:
         name = self.ctx.semantic.call_name(node)
