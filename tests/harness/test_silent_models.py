@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -87,6 +88,21 @@ def test_tied_gpt2_is_untied_by_the_move_and_tied_again_by_the_fix(scripts_dir, 
 
     assert fixed.runtime_findings == []  # the move still splits them; `tie_weights()` joins them again
     assert "parameters 16 tied True" in fixed.stdout_tail
+
+
+def test_tied_module_of_the_file_stays_tied_once_fixed(harness_report):
+    """Issue 33: the tying assignment of a module of the file, repeated after the move by
+    the unsafe fix: the fixed run ends with one shared weight, and no runtime finding."""
+    script = Path(__file__).resolve().parents[1] / "fixtures" / "XLA502" / "class_tie.py"
+    report = harness_report(script, compare=True, unsafe_fixes=True, device="cpu")
+    original, fixed = report.runs["original"], report.runs["fixed"]
+    assert original.ok and fixed.ok, original.stderr_tail + fixed.stderr_tail
+    assert [f.code for f in report.findings] == ["XLA502"]
+    (finding,) = original.runtime_findings
+    assert (finding.code, finding.line) == ("XLA502", 29)
+    assert "parameters 2 tied False" in original.stdout_tail
+    assert fixed.runtime_findings == []
+    assert "parameters 1 tied True" in fixed.stdout_tail
 
 
 FALLBACK_PROBE = """
