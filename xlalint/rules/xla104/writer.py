@@ -35,6 +35,8 @@ class Writer:
         self.claimed: set[int] = set()
         # `torch.device(...)` calls given as `map_location`: their fix is "cpu".
         self.map_locations: set[int] = set()
+        # The statement before each statement of the blocks indexed so far.
+        self._previous: dict[int, ast.stmt | None] = {}
 
     def fix(self, *args, **kwargs) -> Fix:
         return self.rule.fix(*args, **kwargs)
@@ -147,7 +149,7 @@ class Writer:
         if statement is None or self._after_a_header(statement):
             return None
         wait, imports = self.spell("{xm}.wait_device_ops()", call)
-        previous = _previous_statement(statement)
+        previous = self._previous_statement(statement)
         if (
             isinstance(previous, ast.Expr)
             and isinstance(previous.value, ast.Call)
@@ -162,6 +164,18 @@ class Writer:
         )
         imports = (*sync_imports, *imports)
         return operations, imports
+
+    def _previous_statement(self, statement: ast.stmt) -> ast.stmt | None:
+        """The statement right before ``statement`` in its block, if any. Each block is
+        indexed once, so that many waits in one block cost one pass over it."""
+        if id(statement) not in self._previous:
+            owner = parent(statement)
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                block = getattr(owner, field, None)
+                if isinstance(block, list) and any(s is statement for s in block):
+                    for before, after in zip([None, *block], block):
+                        self._previous[id(after)] = before
+        return self._previous.get(id(statement))
 
     def _after_a_header(self, statement: ast.stmt) -> bool:
         """``if x: stmt``: the statement shares its line with a block's header, where no
@@ -186,14 +200,3 @@ class Writer:
         """``node``'s source on one line, cut to ``limit`` characters for a message."""
         text = " ".join(self.ctx.source_of(node).split())
         return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _previous_statement(statement: ast.stmt) -> ast.stmt | None:
-    """The statement right before ``statement`` in its block, if any."""
-    owner = parent(statement)
-    for field in ("body", "orelse", "finalbody", "handlers"):
-        block = getattr(owner, field, None)
-        if isinstance(block, list) and statement in block:
-            index = block.index(statement)
-            return block[index - 1] if index else None
-    return None
