@@ -136,6 +136,18 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             model.to("cuda")
             """
         ),
+        # Parameters taken again after the move: the optimizer may be given those.
+        Valid(
+            """
+            import torch
+            import torch_xla
+            model = Net()
+            params = list(model.parameters())
+            model.to(torch_xla.device())
+            params = list(model.parameters())
+            optimizer = torch.optim.SGD(params, lr=0.1)
+            """
+        ),
         # Built again after the move.
         Valid(
             """
@@ -326,6 +338,13 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             if not later:
                 continue
             move = later[0]
+            moved_at = _position(move.statement)
+            if _position(optimizer.statement) > moved_at and any(
+                _position(taken) > moved_at for taken in optimizer.taken
+            ):
+                # Built after the move from a name also assigned after it (`params =
+                # model.parameters()` again): which value reaches is not known, so no finding.
+                continue
             if move.kind == "prepare" and self._prepared_anywhere(optimizer):
                 continue
             if self._built_again(optimizer, move, scope):
