@@ -2,15 +2,17 @@
 
 XLA501 through the real command line (`xlalint run --compare --unsafe-fixes --json`):
 the original run shows the runtime finding and a flat loss, the fixed run trains.
-XLA502 with a tiny GPT-2 (built from a config, nothing downloaded): 16 parameters
-become 17 at the move, and the fix's `tie_weights()` brings them back to 16.
-Three torch_xla runs in all.
+XLA501 again with parameter groups taken before the move (issue 33). XLA502 with a
+tiny GPT-2 (built from a config, nothing downloaded): 16 parameters become 17 at the
+move, and the fix's `tie_weights()` brings them back to 16.
+Four torch_xla runs in all.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -47,6 +49,29 @@ def test_optimizer_before_move_is_flat_and_trains_once_fixed(scripts_dir, xlalin
     assert fixed_last < fixed_first / 2
 
 
+def test_parameter_groups_taken_before_the_move_train_once_fixed(scripts_dir, xlalint_command, tmp_path):
+    """Issue 33: the fix put the move between the groups and the optimizer, which then
+    still stepped the CPU parameters. Now the move goes above the groups: the loss falls."""
+    script = scripts_dir / "optimizer_groups_before_move.py"
+    out = tmp_path / "run.json"
+    done = xlalint_command(
+        "run", str(script), "--compare", "--unsafe-fixes", "--device", "cpu", "--json", str(out), timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    record = json.loads(out.read_text())
+    original, fixed = record["runs"]["original"], record["runs"]["fixed"]
+    [finding] = record["findings"]
+    assert (finding["code"], finding["location"]["row"], finding["fix"]["applicability"]) == ("XLA501", 21, "safe")
+    (runtime,) = original["runtime_findings"]
+    assert (runtime["code"], runtime["line"]) == ("XLA501", 21)
+    assert "runtime_findings" not in fixed
+    assert not any("loss never changed" in w for w in fixed["warnings"])
+    losses = re.findall(r"^\s*loss (\d+\.\d+) -> (\d+\.\d+)$", done.stdout, re.M)
+    (first, last), (fixed_first, fixed_last) = ((float(a), float(b)) for a, b in losses)
+    assert first == last
+    assert fixed_last < fixed_first / 2
+
+
 def test_tied_gpt2_is_untied_by_the_move_and_tied_again_by_the_fix(scripts_dir, harness_report):
     script = scripts_dir / "tied_lm.py"
     report = harness_report(script, compare=True, unsafe_fixes=True, device="cpu")
@@ -63,6 +88,21 @@ def test_tied_gpt2_is_untied_by_the_move_and_tied_again_by_the_fix(scripts_dir, 
 
     assert fixed.runtime_findings == []  # the move still splits them; `tie_weights()` joins them again
     assert "parameters 16 tied True" in fixed.stdout_tail
+
+
+def test_tied_module_of_the_file_stays_tied_once_fixed(harness_report):
+    """Issue 33: the tying assignment of a module of the file, repeated after the move by
+    the unsafe fix: the fixed run ends with one shared weight, and no runtime finding."""
+    script = Path(__file__).resolve().parents[1] / "fixtures" / "XLA502" / "class_tie.py"
+    report = harness_report(script, compare=True, unsafe_fixes=True, device="cpu")
+    original, fixed = report.runs["original"], report.runs["fixed"]
+    assert original.ok and fixed.ok, original.stderr_tail + fixed.stderr_tail
+    assert [f.code for f in report.findings] == ["XLA502"]
+    (finding,) = original.runtime_findings
+    assert (finding.code, finding.line) == ("XLA502", 29)
+    assert "parameters 2 tied False" in original.stdout_tail
+    assert fixed.runtime_findings == []
+    assert "parameters 1 tied True" in fixed.stdout_tail
 
 
 FALLBACK_PROBE = """

@@ -21,6 +21,7 @@ from xlalint.linter.devices import (
     CUDA_ONLY_KEYWORDS,
     CUDA_ONLY_METHODS,
     DEVICE_KEYWORDS,
+    FUNCTION_SCOPES,
     TORCH_DEVICE,
     DeviceAnalysis,
     condition_holding,
@@ -94,6 +95,26 @@ class DeviceReads:
             ):
                 return holder
         return None
+
+    def device_object_variable(self, node: ast.AST) -> str | None:
+        """A variable that holds the XLA device as a device object wherever ``node`` runs
+        once the file is ported (:meth:`DeviceAnalysis.xla_device_variable`), never as the
+        string ``"xla"``: the port writes a string where the script reads the value as one
+        (or as autocast's ``device_type``), and a string has no device index. A fix may
+        write it where a device with an index is needed (``DDP(device_ids=[device])``)."""
+        name = self.devices.xla_device_variable(node)
+        if name is None:
+            return None
+        scope = next((a for a in ancestors(node) if isinstance(a, FUNCTION_SCOPES)), None)
+        reads = [
+            read
+            for read in self.semantic.names_with_id(name)
+            if isinstance(read.ctx, ast.Load)
+            and next((a for a in ancestors(read) if isinstance(a, FUNCTION_SCOPES)), None) is scope
+        ]
+        if self.read_as_string(reads) is not None or self.read_as_device_type(reads):
+            return None
+        return name
 
     def read_as_device_type(self, reads: list[ast.expr]) -> bool:
         """A read is autocast's ``device_type``, which must be a string."""

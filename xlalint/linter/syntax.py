@@ -5,6 +5,7 @@ whether a statement can be removed without taking a neighbour with it."""
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
 
 from xlalint.linter.semantic import keyword, parent
 
@@ -46,12 +47,16 @@ def is_alone_on_its_lines(stmt: ast.stmt) -> bool:
     container = parent(stmt)
     for field in ("body", "orelse", "finalbody", "handlers"):
         siblings = getattr(container, field, None)
-        if isinstance(siblings, list) and any(s is stmt for s in siblings):
+        if not isinstance(siblings, list):
+            continue
+        # A block's statements are in source order and do not overlap: only a neighbour
+        # can share a line with it (found by bisection, so that a long block of such
+        # statements costs no more than linear time).
+        i = bisect_left(siblings, (stmt.lineno, stmt.col_offset), key=lambda s: (s.lineno, s.col_offset))
+        if i < len(siblings) and siblings[i] is stmt:
             return not any(
-                other is not stmt
-                and other.lineno <= (stmt.end_lineno or stmt.lineno)
-                and stmt.lineno <= (other.end_lineno or other.lineno)
-                for other in siblings
+                other.lineno <= (stmt.end_lineno or stmt.lineno) and stmt.lineno <= (other.end_lineno or other.lineno)
+                for other in (*siblings[max(i - 1, 0) : i], *siblings[i + 1 : i + 2])
             )
     return True
 

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from xlalint.linter.order import is_optimizer_class
 from xlalint.linter.semantic import (
+    ancestors,
     dotted_name,
     enclosing_function,
     enclosing_statement,
@@ -94,6 +95,10 @@ class Optimizer:
     models: tuple[str, ...]
     #: The name it is bound to at ``statement`` (``opt`` in ``opt = AdamW(...)``), if any.
     name: str | None
+    #: The statements of its function, before ``statement``, that take the parameters it
+    #: is given from the models (``groups = [{"params": [p for n, p in
+    #: model.named_parameters() ...]}]``): they hold the same parameter objects.
+    taken: tuple[ast.stmt, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -157,10 +162,11 @@ class TrainingObjects:
         found: list[Optimizer] = []
         for call in self.optimizer_calls:
             statement = enclosing_statement(call)
-            models = {name for name in (dotted_name(m) for m in self.held_models(call)) if name}
+            receivers = self.held_models(call)
+            models = {name for name in (dotted_name(m) for m in receivers) if name}
             if not models or statement is None:
                 continue
-            found.extend(self._built_at(call, statement, models))
+            found.extend(self._built_at(call, statement, models, _taken_before(receivers, statement)))
         return found
 
     def held_models(self, call: ast.Call) -> list[ast.expr]:
@@ -186,13 +192,15 @@ class TrainingObjects:
             values = []
         return [v for v in values if isinstance(v, ast.Call) and self.is_optimizer_call(v)]
 
-    def _built_at(self, call: ast.Call, statement: ast.stmt, models: set[str]) -> Iterator[Optimizer]:
+    def _built_at(
+        self, call: ast.Call, statement: ast.stmt, models: set[str], taken: tuple[ast.stmt, ...]
+    ) -> Iterator[Optimizer]:
         """Where the optimizer is built and from which models: here, or, when the models
         are parameters of the same-module function that builds it, at each call of it."""
         function = enclosing_function(call)
         roots = {model.split(".", 1)[0] for model in models}
         parameters = parameter_names(function) - {"self", "cls"} if function is not None else set()
-        yield Optimizer(call, statement, tuple(sorted(models)), _binding(statement, call))
+        yield Optimizer(call, statement, tuple(sorted(models)), _binding(statement, call), taken)
         if not function or not roots <= parameters:
             return
         positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
@@ -229,6 +237,24 @@ class TrainingObjects:
             if values:
                 return values
         return []
+
+    @cached_property
+    def _parameter_reads_by_scope(self) -> dict[ast.AST | None, list[ast.Call]]:
+        found: dict[ast.AST | None, list[ast.Call]] = {}
+        for call in self.semantic.calls_of(*PARAMETER_METHODS):
+            if isinstance(call.func, ast.Attribute) and dotted_name(call.func.value):
+                found.setdefault(enclosing_function(call), []).append(call)
+        return found
+
+    def parameter_reads(self, model: str, scope: ast.AST | None) -> list[ast.Call]:
+        """The ``.parameters()``/``.named_parameters()`` calls in ``scope`` (a function, or
+        None: module level) on ``model``, a part of it or what it is part of, in source
+        order: each takes the parameter objects the model holds at that point."""
+        return [
+            call
+            for call in self._parameter_reads_by_scope.get(scope, [])
+            if same_object_tree(model, dotted_name(call.func.value))  # type: ignore[attr-defined,arg-type]
+        ]
 
     def optimizers_of(self, model: str, scope: ast.AST | None) -> list[Optimizer]:
         """The optimizers built in ``scope`` (a function, or None: module level) that hold
@@ -540,3 +566,23 @@ def _assigned_name(statement: ast.stmt, value: ast.expr) -> str | None:
 
 def _binding(statement: ast.stmt, call: ast.Call) -> str | None:
     return _assigned_name(statement, call)
+
+
+def _taken_before(receivers: list[ast.expr], statement: ast.stmt) -> tuple[ast.stmt, ...]:
+    """The statements, in the function of ``statement`` and before it, of the
+    ``.parameters()`` calls on ``receivers``, in source order."""
+    function = enclosing_function(statement)
+    built_at = (statement.lineno, statement.col_offset)
+    around = {id(node) for node in ancestors(statement)}
+    found: dict[int, ast.stmt] = {}
+    for receiver in receivers:
+        taken = enclosing_statement(receiver)
+        if (
+            taken is not None
+            and taken is not statement
+            and id(taken) not in around
+            and (taken.lineno, taken.col_offset) < built_at
+            and enclosing_function(taken) is function
+        ):
+            found[id(taken)] = taken
+    return tuple(sorted(found.values(), key=lambda s: (s.lineno, s.col_offset)))

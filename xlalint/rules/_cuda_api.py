@@ -5,8 +5,11 @@ row, not new code. The rule reads a row as:
 
 - ``action``: ``"replace"`` the call with ``template``; ``"remove"`` the statement
   that is nothing but the call; ``"report"`` it without a fix; ``"query"``: a CUDA
-  statistic, reported; the unsafe fix writes ``0`` in place of the call, which is what
-  it returns without CUDA, so the user's line (a print, a log) stays; ``"device"`` (the call
+  allocator statistic, reported with its XLA counterpart and never fixed: a number
+  written in its place (``0``, what it returns without CUDA) would be a value the
+  device never reported (a log line then prints a fake "0 MiB"); ``"wait"``: a wait for
+  the device, ported as ``torch_xla.sync()`` then ``xm.wait_device_ops()`` (the wait
+  alone runs nothing: the lazy graph is still pending); ``"device"`` (the call
   *is* the device: replaced like any CUDA device); ``"context"``: a context manager
   with no meaning on XLA (a stream, a device): ``with <it>:`` is replaced by its body;
   ``"stream"``: a stream or event object, removed with every use when each use orders
@@ -14,17 +17,20 @@ row, not new code. The rule reads a row as:
   (the rule's own fixes); ``"availability"`` (False on an XLA machine: see the
   rule's availability part).
 - ``template``: the replacement code. ``{xm}``, ``{xr}``, ``{torch_xla}`` are the
-  modules as the file spells them, ``{device}`` the XLA device, ``{manual_seed}`` the
+  modules as the file spells them, ``{device}`` the XLA device, ``{sync}`` the sync call
+  of the target version (``torch_xla.sync``), ``{manual_seed}`` the
   seeding function of the target version, ``{arg0}`` the call's first argument.
   ``arguments``: how many positional arguments the call must have for the template
   (no keywords); a call that does not fit is reported without a fix.
 - ``message``: what the finding says; the same placeholders are spelled for the
   target version (``{device}`` is ``xm.xla_device()`` for targets before 2.4).
 
-Every replacement was checked against torch_xla 2.9.0. ``xm.get_memory_info()`` is
+Every replacement was checked against torch_xla 2.9.0. ``xm.get_memory_info(device)`` is
 named but not used as a fix: the CPU PJRT device has no allocator statistics and it
 raises there (``GetAllocatorStats is not supported``), so a memory query is reported
-for the user to port (or drop) rather than rewritten into a call that may crash.
+for the user to port (or drop) rather than rewritten into a call that may crash. A
+reset (``reset_peak_memory_stats()``) returns nothing and raises without CUDA
+(``invalid argument to reset_peak_memory_stats``): the statement goes.
 A ``torch.cuda`` name missing from the table is reported with ``DEFAULT``.
 """
 
@@ -34,7 +40,17 @@ from dataclasses import dataclass
 from typing import Literal
 
 Action = Literal[
-    "replace", "remove", "report", "query", "device", "context", "stream", "autocast", "grad_scaler", "availability"
+    "replace",
+    "remove",
+    "report",
+    "query",
+    "wait",
+    "device",
+    "context",
+    "stream",
+    "autocast",
+    "grad_scaler",
+    "availability",
 ]
 
 
@@ -57,8 +73,9 @@ def _remove(message: str) -> CudaApi:
 
 _MEMORY_QUERY = CudaApi(
     "query",
-    "`torch.cuda.{name}()` is CUDA's allocator: on XLA read `{xm}.get_memory_info()` "
-    '(`["bytes_used"]`, `["bytes_limit"]`; TPU/GPU only, the CPU device has none)',
+    "`torch.cuda.{name}()` reads CUDA's allocator (without CUDA it returns 0, not the XLA device's memory): "
+    'on XLA read `{xm}.get_memory_info({device})` (`["bytes_used"]`, `["bytes_limit"]`), which a TPU answers '
+    "and the CPU runtime does not; port it by hand or drop it",
 )
 _MEMORY_RESET = _remove("`torch.cuda.{name}()` resets CUDA allocator statistics: XLA has none, remove it")
 # On XLA a process has one device and no user streams: the compiler orders the work.
@@ -103,9 +120,9 @@ CUDA_API: dict[str, CudaApi] = {
     "init": _remove("`torch.cuda.init()` initializes CUDA: remove it"),
     "is_initialized": _report("`torch.cuda.is_initialized()` asks about CUDA: no XLA counterpart"),
     "synchronize": CudaApi(
-        "replace",
-        "`torch.cuda.synchronize()`: use `{xm}.wait_device_ops()`",
-        template="{xm}.wait_device_ops()",
+        "wait",
+        "`torch.cuda.synchronize()` waits for the queued kernels: on XLA run the pending graph, "
+        "`{sync}()`, then wait for it, `{xm}.wait_device_ops()` (the wait alone runs nothing)",
     ),
     # -- random numbers --------------------------------------------------------------
     "manual_seed": CudaApi(
@@ -163,7 +180,7 @@ CUDA_API: dict[str, CudaApi] = {
     "Event": CudaApi(
         "stream",
         "`torch.cuda.Event` orders or times CUDA streams: XLA has none; time with `time.perf_counter()` "
-        "after `{xm}.wait_device_ops()`, or use `torch_xla.debug.metrics`",
+        "after `{sync}()` and `{xm}.wait_device_ops()`, or use `torch_xla.debug.metrics`",
     ),
     "CUDAGraph": _report("`torch.cuda.CUDAGraph`: XLA compiles and caches the graph itself; remove it"),
     # Not unwrapped: the body is captured to run at each `g.replay()`, not run in place.
@@ -216,9 +233,9 @@ ACCELERATOR_API: dict[str, CudaApi] = {
     "is_available": CudaApi("availability", ""),
     "current_accelerator": CudaApi("device", "`torch.accelerator.current_accelerator()` is not the XLA device"),
     "synchronize": CudaApi(
-        "replace",
-        "`torch.accelerator.synchronize()`: use `{xm}.wait_device_ops()`",
-        template="{xm}.wait_device_ops()",
+        "wait",
+        "`torch.accelerator.synchronize()` waits for the queued kernels: on XLA run the pending graph, "
+        "`{sync}()`, then wait for it, `{xm}.wait_device_ops()` (the wait alone runs nothing)",
     ),
     "device_count": _report("`torch.accelerator.device_count()`: `{xr}.world_size()` is the number of XLA processes"),
     "current_device_index": CudaApi(

@@ -137,7 +137,11 @@ Safe:
   and not a parameter or loop target), the fix writes that variable instead;
 - `.cuda()` -> `.to(torch_xla.device())`; the CUDA device index of `.cuda(0)` is
   dropped, `non_blocking=` and `memory_format=` are kept;
-- `torch.cuda.synchronize()` -> `xm.wait_device_ops()`;
+- `torch.cuda.synchronize()` -> `torch_xla.sync()` then `xm.wait_device_ops()`: the
+  wait alone runs nothing, the lazy graph is still pending, so a timing block
+  (`synchronize(); t1 = time.time()`) would measure the tracing, not the step. Only the
+  wait where a sync directly precedes; no fix in a one-line block (`if x: ...`), where
+  the sync has no place;
 - `torch.cuda.manual_seed(s)` / `manual_seed_all(s)` -> `torch_xla.manual_seed(s)`
   (`xm.set_rng_state(s)` before 2.4);
 - `torch.cuda.empty_cache()` and `torch.cuda.set_device(...)` statements are removed
@@ -147,9 +151,9 @@ Safe:
 - `torch.accelerator.current_accelerator()` -> `torch_xla.device()` (not where its value
   is formatted into a string, `torch.device(f"{acc}:{rank}")`: it is a device type
   there, and `xla:0:0` is no device),
-  `torch.accelerator.synchronize()` -> `xm.wait_device_ops()`,
+  `torch.accelerator.synchronize()` -> `torch_xla.sync()` then `xm.wait_device_ops()`,
   `torch.cuda.is_bf16_supported()` -> `True`; `reset_peak_memory_stats()` and the other
-  statistics resets are removed;
+  statistics resets are removed (they return nothing, and raise without CUDA);
 - a device that is also read as a string (`device = "cuda"`, or the selection
   `"cuda" if torch.cuda.is_available() else "cpu"`, with `"cuda" in device`,
   `device.startswith("cuda")`, or autocast's `device_type=device`) becomes `"xla"`, which
@@ -181,7 +185,7 @@ Safe:
   use when each use only orders streams: `with torch.cuda.stream(s):` keeps its body,
   `s.wait_stream(...)`, `torch.cuda.current_stream().wait_stream(s)`, `x.record_stream(s)`,
   `e.record(s)`, `s.wait_event(e)`, `torch.cuda.set_stream(s)` are removed, and
-  `s.synchronize()` -> `xm.wait_device_ops()`; such a statement on
+  `s.synchronize()` -> `torch_xla.sync()` then `xm.wait_device_ops()`; such a statement on
   `torch.cuda.current_stream()` itself goes too. Any other use (an event's
   `elapsed_time`, `s.query()`, the stream passed to a function) leaves it reported, with
   the line that stands in the way: `torch.cuda.Stream()` raises without CUDA, so the
@@ -210,11 +214,18 @@ Safe:
   the process's own device: in every process but the first. torch_xla's guide passes none
   (`DDP(model, gradient_as_bucket_view=True)`); this process's XLA device (index 0) keeps
   what the script relies on: DDP moves the inputs there, as it moved them to the GPU. It
-  is written `torch_xla.device()`, never a variable the port makes `"xla"` (whose index is
-  None). Where the call runs at import time in a script that spawns workers,
+  is written as the variable that holds the XLA device above (`device =
+  torch.device("cuda", local_rank)`, which the port makes `torch_xla.device()`), else
+  `torch_xla.device()`, never a variable the port makes `"xla"` (whose index is None). Where the call runs at import time in a script that spawns workers,
   `device_ids` is removed instead (the device cannot be evaluated there, and
   `torch.device("xla")` has no index): DDP then leaves the inputs where the script puts
   them. Indices passed by position have no fix.
+
+- in an XLA script, `local_rank = int(os.environ["LOCAL_RANK"])` (or `os.environ.get`,
+  `os.getenv`) that nothing reads: torchrun's index of the CUDA device, left over once the
+  port has replaced its uses. The statement only reads the environment, and is removed
+  (in a function, or at module level of a script with a `__main__` block; a name read
+  anywhere, or in a scope that calls `locals()`/`eval`, stays).
 
 These are safe because an XLA process has one device and no user streams: the compiler
 orders the work. A CUDA stream or device decides where and in which order kernels run,
@@ -250,10 +261,6 @@ Unsafe:
   model on the XLA device (`--no-cuda`-style options keep working);
 - `torch.cuda.current_device()` -> `xr.local_ordinal()` (the index of this process's
   XLA device);
-- a memory query (`torch.cuda.max_memory_allocated()`, ...) becomes `0`, what it returns
-  without CUDA: the user's line (a print, a log, a running peak) stays. XLA's
-  `xm.get_memory_info()` is named in the message but is not written by the fix: the CPU
-  device has no allocator statistics and it raises there;
 - `torch.cuda.is_available()` anywhere else: treated as True, so what the script does
   on an accelerator runs on XLA (an `assert` of it alone is removed; the bfloat16
   condition becomes its `"bfloat16"` branch);
@@ -272,6 +279,12 @@ Unsafe (they change the numerics):
   `None`) the finding has no fix, and its message names the line that blocks it.
 
 No fix:
+- a memory query (`torch.cuda.max_memory_allocated()`, `memory_allocated()`, ...): it is
+  reported with its XLA counterpart, `xm.get_memory_info(device)` (`["bytes_used"]`,
+  `["bytes_limit"]`), which a TPU answers and the CPU runtime does not (it raises
+  `GetAllocatorStats is not supported`). No number is written in its place: without CUDA
+  the query returns 0, and a log of it (`mem 0MiB`) would report a value the device
+  never gave;
 - `model.share_memory()` on a model the script moves to a device: once ported that is the
   XLA device, and XLA tensors cannot be shared between processes (`RuntimeError:
   _share_fd_: only available on CPU`). Train with one process per XLA device
@@ -569,6 +582,7 @@ opt.step()
         self.device_args.check_variables()
         self.availability.check()
         self.amp.check_autocast_by_variable()
+        self.process_groups.check_unused_local_rank()
 
     def visit_Call(self, node: ast.Call) -> None:
         name = self.ctx.semantic.call_name(node)

@@ -12,20 +12,11 @@ from __future__ import annotations
 import ast
 
 from xlalint.linter.model import MoveStatement
+from xlalint.linter.parallelism import XLA_FSDP_KINDS, Wrap
 from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import dotted_name, enclosing_function, parent
+from xlalint.linter.semantic import dotted_name, enclosing_function, enclosing_statement, method_name, parent
 from xlalint.linter.training_objects import Move, Optimizer, same_object_tree
 
-# torch_xla's FSDP wrappers move the model too: under them the optimizer must be built
-# after the wrap (XLA209), not merely after a `.to`.
-XLA_FSDP = frozenset(
-    {
-        "torch_xla.distributed.fsdp.XlaFullyShardedDataParallel",
-        "torch_xla.distributed.fsdp.xla_fully_sharded_data_parallel.XlaFullyShardedDataParallel",
-        "torch_xla.experimental.spmd_fully_sharded_data_parallel.SpmdFullyShardedDataParallel",
-        "torch_xla.distributed.spmd.SpmdFullyShardedDataParallel",
-    }
-)
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef, ast.ClassDef)
 
 
@@ -59,25 +50,34 @@ executions (6).
 An optimizer (`torch.optim.*`, HF `AdamW`/`Adafactor`, any import, also through
 `from transformers import *`) whose parameters come from a model (`model.parameters()`,
 `model.named_parameters()`, parameter groups built from them, a variable holding them,
-a same-file helper given the model), built before `model.to(<XLA device>)`,
+a same-file helper given the model), built (or its parameters taken: `groups = [...]`
+before the move, `AdamW(groups)` after it) before `model.to(<XLA device>)`,
 `model = model.to(...)` or `accelerator.prepare(model)` in the same function (or both at
 module level). The device is followed through variables, `self.<attr>` and the
-arguments of the function. Not flagged: a model already moved before the optimizer is
-built, an optimizer built again after the move, an optimizer passed to the same
+arguments of the function. Not flagged: a model already moved before its parameters are
+taken, an optimizer built again after the move, an optimizer passed to the same
 `accelerator.prepare(...)` call as its model (accelerate re-points it at the moved
 parameters), a move to a device that is not known to be XLA.
 
 ## Fix
 
-Move the `.to(...)` statement up, right before the optimizer is built. Safe when both
-are in the same block and nothing between them uses the optimizer or the model;
-unsafe when something between them does (it then runs with the model already on the
-device). When the move reads a name assigned between them (`device =
-torch_xla.device()` after the optimizer), the optimizer's statement moves down, right
-after the move, instead (safe, when nothing between them uses the optimizer or assigns
-what it reads). No fix when they are in different blocks or functions, or when the model
-is wrapped in torch_xla's FSDP after the optimizer is built: the wrap moves (and shards)
-the model too, so the optimizer has to be built after the wrap (XLA209).
+Move the `.to(...)` statement up, right before the first statement that takes the
+model's parameters: the parameter groups (`[p for n, p in model.named_parameters() ...]`),
+a `list(model.parameters())`, or the optimizer itself. Each of them holds the parameter
+objects of that moment, so none may stay above the move. Safe when they are all in the
+block of the move and nothing between them and the move uses the optimizer or the model;
+unsafe when something between does (it then runs with the model already on the device).
+When the move reads a name assigned between them (`device = torch_xla.device()` after
+the optimizer), those statements move down, in their order, right after the move instead
+(safe, when nothing between them and the move reads what they assign, and they read
+nothing assigned there). No fix when they are in different blocks or functions.
+
+When torch_xla's FSDP wraps the model after the optimizer is built, the wrap moves (and
+shards) the model too, so the optimizer is built after the wrap, from the wrapped model:
+the statements that take the parameters move down right after `model = FSDP(model)`
+(safe; unsafe when they choose parameters by name, which FSDP's flattened parameters no
+longer have). No fix when something between uses the optimizer (a scheduler) or the
+wrapped model gets another name.
 
 ## Example
 
@@ -134,6 +134,18 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             model = Net()
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
             model.to("cuda")
+            """
+        ),
+        # Parameters taken again after the move: the optimizer may be given those.
+        Valid(
+            """
+            import torch
+            import torch_xla
+            model = Net()
+            params = list(model.parameters())
+            model.to(torch_xla.device())
+            params = list(model.parameters())
+            optimizer = torch.optim.SGD(params, lr=0.1)
             """
         ),
         # Built again after the move.
@@ -209,6 +221,51 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             """,
             count=1,
         ),
+        # Parameter groups: the move goes above the first statement that takes the
+        # parameters, not between the groups and the optimizer.
+        Invalid(
+            """
+            import torch
+            import torch_xla
+            model = Net()
+            groups = [{"params": [p for n, p in model.named_parameters() if "bias" not in n]}]
+            optimizer = torch.optim.AdamW(groups, lr=1e-3)
+            model = model.to(torch_xla.device())
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+            model = Net()
+            model = model.to(torch_xla.device())
+            groups = [{"params": [p for n, p in model.named_parameters() if "bias" not in n]}]
+            optimizer = torch.optim.AdamW(groups, lr=1e-3)
+            """,
+            count=1,
+        ),
+        # torch_xla's FSDP wraps the model after the move: built after the wrap.
+        Invalid(
+            """
+            import torch
+            import torch_xla
+            from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+            def _mp_fn(index):
+                model = Net()
+                opt = torch.optim.AdamW(model.parameters())
+                model = model.to(torch_xla.device())
+                model = FSDP(model)
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+            from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+            def _mp_fn(index):
+                model = Net()
+                model = model.to(torch_xla.device())
+                model = FSDP(model)
+                opt = torch.optim.AdamW(model.parameters())
+            """,
+            count=1,
+        ),
         # Built by a helper of the module, at its call.
         Invalid(
             """
@@ -244,34 +301,50 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             model, move = found
             line = move.statement.lineno
             where = f"`{self.ctx.source_of(move.call)}` (line {line})"
+            if _position(optimizer.statement) > _position(move.statement):
+                built = f"from `{model}`'s parameters taken at line {optimizer.taken[0].lineno}, before {where}"
+            else:
+                built = f"from `{model}`'s parameters before {where}"
             message = (
-                f"`{optimizer.name or 'this optimizer'}` is built from `{model}`'s parameters before {where}: "
+                f"`{optimizer.name or 'this optimizer'}` is built {built}: "
                 "the move makes new parameters on the XLA device, the optimizer steps the old CPU ones, "
                 "and the model never trains"
             )
             wrap = self._fsdp_wrap_after(model, optimizer)
             if wrap is not None:
-                message += f"; build the optimizer after the FSDP wrap (line {wrap.lineno}), which moves the model too"
-            fix = None if wrap is not None else self._fix(optimizer, move)
+                message += (
+                    f"; build the optimizer after the FSDP wrap (line {wrap.call.lineno}), which moves the model too"
+                )
+                fix = self._build_after_wrap(optimizer, model, wrap)
+            else:
+                fix = self._fix(optimizer, model, move)
             self.report(optimizer.call, message, fix=fix)
 
     # -- what is flagged -------------------------------------------------------------------
     def _late_move(self, optimizer: Optimizer) -> tuple[str, Move] | None:
-        """(model, its first move to the XLA device after the optimizer is built), when it
-        was not on the device before and the optimizer is not built again after."""
+        """(model, its first move to the XLA device after the optimizer's parameters are
+        taken), when it was not on the device before and the optimizer is not built again
+        after."""
         objects = self.ctx.training_objects
         scope = enclosing_function(optimizer.statement)
-        built_at = _position(optimizer.statement)
+        taken_at = _position(optimizer.taken[0] if optimizer.taken else optimizer.statement)
         for model in optimizer.models:
             moves = objects.moves_of(model, scope)
-            if any(_position(m.statement) < built_at for m in moves):
+            if any(_position(m.statement) < taken_at for m in moves):
                 continue
             later = sorted(
-                (m for m in moves if _position(m.statement) > built_at), key=lambda m: _position(m.statement)
+                (m for m in moves if _position(m.statement) > taken_at), key=lambda m: _position(m.statement)
             )
             if not later:
                 continue
             move = later[0]
+            moved_at = _position(move.statement)
+            if _position(optimizer.statement) > moved_at and any(
+                _position(taken) > moved_at for taken in optimizer.taken
+            ):
+                # Built after the move from a name also assigned after it (`params =
+                # model.parameters()` again): which value reaches is not known, so no finding.
+                continue
             if move.kind == "prepare" and self._prepared_anywhere(optimizer):
                 continue
             if self._built_again(optimizer, move, scope):
@@ -287,57 +360,164 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     def _built_again(self, optimizer: Optimizer, move: Move, scope) -> bool:
         return optimizer.name is not None and any(
             other.name == optimizer.name
+            and other.statement is not optimizer.statement
             and enclosing_function(other.statement) is scope
             and _position(other.statement) > _position(move.statement)
             for other in self.ctx.training_objects.optimizers
         )
 
-    def _fsdp_wrap_after(self, model: str, optimizer: Optimizer) -> ast.Call | None:
+    def _fsdp_wrap_after(self, model: str, optimizer: Optimizer) -> Wrap | None:
         """A torch_xla FSDP wrap of ``model`` after the optimizer, in the same function."""
-        semantic, scope = self.ctx.semantic, enclosing_function(optimizer.statement)
-        for call in semantic.calls:
-            if semantic.call_name(call) not in XLA_FSDP or enclosing_function(call) is not scope:
+        scope = enclosing_function(optimizer.statement)
+        for wrap in self.ctx.parallelism.wrapped(*XLA_FSDP_KINDS):
+            if enclosing_function(wrap.call) is not scope or wrap.module is None:
                 continue
-            wrapped = self.ctx.source_of(call.args[0]) if call.args else ""
-            if same_object_tree(model, wrapped) and (call.lineno, call.col_offset) > _position(optimizer.statement):
-                return call
+            wrapped = self.ctx.source_of(wrap.module)
+            if same_object_tree(model, wrapped) and _position(wrap.call) > _position(optimizer.statement):
+                return wrap
         return None
 
     # -- fix -----------------------------------------------------------------------------------
-    def _fix(self, optimizer: Optimizer, move: Move):
-        """Move the `.to` statement up before the optimizer, in one block."""
+    def _fix(self, optimizer: Optimizer, model: str, move: Move):
+        """Move the `.to` statement up before the first statement that takes the model's
+        parameters (parameter groups, `list(model.parameters())`, the optimizer), in one
+        block; or, when the move reads what is assigned there, those statements down after it."""
         if move.kind != "to" or isinstance(move.statement, _COMPOUND) or isinstance(optimizer.statement, _COMPOUND):
             return None
-        block = _block_of(optimizer.statement, move.statement)
-        if block is None:
+        found = self._taking_statements(optimizer, model, move.statement)
+        if found is None:
             return None
-        start, end = block.index(optimizer.statement), block.index(move.statement)
-        between = block[start + 1 : end]
+        takers, between = found
         uses = {optimizer.name} if optimizer.name else set()
         uses |= set(optimizer.models)
         used = _reads_any(between, uses)
-        applicability = "unsafe" if used else "safe"
-        if not _reads_any([move.statement], _paths_bound([optimizer.statement, *between])):
+        if not _reads_any([move.statement], _paths_bound([*takers, *between])):
             return self.fix(
-                applicability,
-                "move the model to the XLA device before building the optimizer",
-                MoveStatement(self.ctx.span(move.statement), self.ctx.span(optimizer.statement), "before"),
+                "unsafe" if used else "safe",
+                "move the model to the XLA device before its parameters are taken for the optimizer",
+                MoveStatement(self.ctx.span(move.statement), self.ctx.span(takers[0]), "before"),
             )
         # The move reads something assigned in between (`device = torch_xla.device()`):
-        # build the optimizer after the move instead, when nothing in between needs it
-        # and it reads nothing assigned there but the moved model.
-        bound_between = _paths_bound(between) - {move.model}
-        if used or optimizer.name is None or _reads_any([optimizer.statement], bound_between):
+        # take the parameters and build the optimizer after the move instead, when nothing
+        # in between needs them and they read nothing assigned there.
+        if used or optimizer.name is None:
             return None
-        return self.fix(
-            "safe",
+        return self._move_down(
+            takers,
+            between,
+            move.statement,
             "build the optimizer after the model is moved to the XLA device",
-            MoveStatement(self.ctx.span(optimizer.statement), self.ctx.span(move.statement), "after"),
+        )
+
+    def _build_after_wrap(self, optimizer: Optimizer, model: str, wrap: Wrap):
+        """Build the optimizer (and take the parameters it is given) right after the FSDP
+        wrap, from the wrapped model: only when the wrap rebinds the model's own name."""
+        wrap_statement = enclosing_statement(wrap.call)
+        if (
+            wrap_statement is None
+            or wrap.target is None
+            or optimizer.name is None
+            or isinstance(wrap_statement, _COMPOUND)
+            or isinstance(optimizer.statement, _COMPOUND)
+            or any(held != wrap.target for held in optimizer.models)
+        ):
+            return None
+        found = self._taking_statements(optimizer, model, wrap_statement)
+        if found is None:
+            return None
+        takers, between = found
+        # The moves of the model in between (`model = model.to(dev)`) rebind its name to the
+        # same module: the parameters taken after the wrap are still this model's.
+        moves = {id(m.statement) for m in self.ctx.training_objects.moves_of(model, enclosing_function(wrap.call))}
+        # FSDP flattens the parameters into new ones with new names: groups chosen by name
+        # (`"bias" not in n`) select something else after the wrap.
+        by_name = any(
+            isinstance(node, ast.Call) and method_name(node) == "named_parameters"
+            for statement in takers
+            for node in ast.walk(statement)
+        )
+        return self._move_down(
+            takers,
+            [statement for statement in between if id(statement) not in moves],
+            wrap_statement,
+            "build the optimizer after the FSDP wrap, from the wrapped model",
+            also_between=[statement for statement in between if id(statement) in moves],
+            unsafe=by_name,
+        )
+
+    def _taking_statements(
+        self, optimizer: Optimizer, model: str, anchor: ast.stmt
+    ) -> tuple[list[ast.stmt], list[ast.stmt]] | None:
+        """The statements of the anchor's block, before it, that take ``model``'s
+        parameters (the optimizer's, and any other ``.parameters()`` read: each holds the
+        parameter objects of that moment), and the other statements from the first of them
+        to the anchor. None when one of them is not in the anchor's block (in another
+        block, or inside the anchor)."""
+        block = _block_of(optimizer.statement, anchor)
+        if block is None:
+            return None
+        owner = parent(anchor)
+        index = {id(statement): i for i, statement in enumerate(block)}
+        end = index[id(anchor)]
+        scope = enclosing_function(optimizer.statement)
+        taking = [optimizer.statement, *optimizer.taken]
+        for call in self.ctx.training_objects.parameter_reads(model, scope):
+            if _position(call) >= _position(anchor):
+                break
+            statement = enclosing_statement(call)
+            if statement is not None:
+                taking.append(statement)
+        positions: set[int] = set()
+        for statement in taking:
+            top = _top_statement(statement, owner)
+            position = index.get(id(top)) if top is not None else None
+            if position is None or position == end:
+                return None
+            if position < end:
+                positions.add(position)
+        if not positions:
+            return None
+        first = min(positions)
+        takers = [block[i] for i in sorted(positions)]
+        between = [block[i] for i in range(first, end) if i not in positions]
+        return takers, between
+
+    def _move_down(
+        self,
+        takers: list[ast.stmt],
+        between: list[ast.stmt],
+        anchor: ast.stmt,
+        message: str,
+        also_between: tuple[ast.stmt, ...] | list[ast.stmt] = (),
+        unsafe: bool = False,
+    ):
+        """Move ``takers`` (in their order) right after ``anchor``, when nothing in between
+        (``between`` and ``also_between``) reads what they assign and they read nothing
+        ``between`` assigns. Unsafe when one of them does more than assign (its effects
+        then come later), or when the caller says so."""
+        bound_by_takers = _paths_bound(takers)
+        if _reads_any([*between, *also_between, anchor], bound_by_takers):
+            return None
+        if _reads_any(takers, _paths_bound(between)):
+            return None
+        assigns_only = all(isinstance(statement, (ast.Assign, ast.AnnAssign)) for statement in takers)
+        return self.fix(
+            "safe" if assigns_only and not unsafe else "unsafe",
+            message,
+            *(MoveStatement(self.ctx.span(statement), self.ctx.span(anchor), "after") for statement in takers),
         )
 
 
 def _position(node: ast.AST) -> tuple[int, int]:
     return node.lineno, node.col_offset  # type: ignore[attr-defined]
+
+
+def _top_statement(statement: ast.stmt, owner: ast.AST | None) -> ast.stmt | None:
+    """The statement of ``owner``'s blocks that is or holds ``statement``."""
+    node: ast.AST | None = statement
+    while node is not None and parent(node) is not owner:
+        node = parent(node)
+    return node if isinstance(node, ast.stmt) else None
 
 
 def _block_of(first: ast.stmt, second: ast.stmt) -> list[ast.stmt] | None:

@@ -1,7 +1,8 @@
 """The ``torch.cuda.*`` and ``torch.accelerator.*`` calls of the table in
 ``xlalint/rules/_cuda_api.py``, by the action their row names: ``remove`` a statement
 (``torch.cuda.empty_cache()``), ``replace`` a call (``torch.cuda.synchronize()`` ->
-``xm.wait_device_ops()``), a memory ``query`` (0 without CUDA), the current
+``torch_xla.sync()`` then ``xm.wait_device_ops()``), a memory ``query`` (reported with
+``xm.get_memory_info(device)``, never fixed), the current
 accelerator as a ``device``; autocast, the scaler, streams, device contexts and the
 availability test go to their own parts.
 """
@@ -55,17 +56,10 @@ class CudaCalls:
             )
             self.writer.report(call, self.writer.spell(row.message, call, short)[0], fix)
         elif row.action == "query":
-            # Without CUDA the statistic is 0 (torch reads no allocator); the user's line
-            # (a print, a log, a running maximum) stays and reads that value.
-            fix = None
-            if not has_star_args(call):
-                fix = self.writer.fix(
-                    "unsafe", "Use `0`, the value without CUDA", ReplaceExpr(self.ctx.span(call), "0")
-                )
-            message = self.writer.spell(row.message, call, short)[0]
-            if fix is not None:
-                message += "; the unsafe fix writes `0` in its place (what it returns without CUDA), keeping the line"
-            self.writer.report(call, message, fix)
+            # No fix: any number written in its place is one the device never reported.
+            self.writer.report(call, self.writer.spell(row.message, call, short)[0], None)
+        elif row.action == "wait":
+            self.writer.report(call, self.writer.spell(row.message, call, short)[0], self._wait_fix(call, short))
         elif row.action == "replace":
             self.writer.report(
                 call, self.writer.spell(row.message, call, short)[0], self._replace_fix(call, short, row)
@@ -76,6 +70,16 @@ class CudaCalls:
             self.streams.check_stream(call, short, row)
         else:
             self.writer.report(call, self.writer.spell(row.message, call, short)[0], None)
+
+    def _wait_fix(self, call: ast.Call, short: str) -> Fix | None:
+        if call.args or call.keywords:
+            return None
+        port = self.writer.wait_for_the_device(call)
+        if port is None:
+            return None
+        operations, imports = port
+        title = "Run the pending graph, then wait for it" if len(operations) > 1 else "Wait for the device"
+        return self.writer.fix("safe", title, *operations, imports=imports)
 
     def _replace_fix(self, call: ast.Call, short: str, row: CudaApi) -> Fix | None:
         if call.keywords or has_star_args(call) or len(call.args) != row.arguments:
@@ -167,10 +171,50 @@ INVALID = [
         import torch_xla
         import torch_xla.core.xla_model as xm
 
+        torch_xla.sync()
         xm.wait_device_ops()
         torch_xla.manual_seed(seed)
         """,
         count=4,
+    ),
+    # A wait for the device runs the pending graph first, or the timing measures the
+    # tracing; only the wait where a sync directly precedes. No place for the sync in a
+    # one-line `if`: reported without a fix.
+    Invalid(
+        """
+        import time
+        import torch
+        import torch_xla
+        def timed(model, x):
+            loss = model(x).sum()
+            torch_xla.sync()
+            torch.cuda.synchronize()
+            t0 = time.time()
+            loss = model(x).sum()
+            # the step is done
+            torch.cuda.synchronize()
+            if x.numel(): torch.cuda.synchronize()
+            return time.time() - t0
+        """,
+        fixed="""
+        import time
+        import torch
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+
+        def timed(model, x):
+            loss = model(x).sum()
+            torch_xla.sync()
+            xm.wait_device_ops()
+            t0 = time.time()
+            loss = model(x).sum()
+            # the step is done
+            torch_xla.sync()
+            xm.wait_device_ops()
+            if x.numel(): torch.cuda.synchronize()
+            return time.time() - t0
+        """,
+        count=3,
     ),
     # Removing is only possible for a whole statement.
     Invalid(
@@ -180,7 +224,8 @@ INVALID = [
         """,
         count=1,
     ),
-    # The memory API: a reset goes; a query has no XLA value that works on every device.
+    # The memory API: a reset goes (it returns nothing, and raises without CUDA); a
+    # query is reported with `xm.get_memory_info(device)` and never becomes a number.
     Invalid(
         """
         import torch
@@ -193,11 +238,10 @@ INVALID = [
         peak = torch.cuda.max_memory_allocated()
         print(f"{torch.cuda.memory_allocated() / 2**20:.0f} MiB")
         """,
-        # The user's report stays: the query becomes 0, what it returns without CUDA.
         unsafe_fixed="""
         import torch
-        peak = 0
-        print(f"{0 / 2**20:.0f} MiB")
+        peak = torch.cuda.max_memory_allocated()
+        print(f"{torch.cuda.memory_allocated() / 2**20:.0f} MiB")
         """,
         count=3,
     ),
@@ -210,19 +254,23 @@ INVALID = [
         """,
         fixed="""
         import torch
+        import torch_xla
         import torch_xla.core.xla_model as xm
 
         dtype = torch.bfloat16
         index = torch.cuda.current_device()
+        torch_xla.sync()
         xm.wait_device_ops()
         """,
         unsafe_fixed="""
         import torch
+        import torch_xla
         import torch_xla.core.xla_model as xm
         import torch_xla.runtime as xr
 
         dtype = torch.bfloat16
         index = xr.local_ordinal()
+        torch_xla.sync()
         xm.wait_device_ops()
         """,
         count=3,

@@ -264,7 +264,7 @@ class DeviceArguments:
         """``device_type = "cuda" if "cuda" in device else "cpu"``: with the device "xla" it
         would say "cpu", and autocast would silently run on the CPU; ``if device_type ==
         "cuda":`` would never run its branch (the ``synchronize()`` the port made
-        ``xm.wait_device_ops()``). The CUDA strings of the derivation and of the tests
+        ``torch_xla.sync()`` and ``xm.wait_device_ops()``). The CUDA strings of the derivation and of the tests
         become "xla" too, but for a test guarding code only CUDA runs (``pin_memory()``)."""
         return tuple(
             ReplaceExpr(self.ctx.span(node), self.writer.quoted_xla(node))
@@ -371,6 +371,7 @@ INVALID = [
         device_type = "xla" if device.startswith("xla") else "cpu"
         x = torch.ones(2, device=device)
         if device_type == "xla":
+            torch_xla.sync()
             xm.wait_device_ops()
         if device != "xla":
             print("on the host")

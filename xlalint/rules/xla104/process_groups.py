@@ -12,10 +12,10 @@ from __future__ import annotations
 import ast
 
 from xlalint.linter.devices import is_other_device_string
-from xlalint.linter.model import Fix, Import, Operation, RemoveKeyword, ReplaceExpr, SetKeyword
+from xlalint.linter.model import Fix, Import, Operation, RemoveKeyword, RemoveStatement, ReplaceExpr, SetKeyword
 from xlalint.linter.rule import Invalid, Valid
 from xlalint.linter.semantic import dotted_name, keyword, method_name, parent, string_value
-from xlalint.linter.syntax import argument, has_star_args
+from xlalint.linter.syntax import argument, has_star_args, is_alone_on_its_lines
 from xlalint.linter.values import call_sites, passed_argument
 from xlalint.rules._cuda_api import (
     CUDA_BACKEND_CONSTANTS,
@@ -28,6 +28,21 @@ from xlalint.rules._cuda_api import (
     XLA_INIT_METHOD,
 )
 from xlalint.rules.xla104.writer import Writer
+
+_LOCAL_RANK = "LOCAL_RANK"
+_ENVIRONMENT_GETS = frozenset({"os.environ.get", "os.getenv"})
+# Calls that read a scope's names without naming them: a name may be read through them.
+_NAMESPACE_READERS = ("locals", "vars", "eval", "exec", "globals")
+
+
+def _has_main_block(module: ast.Module) -> bool:
+    return any(
+        isinstance(statement, ast.If)
+        and isinstance(statement.test, ast.Compare)
+        and isinstance(statement.test.left, ast.Name)
+        and statement.test.left.id == "__name__"
+        for statement in module.body
+    )
 
 
 class ProcessGroups:
@@ -212,12 +227,16 @@ class ProcessGroups:
             self.writer.report(value, message + " (no fix: passed by position, remove it by hand)", None)
             return
         # `device_ids=[torch_xla.device()]` keeps what the script relies on: DDP moves each
-        # input to this process's own device, `xla:0`. Written as the call, never as a
-        # variable the port makes the string "xla": its index is None, not the process's.
-        # `torch.device("xla")`, all a fix may write where it runs at import time, has no
-        # index either: there `device_ids` is removed.
+        # input to this process's own device, `xla:0`. Written as the call, or as the
+        # variable that holds it above (`device = torch_xla.device()`, also one this port
+        # makes so), never as a variable the port makes the string "xla": its index is
+        # None, not the process's. `torch.device("xla")`, all a fix may write where it runs
+        # at import time, has no index either: there `device_ids` is removed.
         keep_ids = any(n == "device_ids" for n, _ in cuda) and not self.devices.evaluated_at_import(call)
-        device, imports = self.writer.xla_device() if keep_ids else ("", ())
+        device, imports = ("", ())
+        if keep_ids:
+            variable = self.writer.reads.device_object_variable(call)
+            device, imports = (variable, ()) if variable is not None else self.writer.xla_device()
         operations = [
             ReplaceExpr(self.ctx.span(v), f"[{device}]")
             if n == "device_ids" and keep_ids
@@ -233,6 +252,68 @@ class ProcessGroups:
             else f": use {what}; the inputs then stay where the script puts them (on the XLA device once ported)"
         )
         self.writer.report(value, message + after, self.writer.fix("safe", f"Use {what}", *operations, imports=imports))
+
+    def check_unused_local_rank(self) -> None:
+        """``local_rank = int(os.environ["LOCAL_RANK"])`` that nothing reads, in an XLA
+        script: torchrun's index of the process's CUDA device, left over once the port has
+        replaced its CUDA uses (``torch.cuda.set_device(local_rank)``,
+        ``device_ids=[local_rank]``) with the XLA device. The statement only reads the
+        environment: the safe fix removes it. Not at module level of a file without a
+        ``__main__`` block (another module may import the name)."""
+        if not self.ctx.distributed.uses_xla or self.ctx.semantic.calls_of(*_NAMESPACE_READERS):
+            return
+        for constant in self.ctx.semantic.nodes_of(ast.Constant):
+            if constant.value != _LOCAL_RANK:
+                continue
+            statement = self._local_rank_assignment(constant)
+            if statement is None:
+                continue
+            target = statement.targets[0]
+            scope = self.devices.scope_of(target)  # type: ignore[arg-type]
+            if isinstance(scope, ast.Module) and not _has_main_block(scope):
+                continue
+            if self.writer.reads.reads_of(target) or len(self.devices.values_of(target)) != 1:  # type: ignore[arg-type]
+                continue
+            name = target.id  # type: ignore[attr-defined]
+            message = (
+                f"`{name}` holds torchrun's `LOCAL_RANK`, the index of the process's CUDA device, and nothing reads it: "
+                "on XLA the process's device is `torch_xla.device()`; remove it"
+            )
+            fix = self.writer.fix("safe", f"Remove the unused `{name}`", RemoveStatement(self.ctx.span(statement)))
+            self.writer.report(statement, message, fix)
+
+    def _local_rank_assignment(self, constant: ast.Constant) -> ast.Assign | None:
+        """``<name> = [int(]os.environ["LOCAL_RANK"][)]`` (or ``os.environ.get``/``os.getenv``
+        of it) around ``constant``: a statement that only reads the environment."""
+        read: ast.AST | None = parent(constant)
+        if isinstance(read, ast.Subscript):
+            if self.ctx.semantic.qualified_name(read.value) != "os.environ":
+                return None
+        elif isinstance(read, ast.Call):
+            if self.ctx.semantic.call_name(read) not in _ENVIRONMENT_GETS or read.args[:1] != [constant]:
+                return None
+            if any(not isinstance(a, ast.Constant) for a in (*read.args, *(k.value for k in read.keywords))):
+                return None
+        else:
+            return None
+        value = parent(read)
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Name)
+            and value.func.id == "int"
+            and value.args == [read]
+            and not value.keywords
+        ):
+            value, read = parent(value), value
+        if (
+            isinstance(value, ast.Assign)
+            and value.value is read
+            and len(value.targets) == 1
+            and isinstance(value.targets[0], ast.Name)
+            and is_alone_on_its_lines(value)
+        ):
+            return value
+        return None
 
     def check_share_memory(self, call: ast.Call) -> None:
         """``model.share_memory()`` (Hogwild): shared memory holds CPU tensors only, and the
@@ -340,6 +421,30 @@ INVALID = [
         model = DDP(Net().to(torch_xla.device()), device_ids=[torch_xla.device()])
         """,
         count=4,
+    ),
+    # A device variable the port makes the XLA device is what DDP gets; `local_rank`,
+    # which nothing reads once ported, goes in the next pass of the fix.
+    Invalid(
+        """
+        import os
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def main():
+            local_rank = int(os.environ["LOCAL_RANK"])
+            device = torch.device("cuda", local_rank)
+            model = DDP(Net().to(device), device_ids=[local_rank], output_device=local_rank)
+        """,
+        fixed="""
+        import os
+        import torch
+        import torch_xla
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        def main():
+            device = torch_xla.device()
+            model = DDP(Net().to(device), device_ids=[device])
+        """,
+        count=2,
     ),
     # The rank and world size a script passes, and its own rendezvous address, give way
     # to the XLA runtime's: only the unsafe fix drops them. "env://" goes safely (both

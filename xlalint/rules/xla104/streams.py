@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import Fix, RemoveStatement, ReplaceExpr, UnwrapWith
+from xlalint.linter.model import Fix, RemoveStatement, UnwrapWith
 from xlalint.linter.rule import Invalid, Valid
 from xlalint.linter.semantic import enclosing_statement, method_name, parent
 from xlalint.linter.syntax import whole_statement
@@ -78,7 +78,8 @@ class StreamRemoval(ObjectRemoval):
     torch.cuda.stream(s):`` keeps its body), a statement such as ``s.wait_stream(t)``,
     ``torch.cuda.current_stream().wait_stream(s)``, ``x.record_stream(s)``,
     ``e.record(s)`` or ``torch.cuda.set_stream(s)``; and waiting for a stream or an event
-    (``s.synchronize()``) is waiting for the device, ``xm.wait_device_ops()``. A stream
+    (``s.synchronize()``) is waiting for the device: ``torch_xla.sync()`` (the pending
+    graph runs) then ``xm.wait_device_ops()``. A stream
     that is not assigned (``torch.cuda.current_stream().wait_stream(s)``) is its own only
     use. Any other use (``e.elapsed_time(f)``, ``s.query()``, passing it on) blocks the fix.
     """
@@ -139,8 +140,11 @@ class StreamRemoval(ObjectRemoval):
             self.refusal = "does more than order streams"  # `next(batches).record_stream(s)`
             return False
         if method in STREAM_WAITING_METHODS:
-            code, imports = self.writer.spell("{xm}.wait_device_ops()", call)
-            self.operations.append(ReplaceExpr(self.ctx.span(call), code))
+            port = self.writer.wait_for_the_device(call)
+            if port is None:
+                return False
+            operations, imports = port
+            self.operations.extend(operations)
             self.imports.extend(imports)
         else:
             self.operations.append(RemoveStatement(self.ctx.span(stmt)))
@@ -166,11 +170,13 @@ INVALID = [
         """,
         fixed="""
         import torch
+        import torch_xla
         import torch_xla.core.xla_model as xm
 
         # overlap with the copy
         # on the side stream
         y = model(x)
+        torch_xla.sync()
         xm.wait_device_ops()
         """,
         count=5,

@@ -14,9 +14,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from xlalint.linter.device_reads import DeviceReads
-from xlalint.linter.model import Fix, Import, Operation, ReplaceExpr
+from xlalint.linter.model import Fix, Import, InsertStatement, Operation, ReplaceExpr
 from xlalint.linter.options import CommandLineOptions
 from xlalint.linter.semantic import keyword, parent, string_value
+from xlalint.linter.syntax import whole_statement
 
 if TYPE_CHECKING:
     from xlalint.linter.rule import Rule
@@ -34,6 +35,8 @@ class Writer:
         self.claimed: set[int] = set()
         # `torch.device(...)` calls given as `map_location`: their fix is "cpu".
         self.map_locations: set[int] = set()
+        # The statement before each statement of the blocks indexed so far.
+        self._previous: dict[int, ast.stmt | None] = {}
 
     def fix(self, *args, **kwargs) -> Fix:
         return self.rule.fix(*args, **kwargs)
@@ -125,6 +128,7 @@ class Writer:
             "torch_xla": lambda: self.ctx.reference("torch_xla"),
             "device": lambda: self.xla_device(node),
             "manual_seed": lambda: self.ctx.xla_api("manual_seed", "set_rng_state"),
+            "sync": lambda: self.ctx.xla_api("sync", "mark_step"),
         }
         imports: list[Import] = []
         for key, speller in spellers.items():
@@ -133,6 +137,51 @@ class Writer:
                 text = text.replace("{" + key + "}", spelled)
                 imports.extend(needed)
         return text.replace("{name}", short), tuple(imports)
+
+    def wait_for_the_device(self, call: ast.Call) -> tuple[tuple[Operation, ...], tuple[Import, ...]] | None:
+        """The port of a CUDA wait for the device (``torch.cuda.synchronize()``,
+        ``stream.synchronize()``): ``torch_xla.sync()`` then ``xm.wait_device_ops()``. The
+        wait alone runs nothing: the lazy graph is still pending, so a timing block
+        (``synchronize(); t1 = time.time()``) would measure the tracing, not the step. Only
+        the wait where a sync directly precedes. None when ``call`` is not a statement of
+        its own (there is no place for the sync)."""
+        statement = whole_statement(call)
+        if statement is None or self._after_a_header(statement):
+            return None
+        wait, imports = self.spell("{xm}.wait_device_ops()", call)
+        previous = self._previous_statement(statement)
+        if (
+            isinstance(previous, ast.Expr)
+            and isinstance(previous.value, ast.Call)
+            and self.ctx.steps.is_sync_call(previous.value)
+        ):
+            return (ReplaceExpr(self.ctx.span(call), wait),), imports
+        # The call becomes the sync (its comments stay with it), the wait follows.
+        sync, sync_imports = self.ctx.xla_api("sync", "mark_step", at=call)
+        operations = (
+            ReplaceExpr(self.ctx.span(call), f"{sync}()"),
+            InsertStatement(self.ctx.span(statement), wait, "after"),
+        )
+        imports = (*sync_imports, *imports)
+        return operations, imports
+
+    def _previous_statement(self, statement: ast.stmt) -> ast.stmt | None:
+        """The statement right before ``statement`` in its block, if any. Each block is
+        indexed once, so that many waits in one block cost one pass over it."""
+        if id(statement) not in self._previous:
+            owner = parent(statement)
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                block = getattr(owner, field, None)
+                if isinstance(block, list) and any(s is statement for s in block):
+                    for before, after in zip([None, *block], block):
+                        self._previous[id(after)] = before
+        return self._previous.get(id(statement))
+
+    def _after_a_header(self, statement: ast.stmt) -> bool:
+        """``if x: stmt``: the statement shares its line with a block's header, where no
+        statement can go before or after it alone."""
+        line = self.ctx.lines[statement.lineno - 1].encode()
+        return bool(line[: statement.col_offset].strip())
 
     def true(self, call: ast.Call) -> ReplaceExpr:
         """``call`` is True on XLA: ``a if call else b`` -> ``a``; elsewhere ``True``."""
