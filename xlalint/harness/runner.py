@@ -144,8 +144,8 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
         causes=_causes(version, settings, out_dir),
         timed_out=timed_out,
         timeout_s=settings.timeout_s,
-        stderr_tail=_tail(stderr_path, STDERR_TAIL_LINES),
-        stdout_tail=_tail(stdout_path, STDOUT_TAIL_LINES),
+        stderr_tail=output_tail(stderr_path, STDERR_TAIL_LINES),
+        stdout_tail=output_tail(stdout_path, STDOUT_TAIL_LINES),
         import_error=_import_error(out_dir),
         leftovers=leftovers,
         notes=notes,
@@ -360,9 +360,15 @@ def _locate(raw: RawCause, version: ScriptVersion, display_path: str) -> Cause:
     return Cause(raw.kind, raw.cause, None, None, None)
 
 
-def _tail(path: Path, lines: int) -> str:
+_TAIL_BYTES = 64_000  # read from the end of an output file: never the whole of it
+_ECHO_CHUNK = 1 << 20  # copied at a time: the echo holds no more, however fast the script writes
+
+
+def output_tail(path: Path, lines: int) -> str:
     try:
-        data = path.read_bytes()[-64_000:]
+        with open(path, "rb") as file:
+            file.seek(max(file.seek(0, os.SEEK_END) - _TAIL_BYTES, 0))
+            data = file.read(_TAIL_BYTES)
     except OSError:
         return ""
     text = data.decode("utf-8", errors="replace")
@@ -386,10 +392,9 @@ class _Echo:
             try:
                 with open(path, "rb") as file:
                     file.seek(self._offsets[path])
-                    data = file.read()
+                    while data := file.read(_ECHO_CHUNK):
+                        self._offsets[path] += len(data)
+                        self._target.write(self._decoders[path].decode(data))
             except OSError:
                 continue
-            if data:
-                self._offsets[path] += len(data)
-                self._target.write(self._decoders[path].decode(data))
-                self._target.flush()
+            self._target.flush()
