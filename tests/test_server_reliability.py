@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from lint_stand_in import COMMAND
 
 from xlalint.linter.source import MAX_BYTES
 
@@ -35,10 +36,10 @@ def code(size: int) -> str:
 class Server:
     """`xlalint server` as a child process, spoken to in raw JSON-RPC."""
 
-    def __init__(self, cwd: Path) -> None:
+    def __init__(self, cwd: Path, command: tuple[str, ...] = ("-m", "xlalint.cli", "server")) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "xlalint.cli", "server"],
+            [sys.executable, *command],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -179,3 +180,64 @@ def test_every_request_gets_an_error_answer_without_a_traceback(server, tmp_path
     assert server.answer(6, timeout=10)["error"]["code"] == -32600  # after shutdown: InvalidRequest
     server.notify("exit", {})
     assert server.process.wait(timeout=20) == 0
+
+
+@pytest.fixture
+def slow_server(tmp_path):
+    """The server with ``lint_stand_in``: a document with ``# hold: PATH`` is linted once PATH exists."""
+    running = Server(tmp_path, ("-c", COMMAND))
+    yield running
+    running.stop()
+
+
+FINDS_ONE = "import torch\nx = torch.ones(2).cuda()\n"
+
+
+def wait_for(path: Path, seconds: float = 60) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and (text := path.read_text()):
+            return text
+        time.sleep(0.05)
+    raise AssertionError(f"{path} was not written within {seconds} s")
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_long_lint_of_one_document_holds_up_no_other(slow_server, tmp_path):
+    # Issue 29: with a 4,000-line document open, every other document waited 30 s.
+    gate, held, other = tmp_path / "gate", (tmp_path / "held.py").as_uri(), (tmp_path / "other.py").as_uri()
+    slow_server.open(held, f"# hold: {gate}\n{FINDS_ONE}")
+    wait_for(tmp_path / "gate.pid")  # its lint is under way, and does not end
+    slow_server.open(other, FINDS_ONE)
+    published = slow_server.next(lambda m: m.get("method") == "textDocument/publishDiagnostics", timeout=60)
+    assert published["params"]["uri"] == other  # first: the held document's lint is still under way
+    assert [d["code"] for d in published["params"]["diagnostics"]] == ["XLA104"]
+    gate.touch()
+    assert [d["code"] for d in slow_server.diagnostics(held)["diagnostics"]] == ["XLA104"]
+
+
+def test_a_newer_version_cancels_the_outdated_lint_under_way(slow_server, tmp_path):
+    gate, uri = tmp_path / "gate", (tmp_path / "train.py").as_uri()
+    slow_server.open(uri, f"# hold: {gate}\n{FINDS_ONE}")
+    outdated = int(wait_for(tmp_path / "gate.pid"))
+    slow_server.change(uri, "import torch\ny = 1\n" + FINDS_ONE.split("\n", 1)[1], version=2)
+    published = slow_server.diagnostics(uri, timeout=60)  # not held up by version 1's lint
+    assert published["version"] == 2
+    assert [(d["code"], d["range"]["start"]["line"]) for d in published["diagnostics"]] == [("XLA104", 2)]
+    deadline = time.monotonic() + 10
+    while alive(outdated) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(outdated), "the outdated lint still runs"
+    gate.touch()
+    slow_server.request("shutdown", id=1)
+    slow_server.answer(1, timeout=30)
+    while not slow_server.received.empty():
+        message = slow_server.received.get()
+        assert message is None or message.get("method") != "textDocument/publishDiagnostics", message
