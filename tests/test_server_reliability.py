@@ -36,7 +36,9 @@ def code(size: int) -> str:
 class Server:
     """`xlalint server` as a child process, spoken to in raw JSON-RPC."""
 
-    def __init__(self, cwd: Path, command: tuple[str, ...] = ("-m", "xlalint.cli", "server")) -> None:
+    def __init__(
+        self, cwd: Path, command: tuple[str, ...] = ("-m", "xlalint.cli", "server"), initialize: bool = True
+    ) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self.process = subprocess.Popen(
             [sys.executable, *command],
@@ -48,6 +50,10 @@ class Server:
         )
         self.received: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
+        if initialize:
+            self.initialize(cwd)
+
+    def initialize(self, cwd: Path) -> None:
         self.request("initialize", {"capabilities": {}, "rootUri": cwd.as_uri()}, id=0)
         assert "result" in self.answer(0)
         self.notify("initialized", {})
@@ -67,8 +73,11 @@ class Server:
 
     def send(self, message: dict) -> None:
         body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        self.send_raw(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    def send_raw(self, data: bytes) -> None:
         assert self.process.stdin is not None
-        self.process.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        self.process.stdin.write(data)
         self.process.stdin.flush()
 
     def request(self, method: str, params=None, *, id: int) -> None:
@@ -241,3 +250,54 @@ def test_a_newer_version_cancels_the_outdated_lint_under_way(slow_server, tmp_pa
     while not slow_server.received.empty():
         message = slow_server.received.get()
         assert message is None or message.get("method") != "textDocument/publishDiagnostics", message
+
+
+def peak_memory(pid: int) -> int:
+    """The process's peak resident memory, in bytes (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_a_message_longer_than_the_limit_is_skipped_with_an_error(server, tmp_path):
+    # Issue 29: `Content-Length: 99999999999` was a MemoryError that killed the server.
+    # A message over the limit is skipped unread, a chunk at a time, and answered with
+    # an error (id null: its id is in what was not read); the next message is served.
+    padding = b" " * (65 * 2**20)
+    body = b'{"jsonrpc": "2.0", "id": 7, "method": "shutdown", "x": "' + padding + b'"}'
+    server.send_raw(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    error = server.next(lambda m: "error" in m, timeout=60)
+    assert error["id"] is None and error["error"]["code"] == -32600
+    assert f"a message of {len(body)} bytes is over the limit of 64 MiB" in error["error"]["message"]
+    uri = (tmp_path / "train.py").as_uri()
+    server.open(uri, FINDS_ONE)
+    assert [d["code"] for d in server.diagnostics(uri)["diagnostics"]] == ["XLA104"]
+    assert peak_memory(server.process.pid) < 200 * 2**20  # never the 65 MiB message (and its parse) at once
+
+
+def test_a_header_claiming_a_huge_message_is_answered_and_the_server_lives(server):
+    server.send_raw(b"Content-Length: 99999999999\r\n\r\n{}")
+    error = server.next(lambda m: "error" in m, timeout=30)
+    assert error["id"] is None and "a message of 99999999999 bytes is over the limit" in error["error"]["message"]
+    time.sleep(1)
+    assert server.process.poll() is None, "the server died"
+    assert peak_memory(server.process.pid) < 200 * 2**20
+
+
+def test_a_request_before_initialize_gets_server_not_initialized(tmp_path):
+    server = Server(tmp_path, initialize=False)
+    try:
+        uri = (tmp_path / "train.py").as_uri()
+        server.open(uri, FINDS_ONE)  # a notification before initialize: dropped
+        server.request("textDocument/codeAction", code_action_params(uri), id=1)
+        server.request("shutdown", id=2)
+        for id in (1, 2):
+            error = server.answer(id, timeout=30)["error"]
+            assert error["code"] == -32002 and "not initialized" in error["message"], error
+        server.initialize(tmp_path)
+        server.request("textDocument/codeAction", code_action_params(uri), id=3)
+        assert server.answer(3, timeout=60)["error"]["code"] == -32602  # never opened: the didOpen was dropped
+        assert server.received.empty()  # and nothing was published for it
+    finally:
+        server.stop()

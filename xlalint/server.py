@@ -32,8 +32,10 @@ error, and no error carries a traceback.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import multiprocessing
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -43,7 +45,13 @@ from typing import Any
 from urllib.parse import unquote
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcInvalidRequest
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcServerNotInitialized,
+)
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.workspace import TextDocument
@@ -209,6 +217,47 @@ class LintPool:
             return not (worker.cancelled or self._stopped)
 
 
+#: A message longer than this is not read (a document at the size limit, JSON-escaped,
+#: is far shorter): its bytes are skipped, a chunk at a time, and it gets an error.
+MAX_MESSAGE_BYTES = 64 * 2**20
+_MAX_HEADER_BYTES = 64 * 2**10  # a longer header line is read in pieces (no header is that long)
+_SKIP_CHUNK = 2**20
+#: What pygls is given in place of a message over ``MAX_MESSAGE_BYTES``.
+_TOO_LARGE = "$/xlalint/messageTooLarge"
+
+
+class BoundedInput:
+    """The server's stdin as pygls reads it, in bounded memory: pygls reads a message of
+    any length its header claims (``Content-Length: 99999999999`` was a MemoryError
+    that killed the server). A body over ``MAX_MESSAGE_BYTES`` is not read: pygls gets
+    a ``_TOO_LARGE`` notification in its place (answered with an error), and the
+    body's bytes are skipped before the next header. A client whose header claims more
+    than it sends loses what it sends next, as LSP's framing says."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self._skip = 0
+
+    def readline(self) -> bytes:
+        while self._skip:
+            chunk = self._stream.read(min(self._skip, _SKIP_CHUNK))
+            self._skip = self._skip - len(chunk) if chunk else 0  # at the end of input, nothing to skip
+        return self._stream.readline(_MAX_HEADER_BYTES)
+
+    def read(self, size: int) -> bytes:
+        if size <= MAX_MESSAGE_BYTES:
+            return self._stream.read(size)
+        self._skip = size
+        return json.dumps({"jsonrpc": "2.0", "method": _TOO_LARGE, "params": {"bytes": size}}).encode()
+
+
+@dataclass(frozen=True)
+class _TooLarge:
+    """A message over ``MAX_MESSAGE_BYTES``, skipped unread."""
+
+    size: int
+
+
 @dataclass(frozen=True)
 class _UnreadableRequest:
     """A request whose params could not be read as its method's."""
@@ -221,9 +270,17 @@ class _UnreadableRequest:
 class XlalintProtocol(LanguageServerProtocol):
     """pygls' protocol, made to answer every request. pygls drops a request whose params
     do not fit its method (it shows a message instead) and one after ``shutdown``, and
-    puts the traceback of a failed handler in the error's ``data``."""
+    puts the traceback of a failed handler in the error's ``data``. A request before
+    ``initialize`` gets ServerNotInitialized (-32002) and a notification then is dropped
+    (but ``exit``), as LSP says; pygls would handle them."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.initialize_received = False
 
     def structure_message(self, data: dict[str, Any]):
+        if data.get("method") == _TOO_LARGE and isinstance(data.get("params"), dict):
+            return _TooLarge(data["params"]["bytes"])
         try:
             return super().structure_message(data)
         except JsonRpcException:
@@ -232,12 +289,28 @@ class XlalintProtocol(LanguageServerProtocol):
             raise
 
     def handle_message(self, message) -> None:
+        if isinstance(message, _TooLarge):
+            limit = f"{MAX_MESSAGE_BYTES // 2**20} MiB"
+            text = f"xlalint: a message of {message.size} bytes is over the limit of {limit}: it was skipped"
+            # Its id is in what was not read: null, as JSON-RPC says (pygls would leave the id out).
+            self._send_data(
+                {"jsonrpc": "2.0", "id": None, "error": {"code": JsonRpcInvalidRequest.CODE, "message": text}}
+            )
+            self.notify(types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(types.MessageType.Error, text))
+            return
+        method, msg_id = getattr(message, "method", None), getattr(message, "id", None)
+        if method == types.INITIALIZE:
+            self.initialize_received = True
+        elif not self.initialize_received and method not in (None, types.EXIT):
+            if msg_id is not None or isinstance(message, _UnreadableRequest):
+                error = JsonRpcServerNotInitialized(f"{method}: the server is not initialized yet")
+                self._send_response(msg_id, error=error.to_response_error())
+            return
         if isinstance(message, _UnreadableRequest):
             what = "no params" if message.missing else "params that do not fit it"
             error = JsonRpcInvalidParams(f"{message.method}: the request has {what}")
             self._send_response(message.id, error=error.to_response_error())
             return
-        method, msg_id = getattr(message, "method", None), getattr(message, "id", None)
         if self._shutdown and method not in (None, types.EXIT) and msg_id is not None:
             error = JsonRpcInvalidRequest(f"{method}: the server is shutting down")
             self._send_response(msg_id, error=error.to_response_error())
@@ -443,4 +516,4 @@ def create_server() -> XlalintServer:
 
 
 def start() -> None:
-    create_server().start_io()
+    create_server().start_io(BoundedInput(sys.stdin.buffer))
