@@ -246,6 +246,37 @@ def test_sigkill_of_xlalint_run_kills_the_script_and_removes_its_temp_folder(tmp
     assert _gone_within(10, lambda: not list(temp.iterdir())), "the temp folder was left behind"
 
 
+# Issue 29: the watchdog finds processes by the token in their environment; one in a
+# new session with an emptied environment outlived a SIGKILL of xlalint run.
+STARTS_AN_UNMARKED_SETSID_GRANDCHILD_AND_HANGS = """\
+import subprocess, sys, time
+subprocess.run(["sh", "-c", f"setsid env -i sleep 300 >/dev/null 2>&1 & echo $! > {sys.argv[1]}"], check=True)
+time.sleep(300)
+"""
+
+
+def test_sigkill_of_xlalint_run_kills_a_grandchild_in_a_new_session_with_an_empty_environment(
+    tmp_path, wait_until_gone
+):
+    script = _script(tmp_path, STARTS_AN_UNMARKED_SETSID_GRANDCHILD_AND_HANGS)
+    pid_file = tmp_path / "sleeper.pid"
+    command = [sys.executable, "-m", "xlalint.cli", "run", "--no-fix", str(script), "--", str(pid_file)]
+    xlalint = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert _gone_within(120, lambda: pid_file.exists() and pid_file.read_text().strip()), "no sleeper"
+        sleeper = int(pid_file.read_text())
+        xlalint.kill()
+        xlalint.wait(timeout=30)
+        try:
+            assert wait_until_gone(sleeper, 5), "a setsid'd grandchild with `env -i` outlived a SIGKILL of xlalint run"
+        finally:
+            with contextlib.suppress(OSError):
+                os.kill(sleeper, signal.SIGKILL)
+    finally:
+        if xlalint.poll() is None:
+            xlalint.kill()
+
+
 def test_sighup_to_xlalint_run_is_handled_like_sigterm(tmp_path, wait_until_gone):
     pid_file = tmp_path / "pids"
     xlalint, temp = _start_xlalint_run(tmp_path, pid_file)

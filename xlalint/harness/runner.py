@@ -82,7 +82,7 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
     out_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = out_dir / "stdout.txt", out_dir / "stderr.txt"
     env = _child_env(version, settings, out_dir)
-    command = [settings.python, "-c", _CHILD_COMMAND, *settings.script_args]
+    command, env = cleanup.contain([settings.python, "-c", _CHILD_COMMAND, *settings.script_args], env)
     echo = _Echo([stdout_path, stderr_path], settings.echo_to)
 
     timed_out = False
