@@ -383,6 +383,20 @@ def test_device_cuda_without_plugin_or_gpu_says_what_is_missing(tmp_path, xlalin
     assert "never runs" not in done.stdout + done.stderr
 
 
+def test_a_notebook_is_refused_with_what_to_do(tmp_path, run_xlalint):
+    # Issue 29: its JSON ran as Python (a dict literal: nothing ran) and the report said "none".
+    notebook = tmp_path / "nb.ipynb"
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "source": ["import torch\n", "open('ran', 'w')\n"]}
+    notebook.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    outcome = run_xlalint(notebook)
+    assert outcome.status == 2 and outcome.stdout == ""
+    assert outcome.stderr == (
+        f"xlalint run: error: {notebook} is a notebook: `xlalint run` runs Python scripts. Export it "
+        f"(jupyter nbconvert --to script {notebook}) and run the .py; `xlalint check`/`fix` read notebooks as they are\n"
+    )
+    assert not (tmp_path / "ran").exists()
+
+
 def test_compare_with_no_fix_is_a_usage_error(tmp_path, run_xlalint):
     script = _script(tmp_path, "print('never runs')\n")
     outcome = run_xlalint(script, fix=False, compare=True)

@@ -104,6 +104,14 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
     display_path = str(script)
     if not script.is_file():
         raise UsageError(f"{display_path}: no such file")
+    if script.suffix.lower() == ".ipynb":
+        # Its JSON is valid Python (a dict), which ran and did nothing. A notebook's
+        # cells run in a kernel, with its magics and state: not what `run` measures.
+        raise UsageError(
+            f"{display_path} is a notebook: `xlalint run` runs Python scripts. Export it "
+            f"(jupyter nbconvert --to script {display_path}) and run the .py; "
+            "`xlalint check`/`fix` read notebooks as they are"
+        )
     try:
         script_file = prepare.read_user_file(script, display_path, Path(script.name))
     except (OSError, SyntaxError, UnicodeDecodeError) as error:
