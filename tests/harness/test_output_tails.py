@@ -1,6 +1,7 @@
-"""`xlalint run` holds a bounded amount of the script's output, whatever it prints
-(issue 29: 1 GiB of stdout took 3 GB of memory: the tails and the debug log were read
-whole)."""
+"""What `xlalint run` shows of the script's output: a bounded amount held, whatever it
+prints (issue 29: 1 GiB of stdout took 3 GB of memory: the tails and the debug log were
+read whole), and the exception that ended it (issue 28: the tail showed only the end of
+a long IR dump)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from xlalint.harness.runner import output_tail
+from xlalint.harness.runner import output_tail, stderr_tail
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,3 +74,40 @@ def test_the_tail_of_an_output_file_is_read_from_its_end(tmp_path):
         tracemalloc.stop()
     assert tail == "one before the last\nthe last"
     assert peak < 1_000_000, f"{peak / 1e6:.1f} MB held to read the last lines of a 40 MB file"
+
+
+IR_DUMP_TRACEBACK = """\
+Traceback (most recent call last):
+  File "/home/me/train.py", line 40, in <module>
+    main()
+  File "/home/me/train.py", line 31, in main
+    loss = model(batch).sum()
+  File "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py", line 1751, in _call_impl
+    return forward_call(*args, **kwargs)
+  File "/venv/lib/python3.11/site-packages/torch_xla/core/xla_model.py", line 12, in mark_step
+    torch_xla._XLAC._xla_step_marker()
+RuntimeError: Bad StatusOr access: INTERNAL: during lowering of the graph
+"""
+
+
+def test_the_stderr_tail_shows_the_exception_and_the_users_frame_before_a_long_dump(tmp_path):
+    path = tmp_path / "stderr.txt"
+    dump = "".join(f"  %{n} = f32[4]{{0}} xla::add(%{n - 1}, %{n - 1})\n" for n in range(1, 400))
+    path.write_text("warming up\n" + IR_DUMP_TRACEBACK + dump)
+    tail = stderr_tail(path, 5).splitlines()
+    assert tail[:5] == [
+        "Traceback (most recent call last):",
+        '  File "/home/me/train.py", line 31, in main',
+        "    loss = model(batch).sum()",
+        "RuntimeError: Bad StatusOr access: INTERNAL: during lowering of the graph",
+        "  [...]",
+    ]
+    assert tail[5:] == dump.splitlines()[-5:]
+
+
+def test_the_stderr_tail_is_the_last_lines_when_they_show_the_exception(tmp_path):
+    path = tmp_path / "stderr.txt"
+    path.write_text("noise\n" * 50 + IR_DUMP_TRACEBACK)
+    assert stderr_tail(path, 10) == IR_DUMP_TRACEBACK.rstrip("\n")
+    (tmp_path / "clean.txt").write_text("noise\n" * 50 + "done\n")
+    assert stderr_tail(tmp_path / "clean.txt", 2) == "noise\ndone"
