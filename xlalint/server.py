@@ -396,6 +396,7 @@ class XlalintServer(LanguageServer):
         if document is None:
             return
         if server_lint.too_large(document.source) is not None:  # said here, not sent to the lint process
+            self.linter.cancel(uri)  # an earlier version's lint is stale
             diagnostics, messages = server_lint.lint_document(uri, document.source)
             self.tell(messages)
             self.publish_current(uri, document.version, diagnostics)
