@@ -402,6 +402,7 @@ def test_stdin_fix_echoes_the_input_on_an_internal_error(project, monkeypatch):
         ('[tool.xlalint]\ntarget-version = "2.9x"\n', "target-version"),
         ("[tool.xlalint.rules.XLA101]\nmax-length = -5\n", "max-length"),
         ("[tool.xlalint.rules.XLA101]\nmax-length = 0\n", "max-length"),
+        ("[tool.xlalint.rules.XLA101]\nmax-length = 99999999999\n", "max-length` must be at most 1048576"),
         ("[tool.xlalint.rules]\nXLA101 = 5\n", "rules.XLA101"),
         ('[tool.xlalint]\nselect = "XLA1"\n', "select"),
         ("[tool.xlalint]\nrules = 3\n", "rules"),

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from lint_stand_in import COMMAND
 
 from xlalint.linter.source import MAX_BYTES
 
@@ -35,10 +36,12 @@ def code(size: int) -> str:
 class Server:
     """`xlalint server` as a child process, spoken to in raw JSON-RPC."""
 
-    def __init__(self, cwd: Path) -> None:
+    def __init__(
+        self, cwd: Path, command: tuple[str, ...] = ("-m", "xlalint.cli", "server"), initialize: bool = True
+    ) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "xlalint.cli", "server"],
+            [sys.executable, *command],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -47,6 +50,10 @@ class Server:
         )
         self.received: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
+        if initialize:
+            self.initialize(cwd)
+
+    def initialize(self, cwd: Path) -> None:
         self.request("initialize", {"capabilities": {}, "rootUri": cwd.as_uri()}, id=0)
         assert "result" in self.answer(0)
         self.notify("initialized", {})
@@ -66,8 +73,11 @@ class Server:
 
     def send(self, message: dict) -> None:
         body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        self.send_raw(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    def send_raw(self, data: bytes) -> None:
         assert self.process.stdin is not None
-        self.process.stdin.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        self.process.stdin.write(data)
         self.process.stdin.flush()
 
     def request(self, method: str, params=None, *, id: int) -> None:
@@ -179,3 +189,115 @@ def test_every_request_gets_an_error_answer_without_a_traceback(server, tmp_path
     assert server.answer(6, timeout=10)["error"]["code"] == -32600  # after shutdown: InvalidRequest
     server.notify("exit", {})
     assert server.process.wait(timeout=20) == 0
+
+
+@pytest.fixture
+def slow_server(tmp_path):
+    """The server with ``lint_stand_in``: a document with ``# hold: PATH`` is linted once PATH exists."""
+    running = Server(tmp_path, ("-c", COMMAND))
+    yield running
+    running.stop()
+
+
+FINDS_ONE = "import torch\nx = torch.ones(2).cuda()\n"
+
+
+def wait_for(path: Path, seconds: float = 60) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if path.exists() and (text := path.read_text()):
+            return text
+        time.sleep(0.05)
+    raise AssertionError(f"{path} was not written within {seconds} s")
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_long_lint_of_one_document_holds_up_no_other(slow_server, tmp_path):
+    # Issue 29: with a 4,000-line document open, every other document waited 30 s.
+    gate, held, other = tmp_path / "gate", (tmp_path / "held.py").as_uri(), (tmp_path / "other.py").as_uri()
+    slow_server.open(held, f"# hold: {gate}\n{FINDS_ONE}")
+    wait_for(tmp_path / "gate.pid")  # its lint is under way, and does not end
+    slow_server.open(other, FINDS_ONE)
+    published = slow_server.next(lambda m: m.get("method") == "textDocument/publishDiagnostics", timeout=60)
+    assert published["params"]["uri"] == other  # first: the held document's lint is still under way
+    assert [d["code"] for d in published["params"]["diagnostics"]] == ["XLA104"]
+    gate.touch()
+    assert [d["code"] for d in slow_server.diagnostics(held)["diagnostics"]] == ["XLA104"]
+
+
+def test_a_newer_version_cancels_the_outdated_lint_under_way(slow_server, tmp_path):
+    gate, uri = tmp_path / "gate", (tmp_path / "train.py").as_uri()
+    slow_server.open(uri, f"# hold: {gate}\n{FINDS_ONE}")
+    outdated = int(wait_for(tmp_path / "gate.pid"))
+    slow_server.change(uri, "import torch\ny = 1\n" + FINDS_ONE.split("\n", 1)[1], version=2)
+    published = slow_server.diagnostics(uri, timeout=60)  # not held up by version 1's lint
+    assert published["version"] == 2
+    assert [(d["code"], d["range"]["start"]["line"]) for d in published["diagnostics"]] == [("XLA104", 2)]
+    deadline = time.monotonic() + 10
+    while alive(outdated) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(outdated), "the outdated lint still runs"
+    gate.touch()
+    slow_server.request("shutdown", id=1)
+    slow_server.answer(1, timeout=30)
+    while not slow_server.received.empty():
+        message = slow_server.received.get()
+        assert message is None or message.get("method") != "textDocument/publishDiagnostics", message
+
+
+def peak_memory(pid: int) -> int:
+    """The process's peak resident memory, in bytes (Linux)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_a_message_longer_than_the_limit_is_skipped_with_an_error(server, tmp_path):
+    # Issue 29: `Content-Length: 99999999999` was a MemoryError that killed the server.
+    # A message over the limit is skipped unread, a chunk at a time, and answered with
+    # an error (id null: its id is in what was not read); the next message is served.
+    padding = b" " * (65 * 2**20)
+    body = b'{"jsonrpc": "2.0", "id": 7, "method": "shutdown", "x": "' + padding + b'"}'
+    server.send_raw(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    error = server.next(lambda m: "error" in m, timeout=60)
+    assert error["id"] is None and error["error"]["code"] == -32600
+    assert f"a message of {len(body)} bytes is over the limit of 64 MiB" in error["error"]["message"]
+    uri = (tmp_path / "train.py").as_uri()
+    server.open(uri, FINDS_ONE)
+    assert [d["code"] for d in server.diagnostics(uri)["diagnostics"]] == ["XLA104"]
+    assert peak_memory(server.process.pid) < 200 * 2**20  # never the 65 MiB message (and its parse) at once
+
+
+def test_a_header_claiming_a_huge_message_is_answered_and_the_server_lives(server):
+    server.send_raw(b"Content-Length: 99999999999\r\n\r\n{}")
+    error = server.next(lambda m: "error" in m, timeout=30)
+    assert error["id"] is None and "a message of 99999999999 bytes is over the limit" in error["error"]["message"]
+    time.sleep(1)
+    assert server.process.poll() is None, "the server died"
+    assert peak_memory(server.process.pid) < 200 * 2**20
+
+
+def test_a_request_before_initialize_gets_server_not_initialized(tmp_path):
+    server = Server(tmp_path, initialize=False)
+    try:
+        uri = (tmp_path / "train.py").as_uri()
+        server.open(uri, FINDS_ONE)  # a notification before initialize: dropped
+        server.request("textDocument/codeAction", code_action_params(uri), id=1)
+        server.request("shutdown", id=2)
+        for id in (1, 2):
+            error = server.answer(id, timeout=30)["error"]
+            assert error["code"] == -32002 and "not initialized" in error["message"], error
+        server.initialize(tmp_path)
+        server.request("textDocument/codeAction", code_action_params(uri), id=3)
+        assert server.answer(3, timeout=60)["error"]["code"] == -32602  # never opened: the didOpen was dropped
+        assert server.received.empty()  # and nothing was published for it
+    finally:
+        server.stop()

@@ -16,11 +16,14 @@ every cell they change.
 Positions: our columns count characters; LSP's count UTF-16 code units (its default
 encoding), so columns are converted per line.
 
-Linting runs off the message loop, in a child process (:class:`LintProcess`; see
+Linting runs off the message loop, in child processes (:class:`LintPool`; see
 ``server_lint.py``), so the loop always reads the next message: ``shutdown`` is answered
-and ``exit`` exits while a big document is linted. The newest version of a document wins: a lint not started yet
-is replaced by a newer one, and a result for a version that is no longer current is
-dropped, never published. A document over the CLI's size limit is not linted (a
+and ``exit`` exits while a big document is linted. Documents are linted side by side,
+and each one's diagnostics are published as soon as they are ready: a long lint of one
+never holds up the others. The newest version of a document wins: its lint starts once
+the document has not changed for a moment (``SETTLE_S``), a lint not started yet is
+replaced by a newer one, a lint under way is cancelled (its process killed), and a
+result for a version that is no longer current is dropped, never published. A document over the CLI's size limit is not linted (a
 diagnostic says so). Every request gets an answer: one whose params are missing or do
 not fit its method, or that names a document that was never opened, gets a JSON-RPC
 error, and no error carries a traceback.
@@ -29,9 +32,12 @@ error, and no error carries a traceback.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import multiprocessing
+import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -39,7 +45,13 @@ from typing import Any
 from urllib.parse import unquote
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams, JsonRpcInvalidRequest
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInternalError,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcServerNotInitialized,
+)
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.workspace import TextDocument
@@ -63,68 +75,187 @@ class LintFailed(Exception):
     """The lint process raised (a bug in a rule or a fix) or died; said in one line."""
 
 
-class LintProcess:
-    """Runs ``server_lint`` calls in a child process, one at a time, in the order asked
-    (a daemon thread here waits for each answer, so nothing waits on the loop). Work is
-    keyed: work not started yet is replaced by newer work with the same key (a document's
-    URI), in its place in the queue. The child is started on the first call, again if
-    it dies, and killed by ``stop``; it dies with this process."""
+#: Lint processes at most: one document's long lint never holds up the others (each
+#: process lints one document at a time; a new one starts when all are busy).
+MAX_LINT_PROCESSES = 4
+#: A document's lint starts once it has not changed for this long: while the user
+#: types, the versions in between are never linted.
+SETTLE_S = 0.1
 
-    def __init__(self) -> None:
-        self._pending: dict[object, tuple[Callable, tuple, Callable[[Any, str | None], None]]] = {}
-        self._ready = threading.Condition()
-        self._stopped = False
-        self._process: multiprocessing.process.BaseProcess | None = None
-        self._connection = None
+
+@dataclass
+class _Work:
+    function: Callable
+    args: tuple
+    done: Callable[[Any, str | None], None]
+    not_before: float  # time.monotonic() when it may start
+
+
+class _LintWorker:
+    """One lint process (started on its first call, again if it dies) and the daemon
+    thread here that sends it work and waits for the answer, so nothing waits on the
+    loop. It dies with this process."""
+
+    def __init__(self, pool: LintPool) -> None:
+        self.pool = pool
+        self.process: multiprocessing.process.BaseProcess | None = None
+        self.connection = None
+        self.key: object | None = None  # the work under way
+        self.cancelled = False
         threading.Thread(target=self._run, name="xlalint-lint", daemon=True).start()
 
-    def submit(self, key: object, function: Callable, args: tuple, done: Callable[[Any, str | None], None]) -> None:
-        """Call ``function(*args)`` in the lint process; then ``done(result, None)``, or
-        ``done(None, why)`` if it failed. ``done`` runs on this object's thread."""
-        with self._ready:
-            if not self._stopped:
-                self._pending[key] = (function, args, done)
-                self._ready.notify()
-
-    def stop(self) -> None:
-        """Drop what is pending and kill the lint under way."""
-        with self._ready:
-            self._stopped = True
-            self._pending.clear()
-            self._ready.notify()
-        if self._process is not None:
-            self._process.kill()
+    def cancel(self) -> None:
+        """Kill the process: its work is stale (the pool's lock is held)."""
+        self.cancelled = True
+        if self.process is not None:
+            self.process.kill()
 
     def _run(self) -> None:
-        while True:
-            with self._ready:
-                while not self._pending and not self._stopped:
-                    self._ready.wait()
-                if self._stopped:
-                    return
-                key = next(iter(self._pending))
-                function, args, done = self._pending.pop(key)
+        while (taken := self.pool.take(self)) is not None:
+            function, args, done = taken
             try:
                 ok, reply = self._call(function, args)
-            except Exception as exc:  # it died (or `stop` killed it), or a call could not be sent
-                if self._process is not None:
-                    self._process.kill()
-                self._process = None
+            except Exception as exc:  # it died (or was killed: stale, or `stop`), or a call could not be sent
+                if self.process is not None:
+                    self.process.kill()
+                self.process = None
                 ok, reply = False, f"the lint process failed ({type(exc).__name__}: {exc})"
-            if not self._stopped:
+            if self.pool.finish(self):  # not cancelled, not stopped
                 done(reply, None) if ok else done(None, reply)
 
     def _call(self, function: Callable, args: tuple) -> tuple[bool, Any]:
-        if self._process is None or not self._process.is_alive():
+        if self.process is None or not self.process.is_alive():
             # Not forked: this process has threads (pygls' reader), which a fork would copy mid-step.
             context = multiprocessing.get_context("spawn")
             parent, child = context.Pipe()
-            self._process = context.Process(target=server_lint.serve, args=(child,), daemon=True, name="xlalint-lint")
-            self._process.start()
+            self.process = context.Process(target=server_lint.serve, args=(child,), daemon=True, name="xlalint-lint")
+            self.process.start()
             child.close()
-            self._connection = parent
-        self._connection.send((function, args))
-        return self._connection.recv()
+            self.connection = parent
+            if self.cancelled:  # cancelled while it started (``cancel`` saw no process to kill)
+                self.process.kill()
+        self.connection.send((function, args))
+        return self.connection.recv()
+
+
+class LintPool:
+    """Runs ``server_lint`` calls in lint processes, several at once, each answered as
+    it completes. Work is keyed (a document's URI): work with the same key never runs
+    twice at once, work not started yet is replaced by newer work with the same key
+    (in its place in the queue), and work under way is cancelled by newer work with
+    its key: its process is killed, its result never comes."""
+
+    def __init__(self, size: int = MAX_LINT_PROCESSES) -> None:
+        self._size = size
+        self._pending: dict[object, _Work] = {}
+        self._running: dict[object, _LintWorker] = {}
+        self._workers: list[_LintWorker] = []
+        self._idle = 0
+        self._ready = threading.Condition()
+        self._stopped = False
+
+    def submit(
+        self, key: object, function: Callable, args: tuple, done: Callable[[Any, str | None], None], settle: float = 0
+    ) -> None:
+        """Call ``function(*args)`` in a lint process, not before ``settle`` seconds
+        from now; then ``done(result, None)``, or ``done(None, why)`` if it failed.
+        ``done`` runs on a thread of the pool."""
+        with self._ready:
+            if self._stopped:
+                return
+            self.cancel(key)
+            self._pending[key] = _Work(function, args, done, time.monotonic() + settle)
+            if self._idle == 0 and len(self._workers) < self._size:
+                self._workers.append(_LintWorker(self))
+            self._ready.notify_all()
+
+    def cancel(self, key: object) -> None:
+        """Drop the work with ``key``, pending or under way."""
+        with self._ready:
+            self._pending.pop(key, None)
+            running = self._running.pop(key, None)
+            if running is not None:
+                running.cancel()
+
+    def stop(self) -> None:
+        """Drop what is pending and kill the lints under way."""
+        with self._ready:
+            self._stopped = True
+            self._pending.clear()
+            for worker in self._workers:
+                worker.cancel()
+            self._ready.notify_all()
+
+    def take(self, worker: _LintWorker) -> tuple[Callable, tuple, Callable] | None:
+        """The next work for ``worker`` (waiting for one); None once stopped."""
+        with self._ready:
+            self._idle += 1
+            try:
+                while not self._stopped:
+                    now, wake = time.monotonic(), None
+                    for key, work in self._pending.items():
+                        if key in self._running:
+                            continue
+                        if work.not_before <= now:
+                            del self._pending[key]
+                            self._running[key] = worker
+                            worker.key, worker.cancelled = key, False
+                            return work.function, work.args, work.done
+                        wake = work.not_before if wake is None else min(wake, work.not_before)
+                    self._ready.wait(None if wake is None else wake - now)
+                return None
+            finally:
+                self._idle -= 1
+
+    def finish(self, worker: _LintWorker) -> bool:
+        """``worker``'s work is over; whether its answer is to be given."""
+        with self._ready:
+            if self._running.get(worker.key) is worker:
+                del self._running[worker.key]
+            worker.key = None
+            self._ready.notify_all()  # work with the same key may wait for this
+            return not (worker.cancelled or self._stopped)
+
+
+#: A message longer than this is not read (a document at the size limit, JSON-escaped,
+#: is far shorter): its bytes are skipped, a chunk at a time, and it gets an error.
+MAX_MESSAGE_BYTES = 64 * 2**20
+_MAX_HEADER_BYTES = 64 * 2**10  # a longer header line is read in pieces (no header is that long)
+_SKIP_CHUNK = 2**20
+#: What pygls is given in place of a message over ``MAX_MESSAGE_BYTES``.
+_TOO_LARGE = "$/xlalint/messageTooLarge"
+
+
+class BoundedInput:
+    """The server's stdin as pygls reads it, in bounded memory: pygls reads a message of
+    any length its header claims (``Content-Length: 99999999999`` was a MemoryError
+    that killed the server). A body over ``MAX_MESSAGE_BYTES`` is not read: pygls gets
+    a ``_TOO_LARGE`` notification in its place (answered with an error), and the
+    body's bytes are skipped before the next header. A client whose header claims more
+    than it sends loses what it sends next, as LSP's framing says."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self._skip = 0
+
+    def readline(self) -> bytes:
+        while self._skip:
+            chunk = self._stream.read(min(self._skip, _SKIP_CHUNK))
+            self._skip = self._skip - len(chunk) if chunk else 0  # at the end of input, nothing to skip
+        return self._stream.readline(_MAX_HEADER_BYTES)
+
+    def read(self, size: int) -> bytes:
+        if size <= MAX_MESSAGE_BYTES:
+            return self._stream.read(size)
+        self._skip = size
+        return json.dumps({"jsonrpc": "2.0", "method": _TOO_LARGE, "params": {"bytes": size}}).encode()
+
+
+@dataclass(frozen=True)
+class _TooLarge:
+    """A message over ``MAX_MESSAGE_BYTES``, skipped unread."""
+
+    size: int
 
 
 @dataclass(frozen=True)
@@ -139,9 +270,17 @@ class _UnreadableRequest:
 class XlalintProtocol(LanguageServerProtocol):
     """pygls' protocol, made to answer every request. pygls drops a request whose params
     do not fit its method (it shows a message instead) and one after ``shutdown``, and
-    puts the traceback of a failed handler in the error's ``data``."""
+    puts the traceback of a failed handler in the error's ``data``. A request before
+    ``initialize`` gets ServerNotInitialized (-32002) and a notification then is dropped
+    (but ``exit``), as LSP says; pygls would handle them."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.initialize_received = False
 
     def structure_message(self, data: dict[str, Any]):
+        if data.get("method") == _TOO_LARGE and isinstance(data.get("params"), dict):
+            return _TooLarge(data["params"]["bytes"])
         try:
             return super().structure_message(data)
         except JsonRpcException:
@@ -150,12 +289,28 @@ class XlalintProtocol(LanguageServerProtocol):
             raise
 
     def handle_message(self, message) -> None:
+        if isinstance(message, _TooLarge):
+            limit = f"{MAX_MESSAGE_BYTES // 2**20} MiB"
+            text = f"xlalint: a message of {message.size} bytes is over the limit of {limit}: it was skipped"
+            # Its id is in what was not read: null, as JSON-RPC says (pygls would leave the id out).
+            self._send_data(
+                {"jsonrpc": "2.0", "id": None, "error": {"code": JsonRpcInvalidRequest.CODE, "message": text}}
+            )
+            self.notify(types.WINDOW_SHOW_MESSAGE, types.ShowMessageParams(types.MessageType.Error, text))
+            return
+        method, msg_id = getattr(message, "method", None), getattr(message, "id", None)
+        if method == types.INITIALIZE:
+            self.initialize_received = True
+        elif not self.initialize_received and method not in (None, types.EXIT):
+            if msg_id is not None or isinstance(message, _UnreadableRequest):
+                error = JsonRpcServerNotInitialized(f"{method}: the server is not initialized yet")
+                self._send_response(msg_id, error=error.to_response_error())
+            return
         if isinstance(message, _UnreadableRequest):
             what = "no params" if message.missing else "params that do not fit it"
             error = JsonRpcInvalidParams(f"{message.method}: the request has {what}")
             self._send_response(message.id, error=error.to_response_error())
             return
-        method, msg_id = getattr(message, "method", None), getattr(message, "id", None)
         if self._shutdown and method not in (None, types.EXIT) and msg_id is not None:
             error = JsonRpcInvalidRequest(f"{method}: the server is shutting down")
             self._send_response(msg_id, error=error.to_response_error())
@@ -180,7 +335,7 @@ class XlalintServer(LanguageServer):
         self.unsafe_fixes = False
         # Notebook URI -> the cell URIs last published, so that cells that left get cleared.
         self.published_cells: dict[str, set[str]] = {}
-        self.linter = LintProcess()
+        self.linter = LintPool()
         self.loop: asyncio.AbstractEventLoop | None = None  # the message loop
         self.shutting_down = False
 
@@ -214,7 +369,7 @@ class XlalintServer(LanguageServer):
             self.in_loop(then, result)
 
         self.loop = asyncio.get_running_loop()
-        self.linter.submit(key, function, args, done)
+        self.linter.submit(key, function, args, done, settle=SETTLE_S)
 
     async def ask(self, function: Callable, *args) -> Any:
         """The result of ``function(*args)``, run in the lint process, for a request."""
@@ -241,6 +396,7 @@ class XlalintServer(LanguageServer):
         if document is None:
             return
         if server_lint.too_large(document.source) is not None:  # said here, not sent to the lint process
+            self.linter.cancel(uri)  # an earlier version's lint is stale
             diagnostics, messages = server_lint.lint_document(uri, document.source)
             self.tell(messages)
             self.publish_current(uri, document.version, diagnostics)
@@ -323,12 +479,14 @@ def create_server() -> XlalintServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: XlalintServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.linter.cancel(params.text_document.uri)
         ls.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
         )
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def notebook_did_close(ls: XlalintServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        ls.linter.cancel(params.notebook_document.uri)
         closed = {cell.uri for cell in params.cell_text_documents}
         ls.clear(closed | ls.published_cells.pop(params.notebook_document.uri, set()))
 
@@ -359,4 +517,4 @@ def create_server() -> XlalintServer:
 
 
 def start() -> None:
-    create_server().start_io()
+    create_server().start_io(BoundedInput(sys.stdin.buffer))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 from xlalint.harness.debug_log import Frame, parse_debug_files, parse_debug_text
 
 # Captured from a run; torch_xla ends two of the lines with a space (written \x20 here).
@@ -78,3 +80,22 @@ def test_files_of_several_processes_are_read(tmp_path):
     (tmp_path / "debug-1.log").write_text(CAPTURED)
     (tmp_path / "debug-2.log").write_text(CAPTURED)
     assert len(parse_debug_files(sorted(tmp_path.glob("debug-*.log")))) == 4
+
+
+def test_a_debug_log_is_read_a_line_at_a_time(tmp_path):
+    # Issue 29: a run's debug log can be gigabytes; reading it whole held it (and its
+    # decoded text) in memory. 40 MB of log is parsed in a few MB, one line too long cut.
+    path = tmp_path / "debug-1.log"
+    with open(path, "w", encoding="utf-8") as file:
+        file.write("x" * 5_000_000 + "\n")
+        for _ in range(40_000):
+            file.write("Execution Analysis: " + "unrelated text " * 60 + "\n")
+        file.write(CAPTURED)
+    tracemalloc.start()
+    try:
+        causes = parse_debug_files([path])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert causes == parse_debug_text(CAPTURED)  # the unrelated lines are no blocks
+    assert peak < 4_000_000, f"{peak / 1e6:.1f} MB held to parse a {path.stat().st_size / 1e6:.0f} MB log"

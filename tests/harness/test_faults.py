@@ -246,6 +246,37 @@ def test_sigkill_of_xlalint_run_kills_the_script_and_removes_its_temp_folder(tmp
     assert _gone_within(10, lambda: not list(temp.iterdir())), "the temp folder was left behind"
 
 
+# Issue 29: the watchdog finds processes by the token in their environment; one in a
+# new session with an emptied environment outlived a SIGKILL of xlalint run.
+STARTS_AN_UNMARKED_SETSID_GRANDCHILD_AND_HANGS = """\
+import subprocess, sys, time
+subprocess.run(["sh", "-c", f"setsid env -i sleep 300 >/dev/null 2>&1 & echo $! > {sys.argv[1]}"], check=True)
+time.sleep(300)
+"""
+
+
+def test_sigkill_of_xlalint_run_kills_a_grandchild_in_a_new_session_with_an_empty_environment(
+    tmp_path, wait_until_gone
+):
+    script = _script(tmp_path, STARTS_AN_UNMARKED_SETSID_GRANDCHILD_AND_HANGS)
+    pid_file = tmp_path / "sleeper.pid"
+    command = [sys.executable, "-m", "xlalint.cli", "run", "--no-fix", str(script), "--", str(pid_file)]
+    xlalint = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert _gone_within(120, lambda: pid_file.exists() and pid_file.read_text().strip()), "no sleeper"
+        sleeper = int(pid_file.read_text())
+        xlalint.kill()
+        xlalint.wait(timeout=30)
+        try:
+            assert wait_until_gone(sleeper, 5), "a setsid'd grandchild with `env -i` outlived a SIGKILL of xlalint run"
+        finally:
+            with contextlib.suppress(OSError):
+                os.kill(sleeper, signal.SIGKILL)
+    finally:
+        if xlalint.poll() is None:
+            xlalint.kill()
+
+
 def test_sighup_to_xlalint_run_is_handled_like_sigterm(tmp_path, wait_until_gone):
     pid_file = tmp_path / "pids"
     xlalint, temp = _start_xlalint_run(tmp_path, pid_file)
@@ -350,6 +381,20 @@ def test_device_cuda_without_plugin_or_gpu_says_what_is_missing(tmp_path, xlalin
     if not os.path.exists("/dev/nvidia0"):
         assert "no NVIDIA GPU is visible" in line
     assert "never runs" not in done.stdout + done.stderr
+
+
+def test_a_notebook_is_refused_with_what_to_do(tmp_path, run_xlalint):
+    # Issue 29: its JSON ran as Python (a dict literal: nothing ran) and the report said "none".
+    notebook = tmp_path / "nb.ipynb"
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "source": ["import torch\n", "open('ran', 'w')\n"]}
+    notebook.write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    outcome = run_xlalint(notebook)
+    assert outcome.status == 2 and outcome.stdout == ""
+    assert outcome.stderr == (
+        f"xlalint run: error: {notebook} is a notebook: `xlalint run` runs Python scripts. Export it "
+        f"(jupyter nbconvert --to script {notebook}) and run the .py; `xlalint check`/`fix` read notebooks as they are\n"
+    )
+    assert not (tmp_path / "ran").exists()
 
 
 def test_compare_with_no_fix_is_a_usage_error(tmp_path, run_xlalint):

@@ -304,3 +304,82 @@ def test_shapes_from_a_device_loader_are_named_after_the_loop_variables(scripts_
     assert list(changes) == ["features"]  # labels keep their shape
     assert (changes["features"].file, changes["features"].line) == (str(script), loop_line)
     assert changes["features"].shapes == ((2, 3), (2, 5), (2, 3), (2, 7))
+
+
+# Issue 29: os._exit skips the exit handlers, where the metrics were written: the run
+# said "no process of the script imported torch_xla".
+ENDS_WITH_OS_EXIT = """\
+import os
+import torch
+import torch_xla
+
+x = torch.ones(3, device=torch_xla.device()) * 2
+torch_xla.sync()
+print(x.sum().item())
+os._exit(0)
+"""
+
+# Killed before its exit handlers ran: no metrics, but it did import torch_xla.
+KILLS_ITSELF_AFTER_XLA_WORK = ENDS_WITH_OS_EXIT.replace("os._exit(0)", "os.kill(os.getpid(), 9)")
+
+
+def test_a_script_that_ends_with_os_exit_has_its_metrics(tmp_path, harness_report):
+    script = tmp_path / "train.py"
+    script.write_text(ENDS_WITH_OS_EXIT)
+    [run] = harness_report(script, fix=False).runs.values()
+    assert run.exit_code == 0 and run.metrics is not None
+    assert run.metrics.executions >= 1 and run.metrics.compiles >= 1
+    assert run.warnings == []
+
+
+def test_a_process_killed_after_importing_torch_xla_is_not_called_one_that_never_did(tmp_path, harness_report):
+    script = tmp_path / "train.py"
+    script.write_text(KILLS_ITSELF_AFTER_XLA_WORK)
+    [run] = harness_report(script, fix=False).runs.values()
+    assert run.exit_code == -9 and run.metrics is None
+    [note] = run.notes
+    assert note.endswith(
+        "imported torch_xla but ended before its metrics were written (killed by a signal?): not counted"
+    )
+
+
+# Issue 28 §4: the original and the fixed script ran in one working directory, so the
+# fixed run found what the original wrote (it "resumed"; `os.makedirs` failed).
+WRITES_STATE = """\
+import os
+
+import torch
+import torch_xla.core.xla_model as xm
+
+
+def save(model, path):
+    torch.save(model.state_dict(), path)
+
+
+with open("data.txt") as file:
+    data = file.read().strip()
+print("resumed" if os.path.exists("state.txt") else "fresh", data)
+with open("state.txt", "w") as file:
+    file.write("1")
+os.makedirs("samples")
+"""
+
+
+def test_compare_runs_each_version_in_its_own_copy_of_the_working_directory(tmp_path, harness_report, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data.txt").write_text("input\n")
+    monkeypatch.chdir(work)
+    script = tmp_path / "train.py"
+    script.write_text(WRITES_STATE)
+    report = harness_report(script, compare=True, device="cpu")
+    assert list(report.runs) == ["original", "fixed"]
+    for run in report.runs.values():
+        assert run.ok, run.stderr_tail
+        assert run.stdout_tail.splitlines()[-1] == "fresh input"
+    assert sorted(path.name for path in work.iterdir()) == ["data.txt"]  # nothing written into the user's folder
+    assert report.working_directory == (
+        f"each run had its own copy of the working directory {work} (files linked, not copied): "
+        "what one run wrote, the other did not see"
+    )
+    assert f"working directory: {report.working_directory}\n" in format_text(report)

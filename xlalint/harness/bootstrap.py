@@ -13,7 +13,10 @@ Two entry points:
   which the harness puts first on ``PYTHONPATH``. Python imports it at start-up in
   the script's process *and* in every Python process the script starts
   (``torch_xla.launch``/``xmp.spawn`` workers, ``subprocess`` calls), so each of
-  them gets its own torch_xla debug file and writes its own metrics file at exit.
+  them gets its own torch_xla debug file and writes its own metrics file at exit
+  (``os._exit`` included, which skips the exit handlers; and a process that imported
+  torch_xla leaves a record at once, so one killed before its exit is not taken for a
+  process that never used XLA).
   The harness sums the metrics files.
 - ``run_main()`` runs the user's script as ``__main__`` (as ``python script.py``
   would), started by ``python -c "import _xlalint_bootstrap as b; b.run_main()" ARGS``.
@@ -67,6 +70,10 @@ def activate() -> None:
     # Registered before torch_xla is imported, so it runs after torch_xla's own exit
     # handler; the metrics are plain counters and can still be read then.
     atexit.register(_write_metrics, out_dir)
+    # os._exit skips the exit handlers: ours run first (see ``_exit``).
+    global _ACTIVE_PID
+    _ACTIVE_PID = os.getpid()
+    os._exit = _exit
     # Hooks on host-to-device transfers go in when torch_xla (and its loader) is
     # imported, so a process that never uses XLA pays nothing.
     sys.meta_path.insert(
@@ -245,6 +252,27 @@ def register_cuda_plugin(library: str) -> None:
 
     plugins.use_dynamic_plugins()
     plugins.register_plugin("CUDA", BareCudaPlugin())
+
+
+_ACTIVE_PID: int | None = None  # the process ``activate`` ran in
+_original_os_exit = os._exit
+_before_exit = []  # what runs before the metrics are written (torch_xla's part, once imported)
+
+
+def _exit(status):
+    """``os._exit``, after the exit work of this module's ``atexit`` handlers: a script
+    that ends with ``os._exit(0)`` after real XLA work has its metrics. Only in the
+    process the hook was activated in: a fork child (multiprocessing's workers end
+    with ``os._exit``) holds its parent's counters, and a device it cannot use."""
+    if os.getpid() == _ACTIVE_PID and os.environ.get(OUT_DIR_ENV):
+        with contextlib.suppress(BaseException):  # never keep a process from exiting
+            for work in _before_exit:
+                work()
+            _write_metrics(os.environ[OUT_DIR_ENV])
+    _original_os_exit(status)
+
+
+_exit.__doc__ = _original_os_exit.__doc__
 
 
 def _write_metrics(out_dir: str) -> None:
@@ -517,6 +545,12 @@ def _hook_tensor_to(torch_xla_module) -> None:
     TRANSFERS.step_of = lambda: counter_value("MarkStep") or 0
     # After torch_xla's own exit handler was registered: runs before it.
     atexit.register(_before_torch_xla_exit)
+    _before_exit.append(_before_torch_xla_exit)
+    # Recorded now: a process killed before its exit handlers ran still imported it.
+    out_dir = os.environ.get(OUT_DIR_ENV)
+    if out_dir:
+        with contextlib.suppress(Exception):
+            _write_json(os.path.join(out_dir, f"metrics-{os.getpid()}.json"), {"pid": os.getpid(), "unfinished": True})
 
 
 def _hook_device_loader(loader_module) -> None:

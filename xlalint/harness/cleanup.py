@@ -25,10 +25,16 @@ So:
   (:class:`ScriptProcesses`), and the report says which processes were killed and which
   could not be.
 
+- the script does not run as our child but as the child of a launcher (Linux:
+  :func:`contain`), itself a child subreaper that outlives ``xlalint run``: it asks the
+  kernel for a signal when its parent dies (``PR_SET_PDEATHSIG``) and then kills every
+  process under it, so even a SIGKILL of ``xlalint run`` leaves no process of the
+  script, whatever its session and environment. It passes on the script's exit status
+  (a death by a signal as that signal). It carries no token in its environment: the
+  watchdog must not kill it before it has killed what is under it.
+
 Without a subreaper (not Linux), a process in a new session with an emptied
-environment cannot be found; the report says so rather than claim it was killed. When
-``xlalint run`` itself is SIGKILLed, the subreaper dies with it and the watchdog finds
-processes by their token only.
+environment cannot be found; the report says so rather than claim it was killed.
 """
 
 from __future__ import annotations
@@ -86,6 +92,93 @@ for _ in range(20):
 if folder:
     shutil.rmtree(folder, ignore_errors=True)
 """
+
+
+# The launcher (see ``contain``): argv is our pid, then the variable to add to the
+# script's environment (NAME=VALUE, or "" for none), then the script's command.
+_LAUNCHER = r"""
+import ctypes, os, resource, signal, sys, time
+parent, extra, command = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+ORPHANED = signal.SIGUSR2
+
+def descendants():
+    children = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as file:
+                    fields = file.read().rsplit(b")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] not in (b"Z", b"X"):
+                children.setdefault(int(fields[1]), []).append(int(name))
+    found, pending = [], [os.getpid()]
+    while pending:
+        for pid in children.get(pending.pop(), ()):
+            found.append(pid)
+            pending.append(pid)
+    return found
+
+def kill_everything(*_):
+    if os.getppid() == parent:
+        return  # the signal came from the script, not from the kernel: xlalint run lives
+    for _ in range(50):  # a process may fork while it is killed: look again
+        found = descendants()
+        if not found:
+            break
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+        time.sleep(0.02)
+    os._exit(137)
+
+for name in ("SIGINT", "SIGTERM", "SIGHUP"):  # meant for the script (the group); its status ends us
+    signal.signal(getattr(signal, name), lambda *_: None)
+signal.signal(ORPHANED, kill_everything)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+libc.prctl(1, int(ORPHANED), 0, 0, 0)  # PR_SET_PDEATHSIG
+kill_everything()  # xlalint run died before the line above: nothing is started
+env = dict(os.environ)
+if extra:
+    name, _, value = extra.partition("=")
+    env[name] = value
+script = os.fork()
+if script == 0:
+    try:
+        os.execvpe(command[0], command, env)
+    finally:
+        os._exit(127)
+status = os.waitpid(script, 0)[1]
+if os.WIFSIGNALED(status):
+    number = os.WTERMSIG(status)
+    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    if number not in (signal.SIGKILL, signal.SIGSTOP):  # those have no handler to reset
+        signal.signal(number, signal.SIG_DFL)
+    os.kill(os.getpid(), number)
+    os._exit(128 + number)
+os._exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def contain(command: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The command and environment that run ``command`` under the launcher (Linux; as
+    they are elsewhere): the script's processes die with ``xlalint run``, even when it
+    is SIGKILLed. The run's token moves from the environment to the launcher's
+    arguments (the script still gets it)."""
+    if _subreaper() is None:
+        return command, env
+    env = dict(env)
+    token = env.pop(TOKEN_ENV, None)
+    extra = f"{TOKEN_ENV}={token}" if token is not None else ""
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(os.getpid()), extra, *command], env
 
 
 def new_token() -> str:

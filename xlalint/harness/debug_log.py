@@ -23,10 +23,13 @@ blocks carry sizes only and are skipped.) Frames are listed innermost first.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 _PREFIXES = {"Compilation Analysis:": "compilation", "Execution Analysis:": "execution"}
+MAX_LINE_CHARS = 64_000  # a debug line is far shorter; a longer one is cut
 _FRAME = re.compile(r"^(?P<function>.*) \((?P<file>.*):(?P<line>\d+)\)$")
 
 
@@ -47,10 +50,17 @@ class RawCause:
 
 
 def parse_debug_text(text: str) -> list[RawCause]:
+    return parse_debug_lines(text.splitlines())
+
+
+def parse_debug_lines(lines: Iterable[str]) -> list[RawCause]:
+    """The causes in the debug output's lines, read one at a time (a file of them can be
+    gigabytes: it is never held whole)."""
     causes: list[RawCause] = []
     current: RawCause | None = None
     section = None  # which part of the block the next indented lines belong to
-    for raw_line in text.splitlines():
+    for line in lines:
+        raw_line = line.rstrip("\r\n")
         kind, body = _split_prefix(raw_line)
         if kind is None:
             continue
@@ -84,11 +94,22 @@ def _split_prefix(line: str) -> tuple[str | None, str]:
     return None, line
 
 
+def bounded_lines(file: TextIO, limit: int = MAX_LINE_CHARS) -> Iterator[str]:
+    """The lines of ``file``, each cut to ``limit`` characters (the rest of a longer
+    line is skipped, never held)."""
+    while line := file.readline(limit):
+        if len(line) == limit and not line.endswith("\n"):
+            while (rest := file.readline(limit)) and not rest.endswith("\n"):
+                pass
+        yield line
+
+
 def parse_debug_files(paths: list[Path]) -> list[RawCause]:
     causes: list[RawCause] = []
     for path in sorted(paths):
         try:
-            causes.extend(parse_debug_text(path.read_text(encoding="utf-8", errors="replace")))
+            with open(path, encoding="utf-8", errors="replace") as file:
+                causes.extend(parse_debug_lines(bounded_lines(file)))
         except OSError:
             continue
     return causes

@@ -31,6 +31,8 @@ class HarnessReport:
     local_modules: list[SourceFile] = field(default_factory=list)
     #: Why --compare ran one version only (the fix changed nothing), if it did.
     comparison_skipped: str | None = None
+    #: Where the runs ran, when they were several (each in its own working copy).
+    working_directory: str | None = None
 
 
 # -- JSON -----------------------------------------------------------------------------
@@ -51,6 +53,8 @@ def to_json(report: HarnessReport) -> dict:
     }
     if report.comparison_skipped:
         record["comparison_skipped"] = report.comparison_skipped
+    if report.working_directory:
+        record["working_directory"] = report.working_directory
     return record
 
 
@@ -79,6 +83,8 @@ def format_text(report: HarnessReport) -> str:
     elif report.comparison_skipped:
         lines.append("")
         lines.append(f"comparison: none: {report.comparison_skipped}")
+    if report.working_directory:
+        lines.append(f"working directory: {report.working_directory}")
     return "\n".join(lines) + "\n"
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TextIO
 
 from xlalint.harness import bootstrap, cleanup, runtime_findings, runtime_watch, shapes
-from xlalint.harness.debug_log import RawCause, parse_debug_files
+from xlalint.harness.debug_log import RawCause, bounded_lines, parse_debug_files
 from xlalint.harness.environment import Device
 from xlalint.harness.paths import shown_path
 from xlalint.harness.prepare import ScriptVersion
@@ -76,13 +76,14 @@ class RunSettings:
     # that left the process group (see cleanup.py).
     token: str | None = None
     on_tick: Callable[[float], None] | None = None  # called with elapsed seconds
+    cwd: Path | None = None  # the working directory of the run; None: ours
 
 
 def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> RunResult:
     out_dir.mkdir(parents=True, exist_ok=True)
     stdout_path, stderr_path = out_dir / "stdout.txt", out_dir / "stderr.txt"
     env = _child_env(version, settings, out_dir)
-    command = [settings.python, "-c", _CHILD_COMMAND, *settings.script_args]
+    command, env = cleanup.contain([settings.python, "-c", _CHILD_COMMAND, *settings.script_args], env)
     echo = _Echo([stdout_path, stderr_path], settings.echo_to)
 
     timed_out = False
@@ -99,6 +100,7 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
             stdin=subprocess.DEVNULL,
             stdout=stdout,
             stderr=stderr,
+            cwd=settings.cwd,
             start_new_session=True,  # its own process group, killed as a whole
         )
         script_ended = False
@@ -144,12 +146,12 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
         causes=_causes(version, settings, out_dir),
         timed_out=timed_out,
         timeout_s=settings.timeout_s,
-        stderr_tail=_tail(stderr_path, STDERR_TAIL_LINES),
-        stdout_tail=_tail(stdout_path, STDOUT_TAIL_LINES),
+        stderr_tail=stderr_tail(stderr_path, STDERR_TAIL_LINES),
+        stdout_tail=output_tail(stdout_path, STDOUT_TAIL_LINES),
         import_error=_import_error(out_dir),
         leftovers=leftovers,
         notes=notes,
-        warnings=[*(_warnings(metrics) if exit_ok and not version.native else []), *runtime_warnings],
+        warnings=[*(_warnings(metrics, notes) if exit_ok and not version.native else []), *runtime_warnings],
         native=version.native,
         steps=_collect_steps(out_dir),
         fixed_files=[file.display_path for file in version.files() if file.changed],
@@ -158,10 +160,14 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
 
 
 NOTHING_ON_XLA = "no XLA computation ran"
+#: A process that imported torch_xla and ended before its exit handlers wrote its metrics.
+UNFINISHED = "imported torch_xla but ended before its metrics were written (killed by a signal?): not counted"
 
 
-def _warnings(metrics: Metrics | None) -> list[str]:
+def _warnings(metrics: Metrics | None, notes: list[str]) -> list[str]:
     """What makes a clean exit not the success it looks like."""
+    if metrics is None and any(note.endswith(UNFINISHED) for note in notes):
+        return ["no XLA metrics: the script's processes imported torch_xla but ended before writing them (killed?)"]
     if metrics is None:
         return [f"{NOTHING_ON_XLA}: no process of the script imported torch_xla"]
     if metrics.compiles or metrics.cached_compiles or metrics.executions:
@@ -268,6 +274,9 @@ def _collect_metrics(out_dir: Path) -> tuple[Metrics | None, list[str]]:
         if "error" in record:
             notes.append(f"process {record.get('pid')}: metrics unreadable: {record['error']}")
             continue
+        if record.get("unfinished"):
+            notes.append(f"process {record.get('pid')}: {UNFINISHED}")
+            continue
         metrics.add(record)
     return (metrics if metrics.processes else None), notes
 
@@ -360,13 +369,70 @@ def _locate(raw: RawCause, version: ScriptVersion, display_path: str) -> Cause:
     return Cause(raw.kind, raw.cause, None, None, None)
 
 
-def _tail(path: Path, lines: int) -> str:
+_TAIL_BYTES = 64_000  # read from the end of an output file: never the whole of it
+_ECHO_CHUNK = 1 << 20  # copied at a time: the echo holds no more, however fast the script writes
+
+
+def output_tail(path: Path, lines: int) -> str:
     try:
-        data = path.read_bytes()[-64_000:]
+        with open(path, "rb") as file:
+            file.seek(max(file.seek(0, os.SEEK_END) - _TAIL_BYTES, 0))
+            data = file.read(_TAIL_BYTES)
     except OSError:
         return ""
     text = data.decode("utf-8", errors="replace")
     return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_TRACEBACK_FRAME = re.compile(r'^  File "(?P<file>[^"]*)", line \d+')
+_MAX_SHOWN_CHARS = 500  # of the exception's line and of its frame's lines
+
+
+def stderr_tail(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of the script's stderr, after the exception that ended
+    it and the innermost frame of the user's code it went through, when those came
+    earlier (an exception whose message is a long IR dump ends with the dump)."""
+    tail = output_tail(path, lines)
+    exception = last_exception(path)
+    if exception is None:
+        return tail
+    frame, line = exception
+    shown = [_TRACEBACK, *frame, line]
+    tail_lines = tail.splitlines()
+    if all(part in tail_lines for part in shown[1:]):
+        return tail
+    return "\n".join([*shown, "  [...]", *tail_lines])
+
+
+def last_exception(path: Path) -> tuple[list[str], str] | None:
+    """The last traceback in an output file, read a line at a time: the innermost frame
+    in the user's code (its ``File`` line and its code line; [] when none) and the
+    exception's first line. None when there is no traceback."""
+    found = None
+    frame: list[str] = []
+    in_traceback = in_user_frame = False
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            for raw in bounded_lines(file, _MAX_SHOWN_CHARS):
+                line = raw.rstrip("\r\n")
+                if line == _TRACEBACK:
+                    in_traceback, frame = True, []
+                elif not in_traceback:
+                    continue
+                elif match := _TRACEBACK_FRAME.match(line):
+                    user = not _LIBRARY_PATH.search(match["file"])
+                    frame = [line] if user else frame
+                    in_user_frame = user
+                elif line.startswith("    ") and frame and in_user_frame and len(frame) == 1:
+                    frame.append(line)
+                elif line and not line.startswith(" "):
+                    # The exception (or "During handling of the above exception...",
+                    # which a later traceback replaces).
+                    found, in_traceback = (frame, line), False
+    except OSError:
+        return None
+    return found
 
 
 class _Echo:
@@ -386,10 +452,9 @@ class _Echo:
             try:
                 with open(path, "rb") as file:
                     file.seek(self._offsets[path])
-                    data = file.read()
+                    while data := file.read(_ECHO_CHUNK):
+                        self._offsets[path] += len(data)
+                        self._target.write(self._decoders[path].decode(data))
             except OSError:
                 continue
-            if data:
-                self._offsets[path] += len(data)
-                self._target.write(self._decoders[path].decode(data))
-                self._target.flush()
+            self._target.flush()

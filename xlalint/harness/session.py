@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
-from xlalint.harness import cleanup, cuda_libraries, environment, prepare, report, runner
+from xlalint.harness import cleanup, cuda_libraries, environment, prepare, report, runner, working_copy
 from xlalint.harness.environment import INSTALL_HINT, HarnessEnvironmentError
 from xlalint.harness.progress import Progress
 from xlalint.harness.results import RunResult
@@ -104,6 +104,14 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
     display_path = str(script)
     if not script.is_file():
         raise UsageError(f"{display_path}: no such file")
+    if script.suffix.lower() == ".ipynb":
+        # Its JSON is valid Python (a dict), which ran and did nothing. A notebook's
+        # cells run in a kernel, with its magics and state: not what `run` measures.
+        raise UsageError(
+            f"{display_path} is a notebook: `xlalint run` runs Python scripts. Export it "
+            f"(jupyter nbconvert --to script {display_path}) and run the .py; "
+            "`xlalint check`/`fix` read notebooks as they are"
+        )
     try:
         script_file = prepare.read_user_file(script, display_path, Path(script.name))
     except (OSError, SyntaxError, UnicodeDecodeError) as error:
@@ -142,7 +150,7 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
                 # One run: show the script's output as it goes. Two: a progress line.
                 echo_to=None if len(versions) > 1 else stderr,
             )
-            runs = _run_versions(versions, settings, workdir, stderr)
+            runs, working_directory = _run_versions(versions, settings, workdir, stderr)
     finally:
         # Only now: if we are killed while the folder is removed, the watchdog ends it.
         if watchdog is not None:
@@ -157,6 +165,7 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         fix_summary="\n".join(prepared.summaries) or None,
         local_modules=prepared.original.modules,
         comparison_skipped=prepared.comparison_skipped,
+        working_directory=working_directory,
     )
 
 
@@ -179,10 +188,17 @@ def _refuse_output_over_the_program(output: Path, script: Path) -> None:
 
 def _run_versions(
     versions: list[prepare.ScriptVersion], settings: runner.RunSettings, workdir: Path, stderr: TextIO
-) -> dict[str, RunResult]:
+) -> tuple[dict[str, RunResult], str | None]:
+    """The result of each version, and, when they are several, where they ran: each in
+    its own copy of the working directory, so that what one writes the next does not
+    see (see ``working_copy``)."""
     progress = Progress(stderr) if len(versions) > 1 else None
     runs: dict[str, RunResult] = {}
+    copies: list[working_copy.WorkingCopy] = []
     for version in versions:
+        if len(versions) > 1:
+            copies.append(working_copy.make_working_copy(Path.cwd(), workdir / f"{version.label}-cwd"))
+            settings = replace(settings, cwd=copies[-1].path)
         if progress:
             progress.start(version.description)
             settings.on_tick = progress.tick
@@ -192,7 +208,7 @@ def _run_versions(
         if progress:
             progress.finish(f"{result.status_line()}, {result.wall_s:.1f} s")
         runs[version.label] = result
-    return runs
+    return runs, working_copy.describe(copies, Path.cwd()) if copies else None
 
 
 @dataclass

@@ -175,7 +175,12 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
 ```
 """
     fix_availability = "sometimes"
-    options = {"max-length": Option(512, "The fixed length the fix pads to when the call gives no max_length.", min=1)}
+    # At most 2**20 tokens (the longest contexts models have): a larger one pads every batch out of memory.
+    options = {
+        "max-length": Option(
+            512, "The fixed length the fix pads to when the call gives no max_length.", min=1, max=2**20
+        )
+    }
 
     VALID = [
         Valid(

@@ -1,0 +1,33 @@
+"""The working copies `xlalint run --compare` runs each version in (issue 28 §4)."""
+
+from __future__ import annotations
+
+from xlalint.harness.working_copy import describe, make_working_copy
+
+
+def test_folders_are_made_and_files_linked_so_new_files_stay_in_the_copy(tmp_path):
+    source = tmp_path / "work"
+    (source / "data" / "deep").mkdir(parents=True)
+    (source / "data" / "deep" / "x.bin").write_bytes(b"123")
+    (source / "config.json").write_text("{}")
+    (source / "latest").symlink_to("data/deep/x.bin")  # a relative link of the user's
+    copy = make_working_copy(source, tmp_path / "copy")
+    root = copy.path
+    assert (root / "data" / "deep").is_dir() and not (root / "data").is_symlink()
+    assert (root / "data" / "deep" / "x.bin").read_bytes() == b"123"
+    assert (root / "latest").read_bytes() == b"123"
+    (root / "data" / "new.pt").write_text("made by a run")
+    (root / "config.json").unlink()  # replaced by a run: only its link goes
+    assert sorted(p.name for p in (source / "data").iterdir()) == ["deep"]
+    assert (source / "config.json").exists() and copy.linked_folders == 0
+
+
+def test_past_the_entry_budget_folders_are_linked_whole_and_the_report_says_so(tmp_path):
+    source = tmp_path / "work"
+    for name in "abcde":
+        (source / name / "inner").mkdir(parents=True)
+    copy = make_working_copy(source, tmp_path / "copy", max_entries=3)
+    linked = sorted(p.name for p in copy.path.iterdir() if p.is_symlink())
+    assert len(linked) == 2 and copy.linked_folders == 5  # and the three inner ones under the made folders
+    assert all((copy.path / name / "inner").is_dir() for name in "abcde")
+    assert describe([copy], source).endswith("5 folders were linked whole (files made in them are shared)")

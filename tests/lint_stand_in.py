@@ -1,0 +1,38 @@
+"""A slow lint for the language server's tests: a text document with a line
+``# hold: PATH`` is linted only once PATH exists (its lint process writes its pid to
+``PATH.pid`` first), so a test decides how long a lint takes. ``COMMAND`` runs the
+server with it (``python -c COMMAND``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+
+from xlalint import server_lint
+
+HOLD = re.compile(r"^# hold: (.+)$", re.MULTILINE)
+_lint_document = server_lint.lint_document
+
+COMMAND = (
+    f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+    "import lint_stand_in; lint_stand_in.install(); "
+    "from xlalint.server import start; start()"
+)
+
+
+def lint_document(uri: str, source: str):
+    held = HOLD.search(source)
+    if held is not None:
+        gate = Path(held.group(1))
+        Path(f"{gate}.pid").write_text(str(os.getpid()))
+        while not gate.exists():
+            time.sleep(0.02)
+    return _lint_document(uri, source)
+
+
+def install() -> None:
+    """In the server process: its lint processes run this module's ``lint_document``
+    (pickled by reference; they import this module from the same ``sys.path``)."""
+    server_lint.lint_document = lint_document
