@@ -34,11 +34,41 @@ def run(*args: str):
     return CliRunner().invoke(app, list(args), catch_exceptions=False)
 
 
-def test_an_empty_select_selects_no_rule(project):
+def test_an_empty_select_selects_no_rule_and_says_so(project):
+    """Issue 29 item 12: not "All checks passed!" (CI would pass unchecked), but the
+    line the command line gives for a selection of nothing."""
     (project / "pyproject.toml").write_text("[tool.xlalint]\nselect = []\n")
     (project / "a.py").write_text(CUDA)
     result = run("check", "--no-cache", "a.py")
-    assert (result.exit_code, "XLA104" in result.stdout) == (0, False)
+    assert (result.exit_code, "XLA104" in result.stdout, result.stdout) == (2, False, "")
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("xlalint: error: no rule selected (by ") and "pyproject.toml" in line
+    assert line.endswith(": select `ALL` for every rule")
+
+
+@pytest.mark.parametrize("args", [["--ignore", "ALL"], ["--select", "XLA2", "--ignore", "XLA2"]])
+def test_a_command_line_that_selects_no_rule_says_the_same(project, args):
+    (project / "a.py").write_text(CUDA)
+    result = run("check", "--no-cache", *args, "a.py")
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line == "xlalint: error: no rule selected (by the command line): select `ALL` for every rule"
+
+
+def test_no_rule_selected_holds_for_stdin_and_fix(project):
+    (project / "xlalint.toml").write_text("select = []\n")
+    for args in (["check", "-"], ["fix", "-"], ["fix", "--no-cache", "."]):
+        (project / "a.py").write_text(CUDA)
+        result = CliRunner().invoke(app, args, input=CUDA, catch_exceptions=False)
+        assert result.exit_code == 2 and "no rule selected" in result.stderr, args
+        assert (project / "a.py").read_text() == CUDA
+
+
+def test_show_settings_still_shows_an_empty_selection(project):
+    (project / "xlalint.toml").write_text("select = []\n")
+    (project / "a.py").write_text(CUDA)
+    result = run("check", "--show-settings", "a.py")
+    assert result.exit_code == 0 and "xlalint.toml" in result.stdout
 
 
 def test_an_empty_select_with_extend_select_selects_only_those(project):

@@ -124,12 +124,21 @@ def _source_encoding(encoding: str, cookie_lines: list[bytes]) -> bool:
         return False
 
 
+class InputTooLarge(SourceError):
+    """Input over the size limit; ``head`` is what was read of it (the limit and one
+    byte more), for a filter to give back before the rest."""
+
+    def __init__(self, message: str, head: bytes):
+        super().__init__(message)
+        self.head = head
+
+
 def read_stream(stream: BinaryIO, limit: int = MAX_BYTES) -> bytes:
     """At most ``limit`` bytes of ``stream`` (stdin): one byte more is an error, not a
     read that grows until memory runs out (``check - < /dev/zero``)."""
     data = stream.read(limit + 1)
     if len(data) > limit:
-        raise SourceError(f"input is too large to check (over the {limit / 2**20:g} MiB limit)")
+        raise InputTooLarge(f"input is too large to check (over the {limit / 2**20:g} MiB limit)", data)
     return data
 
 
