@@ -514,3 +514,90 @@ def test_a_libcst_failure_is_one_short_line(project, monkeypatch):
     [line] = [line for line in result.stderr.splitlines() if "a.py" in line]
     assert "ParserSyntaxError" in line and "is not a valid character" in line and len(line) < 400
     assert (project / "a.py").read_text() == CUDA
+
+
+# --- issue 29: diffs, hooks, configs and files beyond the rewriter ----------------------------
+
+
+def test_fix_diff_escapes_the_controls_a_terminal_would_act_on(project):
+    """Item 8: OSC 52 (writes the clipboard) and CSI 2J (clears the screen) are shown,
+    not sent; tab, CRLF and form feed stay, so the diff of such a file still applies."""
+    source = "import torch\r\nx = torch.ones(2).cuda()  # \x1b]52;c;aGk=\x07 \x1b[2J\t\x9b\r\n\x0c\r\n"
+    (project / "a.py").write_bytes(source.encode())
+    result = run("fix", "--diff", "a.py")
+    assert result.exit_code == 1
+    shown = result.stdout_bytes.decode()  # `stdout` would read CRLF as LF
+    assert not any(ch in shown for ch in "\x1b\x07\x9b")
+    assert "# \\x1b]52;c;aGk=\\x07 \\x1b[2J\t\\x9b\r\n" in shown
+    assert "\n \x0c\r\n" in shown  # the form feed line, as a context line
+
+
+def test_fix_diff_of_a_plain_file_still_applies(project, tmp_path_factory):
+    import shutil
+    import subprocess
+
+    if shutil.which("patch") is None:
+        pytest.skip("no `patch` program to apply the diff with")
+    source = "import torch\n\x0c\nx = torch.ones(2).cuda()\t# tab\n"
+    (project / "a.py").write_text(source)
+    diff = run("fix", "--diff", "a.py").stdout
+    copy = tmp_path_factory.mktemp("copy")
+    (copy / "a.py").write_text(source)
+    subprocess.run(["patch", "-p1", "-s"], input=diff, text=True, cwd=copy, check=True, timeout=60)
+    assert run("fix", "a.py").exit_code == 0
+    assert (copy / "a.py").read_text() == (project / "a.py").read_text()
+
+
+def test_a_config_over_the_size_limit_is_refused_in_one_line(project, monkeypatch):
+    """Item 11: an 18 MB config took 23 s and 470 MB; now it is not parsed at all."""
+    from xlalint.linter import config
+
+    monkeypatch.setattr(config, "CONFIG_MAX_BYTES", 4096)
+    monkeypatch.setattr("tomllib.loads", lambda *a, **k: pytest.fail("an oversized config was parsed"))
+    (project / "pyproject.toml").write_text("[tool.xlalint]\nexclude = [" + '"x",' * 1400 + "]\n")
+    (project / "a.py").write_text(CUDA)
+    result = run("check", "--no-cache", "a.py")
+    assert result.exit_code == 2 and result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("xlalint: error: ") and "pyproject.toml: too large for a config file" in line
+
+
+def test_the_config_size_limit_is_far_above_real_configs():
+    from xlalint.linter import config
+
+    assert config.CONFIG_MAX_BYTES >= 1024 * 1024
+
+
+def test_fix_on_code_too_long_for_the_rewriter_says_so(project):
+    """Item 11: 5,000 implicitly concatenated strings parse with Python but not with
+    libcst: "too deep or too large to rewrite", exit 2, not an internal error."""
+    source = "import torch\nx = (\n" + "".join(f'    "s{i}"\n' for i in range(5000)) + ")\ny = torch.ones(2).cuda()\n"
+    (project / "a.py").write_text(source)
+    result = run("fix", "--output-format", "concise", "a.py")
+    assert result.exit_code == 2
+    [line] = [line for line in result.stderr.splitlines() if "a.py" in line]
+    assert line == "xlalint: error: a.py: cannot fix: the file is too deep or too large to rewrite"
+    assert "XLA104" in result.stdout and (project / "a.py").read_text() == source
+
+
+@pytest.mark.parametrize("hook", ["xlalint", "xlalint-fix"])
+def test_a_file_named_like_an_option_is_a_path_to_the_hooks(project, hook):
+    """Item 11: pre-commit runs `entry args file...`; `-rf.py` must be checked as a file."""
+    import shlex
+    import subprocess
+    import sys
+
+    import yaml
+
+    hooks = {h["id"]: h for h in yaml.safe_load((Path(__file__).parents[1] / ".pre-commit-hooks.yaml").read_text())}
+    entry = shlex.split(hooks[hook]["entry"])
+    assert entry[0] == "xlalint"
+    (project / "-rf.py").write_text(CUDA)
+    (project / "ok.py").write_text("x = 1\n")
+    command = [sys.executable, "-m", "xlalint", *entry[1:], *hooks[hook].get("args", []), "-rf.py", "ok.py"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=project, timeout=120)
+    if hook == "xlalint":
+        assert done.returncode == 1 and "-rf.py:2:5: XLA104" in done.stdout, done.stderr
+    else:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert (project / "-rf.py").read_text() == FIXED
