@@ -601,3 +601,52 @@ def test_a_file_named_like_an_option_is_a_path_to_the_hooks(project, hook):
     else:
         assert done.returncode == 0, done.stdout + done.stderr
         assert (project / "-rf.py").read_text() == FIXED
+
+
+def _linked_project(tmp_path, monkeypatch) -> Path:
+    outside, project = tmp_path / "outside", tmp_path / "proj"
+    (project / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "x.py").write_text(CUDA)
+    (project / "sub" / "real.py").write_text(CUDA)
+    (project / "link.py").symlink_to("../outside/x.py")
+    (project / "inside_link.py").symlink_to("sub/real.py")
+    monkeypatch.chdir(project)
+    return project
+
+
+@pytest.mark.parametrize("marker", [None, "xlalint.toml", ".git"])
+def test_fix_does_not_write_through_a_link_out_of_the_project(tmp_path, monkeypatch, marker):
+    """Item 4: `fix .` checks `link.py -> ../outside/x.py` but leaves the file outside as
+    it is, and says so; a link within the project is fixed (and stays a link)."""
+    project = _linked_project(tmp_path, monkeypatch)
+    if marker == ".git":
+        (project / ".git").mkdir()
+    elif marker:
+        (project / marker).write_text("")
+    result = run("fix", "--no-cache", "--output-format", "concise", ".")
+    assert (tmp_path / "outside" / "x.py").read_text() == CUDA
+    assert (project / "sub" / "real.py").read_text() == FIXED and (project / "inside_link.py").is_symlink()
+    assert result.exit_code == 1
+    assert "link.py:2:5: XLA104" in result.stdout
+    [line] = [line for line in result.stderr.splitlines() if "link.py" in line]
+    assert (
+        line == f"warning: link.py: checked, not fixed: a link to a file outside the project ({tmp_path}/outside/x.py)"
+    )
+
+
+def test_add_noqa_does_not_write_through_a_link_out_of_the_project(tmp_path, monkeypatch):
+    _linked_project(tmp_path, monkeypatch)
+    result = run("check", "--add-noqa", "link.py")
+    assert (tmp_path / "outside" / "x.py").read_text() == CUDA
+    assert "checked, not fixed: a link to a file outside the project" in result.stderr
+
+
+def test_a_project_reached_through_a_linked_folder_is_still_written(tmp_path, monkeypatch):
+    real = tmp_path / "real_project"
+    real.mkdir()
+    (real / "a.py").write_text(CUDA)
+    (tmp_path / "alias").symlink_to(real)
+    monkeypatch.chdir(tmp_path / "alias")
+    assert run("fix", ".").exit_code == 0
+    assert (real / "a.py").read_text() == FIXED

@@ -306,6 +306,7 @@ def _run(
     for report in reports:
         if report.error:
             typer.echo(f"xlalint: error: {report.path}: {report.error}", err=True)
+    _warn_not_written(reports)
 
     if any(r.unreadable or r.error for r in reports):
         raise typer.Exit(2)
@@ -313,6 +314,12 @@ def _run(
         raise typer.Exit(1 if any(r.changed for r in reports) and not exit_zero else 0)
     if findings and not exit_zero:
         raise typer.Exit(1)
+
+
+def _warn_not_written(reports: list[FileReport]) -> None:
+    for report in reports:
+        if report.not_written:
+            typer.echo(f"warning: {printable(report.path)}: checked, not fixed: {report.not_written}", err=True)
 
 
 def _is_terminal(stream) -> bool:
@@ -325,25 +332,34 @@ def _file_reports(
 ) -> list[FileReport]:
     from xlalint.linter.cache import FOLDER_NAME as CACHE_FOLDER
     from xlalint.linter.cache import project_root
-    from xlalint.linter.files import discover
+    from xlalint.linter.files import discover, linked_outside
 
     cache_dir = None
     if not (no_cache or fix or add_noqa):
         root = project_root(invocation.finder.for_path(Path.cwd()).root, Path.cwd())
         cache_dir = str(root / CACHE_FOLDER)
-    jobs = [
-        Job(
-            str(path),
-            invocation.settings(path),
-            fix=fix,
-            unsafe=unsafe,
-            write=write,
-            cache_dir=cache_dir,
-            add_noqa=add_noqa,
+    jobs, not_written = [], {}
+    for path in discover([Path(p) for p in paths], invocation.finder, force_exclude=force_exclude):
+        settings = invocation.settings(path)
+        target = linked_outside(path, settings) if (fix or add_noqa) and write else None
+        if target is not None:  # checked only
+            not_written[len(jobs)] = f"a link to a file outside the project ({printable(str(target))})"
+        fixing = target is None
+        jobs.append(
+            Job(
+                str(path),
+                settings,
+                fix=fix and fixing,
+                unsafe=unsafe,
+                write=write,
+                cache_dir=cache_dir,
+                add_noqa=add_noqa and fixing,
+            )
         )
-        for path in discover([Path(p) for p in paths], invocation.finder, force_exclude=force_exclude)
-    ]
-    return process_all(jobs)
+    reports = process_all(jobs)
+    for index, reason in not_written.items():
+        reports[index].not_written = reason
+    return reports
 
 
 def _report_add_noqa(reports: list[FileReport]) -> None:
@@ -356,6 +372,7 @@ def _report_add_noqa(reports: list[FileReport]) -> None:
     for report in reports:
         if report.error:
             typer.echo(f"xlalint: error: {report.path}: {report.error}", err=True)
+    _warn_not_written(reports)
     added = sum(r.noqa_added for r in reports)
     typer.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
     if errors or any(r.error for r in reports):

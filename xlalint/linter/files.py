@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xlalint.linter.config import DEFAULT_EXCLUDE, ConfigFinder
+from xlalint.linter.config import DEFAULT_EXCLUDE, ConfigFinder, Settings
 from xlalint.linter.source import MAX_BYTES, SourceError, read_regular
 
 if TYPE_CHECKING:
@@ -116,6 +116,19 @@ def discover(
                     continue
                 seen.add(candidate)
                 yield _display(candidate, given, path)
+
+
+def linked_outside(path: Path, settings: Settings) -> Path | None:
+    """The file ``path`` leads to when a symbolic link on the way leads out of the
+    project (the config file's folder, else the repository the path is in, else the
+    current folder); else None. As ruff, `fix` checks such a file but does not write
+    it: fixing ``.`` must not rewrite what lies outside."""
+    here = Path(os.path.abspath(path))
+    target = Path(os.path.realpath(here))
+    if target == here:
+        return None
+    root = Path(os.path.realpath(settings.root or _git_root(here.parent) or Path.cwd()))
+    return None if target.is_relative_to(root) else target
 
 
 def _special(path: Path) -> bool:
