@@ -650,3 +650,76 @@ def test_a_project_reached_through_a_linked_folder_is_still_written(tmp_path, mo
     monkeypatch.chdir(tmp_path / "alias")
     assert run("fix", ".").exit_code == 0
     assert (real / "a.py").read_text() == FIXED
+
+
+def _unreadable(monkeypatch, folder: Path) -> None:
+    """``folder`` as a user without permission sees it (the tests run as root, who reads
+    everything): listing it, or looking at a path under it, fails with EACCES."""
+    real_scandir, real_stat = os.scandir, os.stat
+    under = str(folder.absolute())
+
+    def denied(path) -> bool:
+        text = os.path.abspath(os.fsdecode(path))
+        return text == under or text.startswith(under + os.sep)
+
+    def scandir(path="."):
+        if denied(path):
+            raise PermissionError(13, "Permission denied", os.fsdecode(path))
+        return real_scandir(path)
+
+    def stat(path, *args, **kwargs):
+        if not isinstance(path, int) and os.path.abspath(os.fsdecode(path)).startswith(under + os.sep):
+            raise PermissionError(13, "Permission denied", os.fsdecode(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "stat", stat)
+
+
+def test_an_unreadable_folder_in_a_walk_is_an_error(project, monkeypatch):
+    """Item 5: not "No Python files found", exit 0 (CI would pass unchecked)."""
+    (project / "p" / "sub").mkdir(parents=True)
+    (project / "p" / "sub" / "a.py").write_text(CUDA)
+    (project / "p" / "b.py").write_text("x = 1\n")
+    _unreadable(monkeypatch, project / "p" / "sub")
+    result = run("check", "--no-cache", "--output-format", "concise", "p")
+    assert result.exit_code == 2
+    assert result.stdout.splitlines()[0] == "p/sub:1:1: XLA000 cannot read the folder: Permission denied"
+    assert "No Python files found" not in result.stderr
+
+
+def test_a_file_in_an_unreadable_folder_is_one_line(project, monkeypatch):
+    (project / "p" / "sub").mkdir(parents=True)
+    (project / "p" / "sub" / "a.py").write_text(CUDA)
+    _unreadable(monkeypatch, project / "p" / "sub")
+    result = CliRunner().invoke(app, ["check", "--no-cache", "--output-format", "concise", "p/sub/a.py"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 2
+    assert result.stdout.splitlines()[0] == "p/sub/a.py:1:1: XLA000 cannot read: Permission denied"
+
+
+def test_a_path_over_path_max_is_one_line(project):
+    long_path = "a/" * 3000 + "x.py"
+    result = CliRunner().invoke(app, ["check", "--no-cache", "--output-format", "concise", long_path])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 2
+    assert result.stdout.splitlines()[0] == f"{long_path}:1:1: XLA000 cannot read: File name too long"
+
+
+def test_a_folder_deeper_than_path_max_in_a_walk_is_an_error(project):
+    name = "d" * 200
+    os.mkdir("top")
+    here = os.open("top", os.O_RDONLY)
+    try:
+        for _ in range(25):  # 5,000 characters: made one level at a time, relative to the last
+            os.mkdir(name, dir_fd=here)
+            deeper = os.open(name, os.O_RDONLY, dir_fd=here)
+            os.close(here)
+            here = deeper
+    finally:
+        os.close(here)
+    (project / "top" / "ok.py").write_text("x = 1\n")
+    result = run("check", "--no-cache", "--output-format", "concise", ".")
+    assert result.exit_code == 2
+    [line] = [line for line in result.stdout.splitlines() if "XLA000" in line]
+    assert line.startswith("top/ddd") and line.endswith(":1:1: XLA000 cannot read the folder: File name too long")

@@ -338,8 +338,9 @@ def _file_reports(
     if not (no_cache or fix or add_noqa):
         root = project_root(invocation.finder.for_path(Path.cwd()).root, Path.cwd())
         cache_dir = str(root / CACHE_FOLDER)
-    jobs, not_written = [], {}
-    for path in discover([Path(p) for p in paths], invocation.finder, force_exclude=force_exclude):
+    jobs, not_written, unreadable = [], {}, {}
+    found = discover([Path(p) for p in paths], invocation.finder, force_exclude=force_exclude, unreadable=unreadable)
+    for path in found:
         settings = invocation.settings(path)
         target = linked_outside(path, settings) if (fix or add_noqa) and write else None
         if target is not None:  # checked only
@@ -359,7 +360,13 @@ def _file_reports(
     reports = process_all(jobs)
     for index, reason in not_written.items():
         reports[index].not_written = reason
-    return reports
+    from xlalint.linter.engine import error_finding
+
+    # A folder that could not be read is reported as a file that could not be (XLA000, exit 2).
+    return reports + [
+        FileReport(str(folder), [error_finding(str(folder), f"cannot read the folder: {reason}")])
+        for folder, reason in unreadable.items()
+    ]
 
 
 def _report_add_noqa(reports: list[FileReport]) -> None:

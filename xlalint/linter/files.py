@@ -80,21 +80,35 @@ class IgnoreRules:
 
 
 def discover(
-    paths: Iterable[Path], finder: ConfigFinder, *, force_exclude: bool = False, respect_gitignore: bool = True
+    paths: Iterable[Path],
+    finder: ConfigFinder,
+    *,
+    force_exclude: bool = False,
+    respect_gitignore: bool = True,
+    unreadable: dict[Path, str] | None = None,
 ) -> Iterator[Path]:
+    """The files to check under ``paths``. A folder the walk cannot read (no permission,
+    a path over PATH_MAX) is put in ``unreadable`` with the reason: passing over it
+    would let CI pass unchecked."""
     ignore = IgnoreRules()
     seen: set[Path] = set()
     for given in paths:
         path = given.absolute()
-        if not path.is_dir():
-            # An explicit file, checked even when it does not exist (to say so).
+        if not _is_dir(path):
+            # An explicit file, checked even when it does not exist or cannot be read (to say so).
             if force_exclude and (_default_excluded(path) or finder.for_path(path).is_excluded(path)):
                 continue
             if path not in seen:
                 seen.add(path)
                 yield given
             continue
-        for folder, dirnames, filenames in os.walk(path):
+
+        def walk_error(error: OSError, top: Path = path, shown: Path = given) -> None:
+            if unreadable is not None and error.filename is not None:
+                folder = Path(os.fsdecode(error.filename))
+                unreadable[_display(folder, shown, top)] = error.strerror or str(error)
+
+        for folder, dirnames, filenames in os.walk(path, onerror=walk_error):
             here = Path(folder)
             settings = finder.for_path(here / "__init__.py")
             dirnames[:] = sorted(
@@ -129,6 +143,15 @@ def linked_outside(path: Path, settings: Settings) -> Path | None:
         return None
     root = Path(os.path.realpath(settings.root or _git_root(here.parent) or Path.cwd()))
     return None if target.is_relative_to(root) else target
+
+
+def _is_dir(path: Path) -> bool:
+    """Whether ``path`` is a folder; a path that cannot be looked at (in a folder we may
+    not enter, longer than PATH_MAX) is not: reading it as a file says why."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def _special(path: Path) -> bool:
