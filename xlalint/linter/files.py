@@ -1,5 +1,6 @@
 """Finding the files to check: directories are walked for ``*.py`` and ``*.ipynb`` files, honouring
-``.gitignore`` files (with ``pathspec``), the default excludes and ``exclude``.
+``.gitignore`` files (``linter/gitignore.py``: linear in the path, whatever the pattern), the
+default excludes and ``exclude``.
 
 Files named explicitly are always checked, as in ruff, unless ``force_exclude``
 (what the pre-commit hooks pass, since pre-commit names every file itself).
@@ -19,7 +20,7 @@ from xlalint.linter.config import DEFAULT_EXCLUDE, ConfigFinder, Settings
 from xlalint.linter.source import MAX_BYTES, SourceError, read_regular
 
 if TYPE_CHECKING:
-    import pathspec
+    from xlalint.linter.gitignore import IgnoreSpec
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
@@ -32,7 +33,7 @@ def _git_root(start: Path) -> Path | None:
     return None
 
 
-def _load_ignore(folder: Path) -> pathspec.PathSpec | None:
+def _load_ignore(folder: Path) -> IgnoreSpec | None:
     lines: list[str] = []
     files = [folder / ".gitignore", folder / ".ignore"]
     if (folder / ".git").is_dir():
@@ -45,18 +46,18 @@ def _load_ignore(folder: Path) -> pathspec.PathSpec | None:
     if not lines:
         return None
     # Imported here: a one-file check (what pre-commit and editors run) walks no folder.
-    import pathspec
+    from xlalint.linter.gitignore import IgnoreSpec
 
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    return IgnoreSpec.from_lines(lines)
 
 
 class IgnoreRules:
     """The .gitignore files that apply in a tree, loaded once per folder."""
 
     def __init__(self) -> None:
-        self._specs: dict[Path, pathspec.PathSpec | None] = {}
+        self._specs: dict[Path, IgnoreSpec | None] = {}
 
-    def _spec(self, folder: Path) -> pathspec.PathSpec | None:
+    def _spec(self, folder: Path) -> IgnoreSpec | None:
         if folder not in self._specs:
             self._specs[folder] = _load_ignore(folder)
         return self._specs[folder]
@@ -71,7 +72,7 @@ class IgnoreRules:
             spec = self._spec(folder)
             if spec is not None:
                 relative = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
-                verdict = spec.check_file(relative).include
+                verdict = spec.check(relative)
                 if verdict is not None:
                     return verdict
             if folder == root:
