@@ -332,6 +332,7 @@ def _file_reports(
 ) -> list[FileReport]:
     from xlalint.linter.cache import FOLDER_NAME as CACHE_FOLDER
     from xlalint.linter.cache import project_root
+    from xlalint.linter.engine import error_finding
     from xlalint.linter.files import discover, linked_outside
 
     cache_dir = None
@@ -360,8 +361,6 @@ def _file_reports(
     reports = process_all(jobs)
     for index, reason in not_written.items():
         reports[index].not_written = reason
-    from xlalint.linter.engine import error_finding
-
     # A folder that could not be read is reported as a file that could not be (XLA000, exit 2).
     return reports + [
         FileReport(str(folder), [error_finding(str(folder), f"cannot read the folder: {reason}")])
