@@ -34,11 +34,41 @@ def run(*args: str):
     return CliRunner().invoke(app, list(args), catch_exceptions=False)
 
 
-def test_an_empty_select_selects_no_rule(project):
+def test_an_empty_select_selects_no_rule_and_says_so(project):
+    """Issue 29 item 12: not "All checks passed!" (CI would pass unchecked), but the
+    line the command line gives for a selection of nothing."""
     (project / "pyproject.toml").write_text("[tool.xlalint]\nselect = []\n")
     (project / "a.py").write_text(CUDA)
     result = run("check", "--no-cache", "a.py")
-    assert (result.exit_code, "XLA104" in result.stdout) == (0, False)
+    assert (result.exit_code, "XLA104" in result.stdout, result.stdout) == (2, False, "")
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("xlalint: error: no rule selected (by ") and "pyproject.toml" in line
+    assert line.endswith(": select `ALL` for every rule")
+
+
+@pytest.mark.parametrize("args", [["--ignore", "ALL"], ["--select", "XLA2", "--ignore", "XLA2"]])
+def test_a_command_line_that_selects_no_rule_says_the_same(project, args):
+    (project / "a.py").write_text(CUDA)
+    result = run("check", "--no-cache", *args, "a.py")
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line == "xlalint: error: no rule selected (by the command line): select `ALL` for every rule"
+
+
+def test_no_rule_selected_holds_for_stdin_and_fix(project):
+    (project / "xlalint.toml").write_text("select = []\n")
+    for args in (["check", "-"], ["fix", "-"], ["fix", "--no-cache", "."]):
+        (project / "a.py").write_text(CUDA)
+        result = CliRunner().invoke(app, args, input=CUDA, catch_exceptions=False)
+        assert result.exit_code == 2 and "no rule selected" in result.stderr, args
+        assert (project / "a.py").read_text() == CUDA
+
+
+def test_show_settings_still_shows_an_empty_selection(project):
+    (project / "xlalint.toml").write_text("select = []\n")
+    (project / "a.py").write_text(CUDA)
+    result = run("check", "--show-settings", "a.py")
+    assert result.exit_code == 0 and "xlalint.toml" in result.stdout
 
 
 def test_an_empty_select_with_extend_select_selects_only_those(project):
@@ -114,13 +144,13 @@ def test_exclude_globs_match_as_before():
     assert not Settings().is_excluded(Path("vendor"))
 
 
-def test_one_file_check_does_not_import_pathspec(tmp_path):
+def test_one_file_check_does_not_import_the_ignore_matcher(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.xlalint]\nexclude = ["vendor/*"]\n')
     (tmp_path / "a.py").write_text(CUDA)
     code = (
         "import sys\nfrom xlalint.cli import main\nsys.argv = ['xlalint', 'check', '--no-cache', 'a.py']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\nsys.stdout.flush()\n"
-        "sys.stderr.write('PATHSPEC:' + str('pathspec' in sys.modules))\n"
+        "sys.stderr.write('PATHSPEC:' + str('xlalint.linter.gitignore' in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert "XLA104" in result.stdout

@@ -29,11 +29,10 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (2 * 1024**3, 2 * 1024**3))
 
 
-@pytest.mark.parametrize("command", ["check", "fix"])
-def test_endless_stdin_is_one_line_and_exit_2(tmp_path, command):
+def test_endless_stdin_is_one_line_and_exit_2(tmp_path):
     with open("/dev/zero", "rb") as zero:
         done = subprocess.run(
-            [sys.executable, "-m", "xlalint", command, "-"],
+            [sys.executable, "-m", "xlalint", "check", "-"],
             stdin=zero,
             capture_output=True,
             cwd=tmp_path,
@@ -43,7 +42,50 @@ def test_endless_stdin_is_one_line_and_exit_2(tmp_path, command):
     assert done.returncode == 2, done.stderr[-500:]
     [line] = done.stderr.decode().strip().splitlines()
     assert line.startswith("xlalint: error: stdin: ") and "too large" in line
-    assert done.stdout == b""  # `fix -` echoes nothing it did not read whole
+    assert done.stdout == b""
+
+
+def test_fix_gives_stdin_over_the_limit_back_unchanged(tmp_path):
+    """Issue 29 item 7: an editor using `fix -` as a filter gets its buffer back, not
+    an empty one; the error goes to stderr."""
+    data = b"import torch\nx = torch.ones(2).cuda()\n" + b"#" * (sourcefile.MAX_BYTES + 3 * 2**20) + b"\n"
+    done = subprocess.run(
+        [sys.executable, "-m", "xlalint", "fix", "-"], input=data, capture_output=True, cwd=tmp_path, timeout=120
+    )
+    assert done.returncode == 2
+    assert done.stdout == data
+    [line] = done.stderr.decode().strip().splitlines()
+    assert line.startswith("xlalint: error: stdin: ") and "too large" in line
+
+
+def test_fix_streams_endless_stdin_back_in_bounded_memory(tmp_path):
+    """Given back as it comes, not gathered first: 4x the limit of /dev/zero passes
+    through under a 2 GiB address-space limit, and closing the pipe ends the run."""
+    with open("/dev/zero", "rb") as zero:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "xlalint", "fix", "-"],
+            stdin=zero,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=tmp_path,
+            preexec_fn=_limit_memory,
+        )
+    wanted, got = 4 * sourcefile.MAX_BYTES, 0
+    while got < wanted:
+        chunk = process.stdout.read(min(1 << 20, wanted - got))
+        assert chunk and chunk.count(0) == len(chunk)
+        got += len(chunk)
+    process.stdout.close()
+    assert process.wait(timeout=60) == 2
+    stderr = process.stderr.read().decode()
+    assert "too large" in stderr and "Traceback" not in stderr and "BrokenPipe" not in stderr
+
+
+def test_fix_gives_stdin_back_on_a_config_error(project):
+    (project / "xlalint.toml").write_text("select = [1]\n")
+    result = run("fix", "-", input=b"x = torch.ones(2).cuda()\n")
+    assert (result.exit_code, result.stdout_bytes) == (2, b"x = torch.ones(2).cuda()\n")
+    assert "must be a list of strings" in result.stderr
 
 
 def test_stdin_at_the_limit_is_read_and_one_byte_more_is_not(project):
@@ -51,7 +93,7 @@ def test_stdin_at_the_limit_is_read_and_one_byte_more_is_not(project):
     assert len(at_limit) == sourcefile.MAX_BYTES
     assert run("check", "-", input=at_limit).exit_code == 0
     over = run("fix", "-", input=at_limit + "\n")
-    assert (over.exit_code, over.stdout) == (2, "")
+    assert (over.exit_code, over.stdout) == (2, at_limit + "\n")
     assert "MiB limit" in over.stderr
 
 

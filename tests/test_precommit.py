@@ -33,6 +33,7 @@ def scratch_repo(tmp_path) -> Path:
     git("config", "user.email", "t@example.com", cwd=repo)
     git("config", "user.name", "t", cwd=repo)
     (repo / "train.py").write_text(CUDA_SCRIPT)
+    (repo / "-rf.py").write_text(CUDA_SCRIPT)  # a name like an option: still a file (issue 29)
     (repo / "notes.txt").write_text("x.cuda()\n")
     git("add", ".", cwd=repo)
     return repo
@@ -56,12 +57,14 @@ def test_hooks_check_then_fix(scratch_repo, tmp_path):
     check = run_hook("xlalint", scratch_repo, home)
     assert check.returncode == 1, check.stdout + check.stderr
     assert "train.py:3:9: XLA104" in check.stdout
+    assert "-rf.py:3:9: XLA104" in check.stdout
 
     fix = run_hook("xlalint-fix", scratch_repo, home)
     # pre-commit fails a hook that modified files, as with any fixer.
     assert fix.returncode == 1, fix.stdout + fix.stderr
     fixed = (scratch_repo / "train.py").read_text()
     assert ".cuda()" not in fixed and "torch_xla.device()" in fixed
+    assert (scratch_repo / "-rf.py").read_text() == fixed
     assert (scratch_repo / "notes.txt").read_text() == "x.cuda()\n"
 
     git("add", ".", cwd=scratch_repo)

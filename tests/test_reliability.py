@@ -515,3 +515,212 @@ def test_a_libcst_failure_is_one_short_line(project, monkeypatch):
     [line] = [line for line in result.stderr.splitlines() if "a.py" in line]
     assert "ParserSyntaxError" in line and "is not a valid character" in line and len(line) < 400
     assert (project / "a.py").read_text() == CUDA
+
+
+# --- issue 29: diffs, hooks, configs and files beyond the rewriter ----------------------------
+
+
+def test_fix_diff_escapes_the_controls_a_terminal_would_act_on(project):
+    """Item 8: OSC 52 (writes the clipboard) and CSI 2J (clears the screen) are shown,
+    not sent; tab, CRLF and form feed stay, so the diff of such a file still applies."""
+    source = "import torch\r\nx = torch.ones(2).cuda()  # \x1b]52;c;aGk=\x07 \x1b[2J\t\x9b\r\n\x0c\r\n"
+    (project / "a.py").write_bytes(source.encode())
+    result = run("fix", "--diff", "a.py")
+    assert result.exit_code == 1
+    shown = result.stdout_bytes.decode()  # `stdout` would read CRLF as LF
+    assert not any(ch in shown for ch in "\x1b\x07\x9b")
+    assert "# \\x1b]52;c;aGk=\\x07 \\x1b[2J\t\\x9b\r\n" in shown
+    assert "\n \x0c\r\n" in shown  # the form feed line, as a context line
+
+
+def test_fix_diff_of_a_plain_file_still_applies(project, tmp_path_factory):
+    import shutil
+    import subprocess
+
+    if shutil.which("patch") is None:
+        pytest.skip("no `patch` program to apply the diff with")
+    source = "import torch\n\x0c\nx = torch.ones(2).cuda()\t# tab\n"
+    (project / "a.py").write_text(source)
+    diff = run("fix", "--diff", "a.py").stdout
+    copy = tmp_path_factory.mktemp("copy")
+    (copy / "a.py").write_text(source)
+    subprocess.run(["patch", "-p1", "-s"], input=diff, text=True, cwd=copy, check=True, timeout=60)
+    assert run("fix", "a.py").exit_code == 0
+    assert (copy / "a.py").read_text() == (project / "a.py").read_text()
+
+
+def test_a_config_over_the_size_limit_is_refused_in_one_line(project, monkeypatch):
+    """Item 11: an 18 MB config took 23 s and 470 MB; now it is not parsed at all."""
+    from xlalint.linter import config
+
+    monkeypatch.setattr(config, "CONFIG_MAX_BYTES", 4096)
+    monkeypatch.setattr("tomllib.loads", lambda *a, **k: pytest.fail("an oversized config was parsed"))
+    (project / "pyproject.toml").write_text("[tool.xlalint]\nexclude = [" + '"x",' * 1400 + "]\n")
+    (project / "a.py").write_text(CUDA)
+    result = run("check", "--no-cache", "a.py")
+    assert result.exit_code == 2 and result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("xlalint: error: ") and "pyproject.toml: too large for a config file" in line
+
+
+def test_the_config_size_limit_is_far_above_real_configs():
+    from xlalint.linter import config
+
+    assert config.CONFIG_MAX_BYTES >= 1024 * 1024
+
+
+def test_fix_on_code_too_long_for_the_rewriter_says_so(project):
+    """Item 11: 5,000 implicitly concatenated strings parse with Python but not with
+    libcst: "too deep or too large to rewrite", exit 2, not an internal error."""
+    source = "import torch\nx = (\n" + "".join(f'    "s{i}"\n' for i in range(5000)) + ")\ny = torch.ones(2).cuda()\n"
+    (project / "a.py").write_text(source)
+    result = run("fix", "--output-format", "concise", "a.py")
+    assert result.exit_code == 2
+    [line] = [line for line in result.stderr.splitlines() if "a.py" in line]
+    assert line == "xlalint: error: a.py: cannot fix: the file is too deep or too large to rewrite"
+    assert "XLA104" in result.stdout and (project / "a.py").read_text() == source
+
+
+@pytest.mark.parametrize("hook", ["xlalint", "xlalint-fix"])
+def test_a_file_named_like_an_option_is_a_path_to_the_hooks(project, hook):
+    """Item 11: pre-commit runs `entry args file...`; `-rf.py` must be checked as a file."""
+    import shlex
+    import subprocess
+    import sys
+
+    import yaml
+
+    hooks = {h["id"]: h for h in yaml.safe_load((Path(__file__).parents[1] / ".pre-commit-hooks.yaml").read_text())}
+    entry = shlex.split(hooks[hook]["entry"])
+    assert entry[0] == "xlalint"
+    (project / "-rf.py").write_text(CUDA)
+    (project / "ok.py").write_text("x = 1\n")
+    command = [sys.executable, "-m", "xlalint", *entry[1:], *hooks[hook].get("args", []), "-rf.py", "ok.py"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=project, timeout=120)
+    if hook == "xlalint":
+        assert done.returncode == 1 and "-rf.py:2:5: XLA104" in done.stdout, done.stderr
+    else:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert (project / "-rf.py").read_text() == FIXED
+
+
+def _linked_project(tmp_path, monkeypatch) -> Path:
+    outside, project = tmp_path / "outside", tmp_path / "proj"
+    (project / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "x.py").write_text(CUDA)
+    (project / "sub" / "real.py").write_text(CUDA)
+    (project / "link.py").symlink_to("../outside/x.py")
+    (project / "inside_link.py").symlink_to("sub/real.py")
+    monkeypatch.chdir(project)
+    return project
+
+
+@pytest.mark.parametrize("marker", [None, "xlalint.toml", ".git"])
+def test_fix_does_not_write_through_a_link_out_of_the_project(tmp_path, monkeypatch, marker):
+    """Item 4: `fix .` checks `link.py -> ../outside/x.py` but leaves the file outside as
+    it is, and says so; a link within the project is fixed (and stays a link)."""
+    project = _linked_project(tmp_path, monkeypatch)
+    if marker == ".git":
+        (project / ".git").mkdir()
+    elif marker:
+        (project / marker).write_text("")
+    result = run("fix", "--no-cache", "--output-format", "concise", ".")
+    assert (tmp_path / "outside" / "x.py").read_text() == CUDA
+    assert (project / "sub" / "real.py").read_text() == FIXED and (project / "inside_link.py").is_symlink()
+    assert result.exit_code == 1
+    assert "link.py:2:5: XLA104" in result.stdout
+    [line] = [line for line in result.stderr.splitlines() if "link.py" in line]
+    assert (
+        line == f"warning: link.py: checked, not fixed: a link to a file outside the project ({tmp_path}/outside/x.py)"
+    )
+
+
+def test_add_noqa_does_not_write_through_a_link_out_of_the_project(tmp_path, monkeypatch):
+    _linked_project(tmp_path, monkeypatch)
+    result = run("check", "--add-noqa", "link.py")
+    assert (tmp_path / "outside" / "x.py").read_text() == CUDA
+    assert "checked, not fixed: a link to a file outside the project" in result.stderr
+
+
+def test_a_project_reached_through_a_linked_folder_is_still_written(tmp_path, monkeypatch):
+    real = tmp_path / "real_project"
+    real.mkdir()
+    (real / "a.py").write_text(CUDA)
+    (tmp_path / "alias").symlink_to(real)
+    monkeypatch.chdir(tmp_path / "alias")
+    assert run("fix", ".").exit_code == 0
+    assert (real / "a.py").read_text() == FIXED
+
+
+def _unreadable(monkeypatch, folder: Path) -> None:
+    """``folder`` as a user without permission sees it (the tests run as root, who reads
+    everything): listing it, or looking at a path under it, fails with EACCES."""
+    real_scandir, real_stat = os.scandir, os.stat
+    under = str(folder.absolute())
+
+    def denied(path) -> bool:
+        text = os.path.abspath(os.fsdecode(path))
+        return text == under or text.startswith(under + os.sep)
+
+    def scandir(path="."):
+        if denied(path):
+            raise PermissionError(13, "Permission denied", os.fsdecode(path))
+        return real_scandir(path)
+
+    def stat(path, *args, **kwargs):
+        if not isinstance(path, int) and os.path.abspath(os.fsdecode(path)).startswith(under + os.sep):
+            raise PermissionError(13, "Permission denied", os.fsdecode(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "stat", stat)
+
+
+def test_an_unreadable_folder_in_a_walk_is_an_error(project, monkeypatch):
+    """Item 5: not "No Python files found", exit 0 (CI would pass unchecked)."""
+    (project / "p" / "sub").mkdir(parents=True)
+    (project / "p" / "sub" / "a.py").write_text(CUDA)
+    (project / "p" / "b.py").write_text("x = 1\n")
+    _unreadable(monkeypatch, project / "p" / "sub")
+    result = run("check", "--no-cache", "--output-format", "concise", "p")
+    assert result.exit_code == 2
+    assert result.stdout.splitlines()[0] == "p/sub:1:1: XLA000 cannot read the folder: Permission denied"
+    assert "No Python files found" not in result.stderr
+
+
+def test_a_file_in_an_unreadable_folder_is_one_line(project, monkeypatch):
+    (project / "p" / "sub").mkdir(parents=True)
+    (project / "p" / "sub" / "a.py").write_text(CUDA)
+    _unreadable(monkeypatch, project / "p" / "sub")
+    result = CliRunner().invoke(app, ["check", "--no-cache", "--output-format", "concise", "p/sub/a.py"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 2
+    assert result.stdout.splitlines()[0] == "p/sub/a.py:1:1: XLA000 cannot read: Permission denied"
+
+
+def test_a_path_over_path_max_is_one_line(project):
+    long_path = "a/" * 3000 + "x.py"
+    result = CliRunner().invoke(app, ["check", "--no-cache", "--output-format", "concise", long_path])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 2
+    assert result.stdout.splitlines()[0] == f"{long_path}:1:1: XLA000 cannot read: File name too long"
+
+
+def test_a_folder_deeper_than_path_max_in_a_walk_is_an_error(project):
+    name = "d" * 200
+    os.mkdir("top")
+    here = os.open("top", os.O_RDONLY)
+    try:
+        for _ in range(25):  # 5,000 characters: made one level at a time, relative to the last
+            os.mkdir(name, dir_fd=here)
+            deeper = os.open(name, os.O_RDONLY, dir_fd=here)
+            os.close(here)
+            here = deeper
+    finally:
+        os.close(here)
+    (project / "top" / "ok.py").write_text("x = 1\n")
+    result = run("check", "--no-cache", "--output-format", "concise", ".")
+    assert result.exit_code == 2
+    [line] = [line for line in result.stdout.splitlines() if "XLA000" in line]
+    assert line.startswith("top/ddd") and line.endswith(":1:1: XLA000 cannot read the folder: File name too long")

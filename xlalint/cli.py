@@ -140,7 +140,8 @@ ForceExclude = Annotated[
 class Invocation:
     """What one check/fix run was asked to do."""
 
-    def __init__(self, *, select, ignore, extend_select, target_version, config: Path | None):
+    def __init__(self, *, select, ignore, extend_select, target_version, config: Path | None, need_rules=True):
+        self.need_rules = need_rules
         self.overrides = {
             "select": _codes(select),
             "ignore": _codes(ignore),
@@ -153,6 +154,7 @@ class Invocation:
         for key in ("select", "ignore", "extend_select"):
             if self.overrides[key]:
                 validate_selectors(self.overrides[key], known, f"--{key.replace('_', '-')}")
+        self.known = known
         self.finder = ConfigFinder(config, known)
         self._with_overrides: dict[int, tuple[Settings, Settings]] = {}
 
@@ -160,8 +162,20 @@ class Invocation:
         found = self.finder.for_path(path.absolute())
         # One object per config file: the cache keys jobs that share it at the cost of one.
         if id(found) not in self._with_overrides:
-            self._with_overrides[id(found)] = (found, found.with_overrides(**self.overrides))
+            settings = found.with_overrides(**self.overrides)
+            if self.need_rules and not settings.enabled_codes(self.known):
+                raise ConfigError(no_rule_selected(settings))
+            self._with_overrides[id(found)] = (found, settings)
         return self._with_overrides[id(found)][1]
+
+
+def no_rule_selected(settings: Settings) -> str:
+    """One message for a selection that enables no rule, wherever it was made: a check
+    of nothing must not pass as "All checks passed!" (CI would pass unchecked)."""
+    where = [settings.source] if settings.source else []
+    if settings.overrides:
+        where.append("the command line")
+    return f"no rule selected (by {' and '.join(where) or 'the settings'}): select `ALL` for every rule"
 
 
 def _run(
@@ -185,12 +199,12 @@ def _run(
     force_exclude: bool,
     add_noqa: bool = False,
 ) -> None:
+    paths = paths or []
+    use_stdin = paths == ["-"] or (stdin_filename is not None and not paths)
     try:
         invocation = Invocation(
             select=select, ignore=ignore, extend_select=extend_select, target_version=target_version, config=config
         )
-        paths = paths or []
-        use_stdin = paths == ["-"] or (stdin_filename is not None and not paths)
         if "-" in paths and not use_stdin:
             raise ConfigError("`-` (stdin) cannot be combined with other paths")
         if add_noqa and (use_stdin or fix or diff):
@@ -213,7 +227,13 @@ def _run(
                     add_noqa=add_noqa,
                 )
     except ConfigError as exc:
+        if use_stdin and fix and not diff:
+            _give_back_stdin(b"")
         raise fail(str(exc)) from None
+    except sourcefile.InputTooLarge as exc:
+        if fix and not diff:
+            _give_back_stdin(exc.head)
+        raise fail(f"stdin: {exc}") from None
     except stopping.Interrupted as stop:
         # Stopped at once: the gate is closed (nothing more is written), workers are gone.
         stop.written = stopping.GATE.close()
@@ -286,6 +306,7 @@ def _run(
     for report in reports:
         if report.error:
             typer.echo(f"xlalint: error: {report.path}: {report.error}", err=True)
+    _warn_not_written(reports)
 
     if any(r.unreadable or r.error for r in reports):
         raise typer.Exit(2)
@@ -293,6 +314,12 @@ def _run(
         raise typer.Exit(1 if any(r.changed for r in reports) and not exit_zero else 0)
     if findings and not exit_zero:
         raise typer.Exit(1)
+
+
+def _warn_not_written(reports: list[FileReport]) -> None:
+    for report in reports:
+        if report.not_written:
+            typer.echo(f"warning: {printable(report.path)}: checked, not fixed: {report.not_written}", err=True)
 
 
 def _is_terminal(stream) -> bool:
@@ -305,25 +332,40 @@ def _file_reports(
 ) -> list[FileReport]:
     from xlalint.linter.cache import FOLDER_NAME as CACHE_FOLDER
     from xlalint.linter.cache import project_root
-    from xlalint.linter.files import discover
+    from xlalint.linter.engine import error_finding
+    from xlalint.linter.files import discover, linked_outside
 
     cache_dir = None
     if not (no_cache or fix or add_noqa):
         root = project_root(invocation.finder.for_path(Path.cwd()).root, Path.cwd())
         cache_dir = str(root / CACHE_FOLDER)
-    jobs = [
-        Job(
-            str(path),
-            invocation.settings(path),
-            fix=fix,
-            unsafe=unsafe,
-            write=write,
-            cache_dir=cache_dir,
-            add_noqa=add_noqa,
+    jobs, not_written, unreadable = [], {}, {}
+    found = discover([Path(p) for p in paths], invocation.finder, force_exclude=force_exclude, unreadable=unreadable)
+    for path in found:
+        settings = invocation.settings(path)
+        target = linked_outside(path, settings) if (fix or add_noqa) and write else None
+        if target is not None:  # checked only
+            not_written[len(jobs)] = f"a link to a file outside the project ({printable(str(target))})"
+        fixing = target is None
+        jobs.append(
+            Job(
+                str(path),
+                settings,
+                fix=fix and fixing,
+                unsafe=unsafe,
+                write=write,
+                cache_dir=cache_dir,
+                add_noqa=add_noqa and fixing,
+            )
         )
-        for path in discover([Path(p) for p in paths], invocation.finder, force_exclude=force_exclude)
+    reports = process_all(jobs)
+    for index, reason in not_written.items():
+        reports[index].not_written = reason
+    # A folder that could not be read is reported as a file that could not be (XLA000, exit 2).
+    return reports + [
+        FileReport(str(folder), [error_finding(str(folder), f"cannot read the folder: {reason}")])
+        for folder, reason in unreadable.items()
     ]
-    return process_all(jobs)
 
 
 def _report_add_noqa(reports: list[FileReport]) -> None:
@@ -336,6 +378,7 @@ def _report_add_noqa(reports: list[FileReport]) -> None:
     for report in reports:
         if report.error:
             typer.echo(f"xlalint: error: {report.path}: {report.error}", err=True)
+    _warn_not_written(reports)
     added = sum(r.noqa_added for r in reports)
     typer.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
     if errors or any(r.error for r in reports):
@@ -350,11 +393,7 @@ def _stdin_report(
     anything went wrong, so that an editor's buffer is never blanked or re-encoded."""
     name = stdin_filename or "-"
     settings = invocation.settings(Path(stdin_filename) if stdin_filename else Path.cwd() / "-")
-    try:
-        data = sourcefile.read_stream(sys.stdin.buffer)
-    except sourcefile.SourceError as exc:
-        # Nothing on stdout: `fix -` would echo a truncated buffer back to the editor.
-        raise fail(f"stdin: {exc}") from None
+    data = sourcefile.read_stream(sys.stdin.buffer)  # InputTooLarge: `_run` gives stdin back
     try:
         original = sourcefile.decode(data, name)
     except sourcefile.SourceError as exc:
@@ -380,6 +419,23 @@ def _stdin_report(
         report.error = f"not fixed: the fixed code cannot be encoded in {original.encoding}"
         report.fixed, report.fixed_source = [], report.source
         return report, data
+
+
+def _give_back_stdin(head: bytes) -> None:
+    """`fix -` is a filter: when it cannot fix, the editor gets its buffer back
+    unchanged (``head``, what was read of it, then the rest of stdin streamed through
+    in chunks: memory stays bounded however long the input)."""
+    sys.stdout.flush()
+    out = sys.stdout.buffer
+    try:
+        out.write(head)
+        while chunk := sys.stdin.buffer.read(1 << 20):
+            out.write(chunk)
+        out.flush()
+    except BrokenPipeError:
+        # The reader is gone: nothing more to give back, and no second error at exit.
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @app.command(cls=Command)
@@ -437,7 +493,12 @@ def _show_settings(paths, select, ignore, extend_select, target_version, config)
         raise fail("--show-settings takes one file or folder")
     try:
         invocation = Invocation(
-            select=select, ignore=ignore, extend_select=extend_select, target_version=target_version, config=config
+            select=select,
+            ignore=ignore,
+            extend_select=extend_select,
+            target_version=target_version,
+            config=config,
+            need_rules=False,  # the settings are shown whatever they select
         )
         path = Path(paths[0])
         typer.echo(describe(path, invocation.settings(path), list(all_rules())))

@@ -367,11 +367,20 @@ def _merged(spans: list[Span]) -> list[Span]:
     return out
 
 
+class BeyondRewriter(Exception):
+    """Code Python parses that libcst's parser gives up on (a construct too deep or too
+    long for it, such as 5,000 implicitly concatenated strings): nothing can be fixed."""
+
+
 def apply_fixes(source: str, fixes: Sequence[Fix], line_length: int | None = None) -> tuple[str, list[Fix]]:
     """Apply as many of ``fixes`` as do not overlap; return the new code and the
     fixes applied. A fix whose operations cannot all be carried out is skipped. With a
     ``line_length``, the calls on lines the fixes made longer than that are split."""
-    index = NodeIndex.of(cst.parse_module(source))
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        raise BeyondRewriter(str(exc)) from None
+    index = NodeIndex.of(module)
     plan = _Plan()
     applied = [fix for fix in fixes if _plan_fix(index, fix, plan) is not None]
     if not applied:

@@ -22,6 +22,10 @@ _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u
 _UNPRINTABLE_KEEP_TAB = re.compile(
     "[\x00-\x08\x0a-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]"
 )
+# What a diff cannot show raw: C0 and C1 controls and DEL, but tab, newline, carriage
+# return and form feed (the line structure a patch needs; a terminal only moves the
+# cursor for them). Bidi and other printable text stay, so that such a diff still applies.
+_UNSAFE_IN_DIFF = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # What XML 1.0 does not allow (https://www.w3.org/TR/xml/#charsets), DEL and C1 besides,
 # which it allows but a reader of the report should see escaped.
@@ -45,6 +49,13 @@ def printable(text: str, keep_tabs: bool = False) -> str:
     """``text`` with what a terminal would act on or hide shown as an escape."""
     pattern = _UNPRINTABLE_KEEP_TAB if keep_tabs else _UNPRINTABLE
     return pattern.sub(_escape, text) if pattern.search(text) else text
+
+
+def diff_line(line: str) -> str:
+    """One line of a unified diff with what a terminal would act on escaped (``\\x1b``):
+    a line that had such controls in it no longer applies as a patch, every other line
+    does."""
+    return _UNSAFE_IN_DIFF.sub(_escape, line) if _UNSAFE_IN_DIFF.search(line) else line
 
 
 def json_text(text: str) -> str:

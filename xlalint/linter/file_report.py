@@ -19,6 +19,7 @@ class FileReport:
     fixed_source: str | None = None
     error: str | None = None  # a fix that could not be written, and why
     noqa_added: int = 0  # lines given a noqa comment by --add-noqa
+    not_written: str | None = None  # why a file was only checked though fixes were asked (not an error)
 
     @property
     def unreadable(self) -> bool:

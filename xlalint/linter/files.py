@@ -1,5 +1,6 @@
 """Finding the files to check: directories are walked for ``*.py`` and ``*.ipynb`` files, honouring
-``.gitignore`` files (with ``pathspec``), the default excludes and ``exclude``.
+``.gitignore`` files (``linter/gitignore.py``: linear in the path, whatever the pattern), the
+default excludes and ``exclude``.
 
 Files named explicitly are always checked, as in ruff, unless ``force_exclude``
 (what the pre-commit hooks pass, since pre-commit names every file itself).
@@ -15,11 +16,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xlalint.linter.config import DEFAULT_EXCLUDE, ConfigFinder
+from xlalint.linter.config import DEFAULT_EXCLUDE, ConfigFinder, Settings
 from xlalint.linter.source import MAX_BYTES, SourceError, read_regular
 
 if TYPE_CHECKING:
-    import pathspec
+    from xlalint.linter.gitignore import IgnoreSpec
 
 PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
@@ -32,7 +33,7 @@ def _git_root(start: Path) -> Path | None:
     return None
 
 
-def _load_ignore(folder: Path) -> pathspec.PathSpec | None:
+def _load_ignore(folder: Path) -> IgnoreSpec | None:
     lines: list[str] = []
     files = [folder / ".gitignore", folder / ".ignore"]
     if (folder / ".git").is_dir():
@@ -45,18 +46,18 @@ def _load_ignore(folder: Path) -> pathspec.PathSpec | None:
     if not lines:
         return None
     # Imported here: a one-file check (what pre-commit and editors run) walks no folder.
-    import pathspec
+    from xlalint.linter.gitignore import IgnoreSpec
 
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    return IgnoreSpec.from_lines(lines)
 
 
 class IgnoreRules:
     """The .gitignore files that apply in a tree, loaded once per folder."""
 
     def __init__(self) -> None:
-        self._specs: dict[Path, pathspec.PathSpec | None] = {}
+        self._specs: dict[Path, IgnoreSpec | None] = {}
 
-    def _spec(self, folder: Path) -> pathspec.PathSpec | None:
+    def _spec(self, folder: Path) -> IgnoreSpec | None:
         if folder not in self._specs:
             self._specs[folder] = _load_ignore(folder)
         return self._specs[folder]
@@ -71,7 +72,7 @@ class IgnoreRules:
             spec = self._spec(folder)
             if spec is not None:
                 relative = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
-                verdict = spec.check_file(relative).include
+                verdict = spec.check(relative)
                 if verdict is not None:
                     return verdict
             if folder == root:
@@ -80,21 +81,35 @@ class IgnoreRules:
 
 
 def discover(
-    paths: Iterable[Path], finder: ConfigFinder, *, force_exclude: bool = False, respect_gitignore: bool = True
+    paths: Iterable[Path],
+    finder: ConfigFinder,
+    *,
+    force_exclude: bool = False,
+    respect_gitignore: bool = True,
+    unreadable: dict[Path, str] | None = None,
 ) -> Iterator[Path]:
+    """The files to check under ``paths``. A folder the walk cannot read (no permission,
+    a path over PATH_MAX) is put in ``unreadable`` with the reason: passing over it
+    would let CI pass unchecked."""
     ignore = IgnoreRules()
     seen: set[Path] = set()
     for given in paths:
         path = given.absolute()
-        if not path.is_dir():
-            # An explicit file, checked even when it does not exist (to say so).
+        if not _is_dir(path):
+            # An explicit file, checked even when it does not exist or cannot be read (to say so).
             if force_exclude and (_default_excluded(path) or finder.for_path(path).is_excluded(path)):
                 continue
             if path not in seen:
                 seen.add(path)
                 yield given
             continue
-        for folder, dirnames, filenames in os.walk(path):
+
+        def walk_error(error: OSError, top: Path = path, shown: Path = given) -> None:
+            if unreadable is not None and error.filename is not None:
+                folder = Path(os.fsdecode(error.filename))
+                unreadable[_display(folder, shown, top)] = error.strerror or str(error)
+
+        for folder, dirnames, filenames in os.walk(path, onerror=walk_error):
             here = Path(folder)
             settings = finder.for_path(here / "__init__.py")
             dirnames[:] = sorted(
@@ -116,6 +131,28 @@ def discover(
                     continue
                 seen.add(candidate)
                 yield _display(candidate, given, path)
+
+
+def linked_outside(path: Path, settings: Settings) -> Path | None:
+    """The file ``path`` leads to when a symbolic link on the way leads out of the
+    project (the config file's folder, else the repository the path is in, else the
+    current folder); else None. As ruff, `fix` checks such a file but does not write
+    it: fixing ``.`` must not rewrite what lies outside."""
+    here = Path(os.path.abspath(path))
+    target = Path(os.path.realpath(here))
+    if target == here:
+        return None
+    root = Path(os.path.realpath(settings.root or _git_root(here.parent) or Path.cwd()))
+    return None if target.is_relative_to(root) else target
+
+
+def _is_dir(path: Path) -> bool:
+    """Whether ``path`` is a folder; a path that cannot be looked at (in a folder we may
+    not enter, longer than PATH_MAX) is not: reading it as a file says why."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def _special(path: Path) -> bool:

@@ -8,7 +8,8 @@ from collections import Counter
 from pathlib import Path
 
 from xlalint.linter import reporters
-from xlalint.linter.escaping import printable
+from xlalint.linter.escaping import diff_line, printable
+from xlalint.linter.model import split_lines
 from xlalint.linter.reporters import applicable
 from xlalint.linter.runner import FileReport
 
@@ -23,15 +24,14 @@ def print_diffs(reports: list[FileReport], out, quiet: bool = False) -> None:
             continue
         assert r.source is not None and r.fixed_source is not None
         if isinstance(r.source, CellText) and isinstance(r.fixed_source, CellText):
-            out.writelines(cell_diffs(r.path, r.source, r.fixed_source))
-            continue
-        out.writelines(
-            difflib.unified_diff(
-                r.source.splitlines(keepends=True),
-                r.fixed_source.splitlines(keepends=True),
-                *diff_names(r.path),
+            lines = cell_diffs(r.path, r.source, r.fixed_source)
+        else:
+            # Python's lines (not str.splitlines, which also breaks at a form feed): the diff applies.
+            lines = difflib.unified_diff(
+                split_lines(r.source, keepends=True), split_lines(r.fixed_source, keepends=True), *diff_names(r.path)
             )
-        )
+        # Source can hold escape sequences (OSC 52 writes the clipboard): escaped as in every format.
+        out.writelines(map(diff_line, lines))
     if quiet:  # as ruff's -q: the diff only
         return
     changed = sum(1 for r in reports if r.changed)

@@ -50,7 +50,7 @@ def fix_source(
         result = fix_source(source.replace("\r", "\n"), path, settings, unsafe=unsafe, select=select)
         result.source = result.source.replace("\n", "\r")
         return result
-    from xlalint.fixers.apply import apply_fixes
+    from xlalint.fixers.apply import BeyondRewriter, apply_fixes
     from xlalint.fixers.layout import line_length_for
 
     settings = settings or Settings()
@@ -71,6 +71,8 @@ def fix_source(
             new, used = apply_fixes(current, fixes, line_length)
         except RecursionError:
             return _failed(source, path, settings, select, "cannot fix: the code is nested too deeply")
+        except BeyondRewriter:
+            return _failed(source, path, settings, select, "cannot fix: the file is too deep or too large to rewrite")
         except Exception as exc:  # a bug in a fixer must not cost the user their file
             return _failed(source, path, settings, select, f"internal error while fixing: {describe(exc)}")
         if not used or new == current:

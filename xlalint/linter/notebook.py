@@ -477,8 +477,8 @@ def cell_diffs(path: str, before: CellText, after: CellText) -> list[str]:
             continue
         a = old.get(number, "")
         lines += difflib.unified_diff(
-            _with_final_newline(a).splitlines(keepends=True),
-            _with_final_newline(text).splitlines(keepends=True),
+            split_lines(_with_final_newline(a), keepends=True),
+            split_lines(_with_final_newline(text), keepends=True),
             f"a/{path}:cell {number}" if not Path(path).is_absolute() else f"{path}:cell {number}",
             f"b/{path}:cell {number}" if not Path(path).is_absolute() else f"{path}:cell {number}",
         )

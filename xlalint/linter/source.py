@@ -4,9 +4,10 @@ A file is read once as bytes; its encoding (PEP 263 cookie, UTF-8 by default), B
 and newline style are remembered so that a fix writes it back byte-for-byte the
 same apart from the fix. Only regular files are read, and never more than the size
 limit. Writes are atomic: a temp file in the same folder, then a rename, with the
-original permissions, owner and group (a file with several hard links is written in
-place instead, once the new bytes are complete); a read-only file, or one that changed
-since it was read, is not written.
+original permissions, owner, group and extended attributes (ACLs among them); a file
+with several hard links is written in place instead, once the space for the new bytes
+is reserved, and has its original bytes back if the write fails. A read-only file, or
+one that changed since it was read, is not written. On a full disk nothing is lost.
 """
 
 from __future__ import annotations
@@ -124,12 +125,21 @@ def _source_encoding(encoding: str, cookie_lines: list[bytes]) -> bool:
         return False
 
 
+class InputTooLarge(SourceError):
+    """Input over the size limit; ``head`` is what was read of it (the limit and one
+    byte more), for a filter to give back before the rest."""
+
+    def __init__(self, message: str, head: bytes):
+        super().__init__(message)
+        self.head = head
+
+
 def read_stream(stream: BinaryIO, limit: int = MAX_BYTES) -> bytes:
     """At most ``limit`` bytes of ``stream`` (stdin): one byte more is an error, not a
     read that grows until memory runs out (``check - < /dev/zero``)."""
     data = stream.read(limit + 1)
     if len(data) > limit:
-        raise SourceError(f"input is too large to check (over the {limit / 2**20:g} MiB limit)")
+        raise InputTooLarge(f"input is too large to check (over the {limit / 2**20:g} MiB limit)", data)
     return data
 
 
@@ -248,7 +258,13 @@ def write_atomic(path: Path, original: SourceFile, text: str) -> None:
             handle.flush()
             _keep_owner(handle.fileno(), info)
             os.fchmod(handle.fileno(), mode)  # after fchown, which clears set-id bits
+            kept = _copy_attributes(path, handle.fileno())
             os.fsync(handle.fileno())
+        if not kept:
+            # An attribute the new file cannot have (an ACL, a label): keep the file itself.
+            os.unlink(tmp)
+            _write_in_place(path, original, data)
+            return
         if not _unchanged(path, original):
             raise SourceError("the file changed while it was being fixed (run `fix` again)")
         GATE.commit(lambda: os.replace(tmp, path))
@@ -258,19 +274,80 @@ def write_atomic(path: Path, original: SourceFile, text: str) -> None:
         raise
 
 
+def _copy_attributes(source: Path, fd: int) -> bool:
+    """Give the file open as ``fd`` the extended attributes of ``source`` (``user.*``,
+    the ACL in ``system.posix_acl_access``, ...); False when one of them cannot be set
+    there. A file system without extended attributes has none to lose."""
+    try:
+        names = os.listxattr(source)
+    except OSError:
+        return True  # no extended attributes here (or no support for them)
+    for name in names:
+        try:
+            os.setxattr(fd, name, os.getxattr(source, name))
+        except OSError:
+            return False
+    return True
+
+
 def _write_in_place(path: Path, original: SourceFile, data: bytes) -> None:
+    """Overwrite the file itself (its other hard links, attributes and ACLs stay): only
+    once the blocks for ``data`` are reserved, and with the original bytes put back if
+    any step fails, so a full disk never leaves a file cut short."""
     if not _unchanged(path, original):
         raise SourceError("the file changed while it was being fixed (run `fix` again)")
-    fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0))
-    with os.fdopen(fd, "wb") as handle:
+    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | getattr(os, "O_NOCTTY", 0))
+    try:
+        before = _read_all(fd)
+        try:
+            if len(data) > len(before):
+                _reserve(fd, len(data))
+            GATE.commit(lambda: _replace_contents(fd, data, before))
+        except BaseException:
+            os.ftruncate(fd, len(before))  # a reservation (cut short, or unused) grew the file
+            raise
+    finally:
+        os.close(fd)
 
-        def write() -> None:
-            handle.write(data)
-            handle.truncate()
-            handle.flush()
-            os.fsync(handle.fileno())
 
-        GATE.commit(write)
+def _reserve(fd: int, size: int) -> None:
+    """Allocate the blocks for ``size`` bytes now (ENOSPC here, before anything is
+    overwritten). Where the platform or file system cannot, the write goes on: its
+    failure still puts the original bytes back."""
+    allocate = getattr(os, "posix_fallocate", None)
+    if allocate is None:
+        return
+    try:
+        allocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOSYS):
+            raise
+
+
+def _replace_contents(fd: int, data: bytes, before: bytes) -> None:
+    try:
+        _write_all(fd, data)
+        os.ftruncate(fd, len(data))
+        os.fsync(fd)
+    except BaseException:
+        _write_all(fd, before)  # into blocks the file had: no new space is needed
+        os.ftruncate(fd, len(before))
+        os.fsync(fd)
+        raise
+
+
+def _read_all(fd: int) -> bytes:
+    chunks, offset = [], 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view, done = memoryview(data), 0
+    while done < len(data):
+        done += os.pwrite(fd, view[done:], done)
 
 
 def _keep_owner(fd: int, info: os.stat_result) -> None:
