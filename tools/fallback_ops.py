@@ -14,8 +14,12 @@ as such and the next worker goes on after it.
 
 The table is data: the version of torch and torch_xla it was measured on, and for each
 function (or module) that fell back, per call form ("plain": one argument; "dim": a second
-argument or ``dim=``; "module": calling the module), the aten ops that did ([] for a form
-measured lowered; a form not listed was not measured). ``torch.unique`` (and the other data-dependent-shape ops) belong to XLA302 and are
+argument or ``dim=``; "module": calling the module; a mode's name such as "nearest": a
+call with that ``mode=``), the aten ops that did ([] for a form measured lowered; a form
+not listed was not measured). ``backward_fallbacks`` lists, the same way, the ops that fell
+back in the backward of the call's result (the input requires grad and the sum of its
+floating-point outputs is differentiated): ``F.interpolate``'s nearest mode is lowered
+forward and falls back backward. ``torch.unique`` (and the other data-dependent-shape ops) belong to XLA302 and are
 left out.
 """
 
@@ -343,21 +347,34 @@ def work(start: int, results: Path) -> None:
     def counters() -> dict[str, int]:
         return {op: int(met.counter_value(op) or 0) for op in met.executed_fallback_ops()}
 
-    def measure(code: str, f) -> list[str] | None:
-        x, i = x_cpu.to(device), i_cpu.to(device)
+    def measure(code: str, f) -> tuple[list[str], list[str]] | None:
+        """The ops that fell back in the call, and in the backward of its result (a
+        training step differentiates what it computes): None when the call fails."""
+        x = x_cpu.to(device).requires_grad_()
+        i = i_cpu.to(device)
         torch_xla.sync()
         before = counters()
         scope = {"torch": torch, "F": F, "nn": nn, "x": x, "i": i, "d": device, "f": f}
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             try:
-                result = eval(code, scope)  # noqa: F841 (kept alive: the sync runs it)
+                result = eval(code, scope)
                 torch_xla.sync()
             except Exception:
                 with contextlib.suppress(Exception):  # the failed op's pending graph
                     torch_xla.sync()
                 return None
+            forward = counters()
+            with contextlib.suppress(Exception):  # no gradient through it: no backward ops
+                differentiable = [t for t in _tensors(result) if t.requires_grad and t.is_floating_point()]
+                if differentiable:
+                    sum(t.float().sum() for t in differentiable).backward()
+                    torch_xla.sync()
+            with contextlib.suppress(Exception):
+                torch_xla.sync()
         after = counters()
-        return sorted(op for op, count in after.items() if count > before.get(op, 0))
+        grown = sorted(op for op, count in forward.items() if count > before.get(op, 0))
+        backward = sorted(op for op, count in after.items() if count > forward.get(op, 0))
+        return grown, backward
 
     todo = candidates()
     with open(results, "a", encoding="utf-8") as out:
@@ -369,7 +386,7 @@ def work(start: int, results: Path) -> None:
             if form != "*":
                 ops = measure(code, None)
                 if ops is not None:
-                    records.append((form, ops))
+                    records.append((form, *ops))
             else:
                 f = _resolve(qualified)
                 tried = set()
@@ -379,16 +396,27 @@ def work(start: int, results: Path) -> None:
                     ops = measure(pattern, f)
                     if ops is None:
                         continue
-                    records.append((form_tried, ops))
+                    records.append((form_tried, *ops))
                     tried.add(form_tried)
                     # A reduction that takes `dim`: measure it with one too.
                     if pattern == WITH_AND_WITHOUT_DIM[0]:
                         dim_ops = measure(WITH_AND_WITHOUT_DIM[1], f)
                         if dim_ops is not None:
-                            records.append(("dim", dim_ops))
+                            records.append(("dim", *dim_ops))
                     break
             out.write(json.dumps({"index": index, "name": qualified, "measured": records}) + "\n")
             out.flush()
+
+
+def _tensors(result) -> list:
+    """The tensors of a call's result (a tensor, or a tuple/named tuple of them)."""
+    import torch
+
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, (tuple, list)):
+        return [t for item in result for t in _tensors(item)]
+    return []
 
 
 def _resolve(qualified: str):
@@ -435,17 +463,20 @@ def write_table(records: list[dict], total: int, crashed: list[str], out: Path, 
     """Write the table from the worker's records (atomically)."""
     measured = [r for r in records if "name" in r]
     fallbacks: dict[str, dict[str, list[str]]] = {}
+    backward: dict[str, dict[str, list[str]]] = {}
     lowered = 0
     for record in measured:
-        for form, ops in record["measured"]:
+        for form, ops, *backward_ops in record["measured"]:
             if ops:
                 fallbacks.setdefault(record["name"], {})[form] = ops
             else:
                 lowered += 1
+            if backward_ops and backward_ops[0]:
+                backward.setdefault(record["name"], {})[form] = backward_ops[0]
     # The forms measured lowered of a function that falls back in another form: [] (a
     # form not listed was not measured).
     for record in measured:
-        for form, ops in record["measured"]:
+        for form, ops, *_backward in record["measured"]:
             if not ops and record["name"] in fallbacks:
                 fallbacks[record["name"]].setdefault(form, [])
     table = {
@@ -458,6 +489,7 @@ def write_table(records: list[dict], total: int, crashed: list[str], out: Path, 
         "calls_lowered": lowered,
         "crashed": sorted(crashed),
         "fallbacks": dict(sorted(fallbacks.items())),
+        "backward_fallbacks": dict(sorted(backward.items())),
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     temporary = out.with_suffix(".tmp")

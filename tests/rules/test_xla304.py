@@ -19,6 +19,9 @@ EXPECTED = {
     # `.median()`; not the `histc` under an every-100-steps guard, the `bincount` after
     # the loop, or `F.ctc_loss` outside any step.
     "speech_step": [(16, 20, CODE), (23, 20, CODE), (24, 22, CODE), (25, 22, CODE)],
+    # F.interpolate in the step (its default mode, nearest): lowered forward, its backward
+    # falls back; not in a module's forward the step cannot see into, nor in sampling.
+    "upsample_step": [(23, 13, CODE)],
 }
 
 
@@ -49,6 +52,22 @@ def test_the_table_is_measured_data_with_its_versions():
     assert "torch.unique" not in fallbacks
     # Lowered ops are not in it.
     assert not {"torch.matmul", "torch.nn.functional.cross_entropy", "torch.sort"} & set(fallbacks)
+
+
+def test_the_table_records_the_backward_fallbacks():
+    # Issue 28: `F.interpolate(mode="nearest")`'s backward fell back 30 times in 30 steps.
+    backward = fallback_table()["backward_fallbacks"]
+    assert backward["torch.nn.functional.interpolate"]["nearest"] == ["aten::upsample_nearest2d_backward"]
+    assert fallback_table()["fallbacks"].get("torch.nn.functional.interpolate") is None  # lowered forward
+    assert backward["torch.nn.functional.ctc_loss"]["plain"] == ["aten::_ctc_loss_backward.Tensor"]
+
+
+def test_a_backward_fallback_names_the_backward():
+    path = FIXTURES / "upsample_step.py"
+    (finding,) = findings(path.read_text(), str(path))
+    assert finding.message.startswith(
+        "`F.interpolate`'s backward runs on the CPU on torch_xla 2.9.0 (aten::upsample_nearest2d_backward)"
+    )
 
 
 def test_the_documentation_lists_the_table():

@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 
 from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import dotted_name, keyword
+from xlalint.linter.semantic import dotted_name, keyword, string_value
 
 TABLE = Path(__file__).parent / "data" / "fallback_ops.json"
 # What to write instead, where there is a lowered way (the message names it).
@@ -29,6 +29,10 @@ ALTERNATIVES = {
     "torch.nn.functional.ctc_loss": "none lowered: compute the loss every N steps, or on the host in a step closure",
     "torch.nn.CTCLoss": "none lowered: compute the loss every N steps, or on the host in a step closure",
 }
+# How an op of the backward pass is marked in the merged table and the messages.
+BACKWARD = " (backward)"
+# The mode a function uses when the call names none (a measured form may be a mode).
+DEFAULT_MODES = {"torch.nn.functional.interpolate": "nearest", "torch.nn.functional.upsample": "nearest"}
 # Modules whose call runs a fallback op: they are built once and called in the step.
 _MODULE_FORM = "module"
 
@@ -42,10 +46,23 @@ def fallback_table() -> dict:
 
 
 @cache
+def step_fallbacks() -> dict[str, dict[str, list[str]]]:
+    """Per function and form, the ops that fall back in a training step: in the call,
+    and in the backward of its result (``backward_fallbacks``), which the step runs too."""
+    table = fallback_table()
+    merged = {name: {form: list(ops) for form, ops in forms.items()} for name, forms in table["fallbacks"].items()}
+    for name, forms in table.get("backward_fallbacks", {}).items():
+        for form, ops in forms.items():
+            known = merged.setdefault(name, {}).setdefault(form, [])
+            known.extend(f"{op}{BACKWARD}" for op in ops if op not in known)
+    return merged
+
+
+@cache
 def _by_last_name() -> dict[str, list[str]]:
     """Last name -> the table's qualified names that end with it (a cheap first test)."""
     found: dict[str, list[str]] = {}
-    for qualified in fallback_table()["fallbacks"]:
+    for qualified in step_fallbacks():
         found.setdefault(qualified.rsplit(".", 1)[-1], []).append(qualified)
     return found
 
@@ -113,7 +130,7 @@ class CpuFallbackOp(Rule):
     def _explanation(cls) -> str:
         table = fallback_table()
         rows = []
-        for qualified, forms in table["fallbacks"].items():
+        for qualified, forms in step_fallbacks().items():
             for form, ops in forms.items():
                 if not ops:
                     continue  # this form was measured lowered
@@ -131,9 +148,12 @@ changes). `torch_xla.debug.metrics.executed_fallback_ops()` lists the ops that d
 
 In the step (the step-loop body and the same-file functions it calls; not in step
 closures, not under an every-N-steps guard): a call of a function that fell back when
-measured, in the same form (one argument: "plain"; a second argument or `dim=`: "dim"),
-as `torch.f(x)` or as the tensor method `x.f()` on a tensor of the step, and a call
-of a loss module that fell back (`nn.CTCLoss`) built in the file. `torch.unique` and the
+measured, in the same form (one argument: "plain"; a second argument or `dim=`: "dim";
+a measured `mode=`, such as `F.interpolate`'s default "nearest"), as `torch.f(x)` or as
+the tensor method `x.f()` on a tensor of the step, and a call of a loss module that fell
+back (`nn.CTCLoss`) built in the file. The step differentiates what it computes, so an op
+whose *backward* falls back counts too (marked "(backward)" below: `F.interpolate` with
+`mode="nearest"` is lowered, its gradient `aten::upsample_nearest2d_backward` is not). `torch.unique` and the
 other data-dependent-shape ops are XLA302's.
 
 The list is data: `xlalint/rules/data/fallback_ops.json`, written by
@@ -185,8 +205,11 @@ for x, y in loader:
             shown = qualified.replace("torch.nn.functional.", "F.")
             advice = ALTERNATIVES.get(qualified)
             table = fallback_table()
+            backward_only = all(op.endswith(BACKWARD) for op in ops)
+            subject = f"`{shown}`'s backward" if backward_only else f"`{shown}`"
+            listed = ", ".join(op.removesuffix(BACKWARD) for op in ops) if backward_only else ", ".join(ops)
             message = (
-                f"`{shown}` runs on the CPU on torch_xla {table['torch_xla']} ({', '.join(ops)}): a host round trip "
+                f"{subject} runs on the CPU on torch_xla {table['torch_xla']} ({listed}): a host round trip "
                 "and a graph cut in every step"
             )
             if advice:
@@ -196,15 +219,16 @@ for x, y in loader:
     def _fallback(self, call: ast.Call, last: str, names, modules) -> tuple[str, list[str]] | None:
         """(the function's qualified name, its fallback ops) when ``call`` falls back; a
         tensor method is returned as ``.torch.f`` (the caller checks its receiver)."""
-        table = fallback_table()["fallbacks"]
+        table = step_fallbacks()
         qualified = self.ctx.semantic.call_name(call)
         if qualified in table:
-            ops = _ops_of(table[qualified], _form(call, method=False))
+            ops = _ops_of(table[qualified], _form(call, method=False, forms=table[qualified], function=qualified))
             return (qualified, ops) if ops else None
         if qualified is None and isinstance(call.func, ast.Attribute) and last in names:
             # `x.median()`: a method of a tensor with the same name as a torch function.
             function = f"torch.{last}"
-            ops = _ops_of(table.get(function, {}), _form(call, method=True))
+            forms = table.get(function, {})
+            ops = _ops_of(forms, _form(call, method=True, forms=forms, function=function))
             return (f".{function}", ops) if ops else None
         callee = dotted_name(call.func)
         if callee in modules:
@@ -213,7 +237,7 @@ for x, y in loader:
 
     def _fallback_modules(self) -> dict[str, tuple[str, list[str]]]:
         """Names (``ctc``, ``self.criterion``) bound to a module whose call fell back."""
-        table = fallback_table()["fallbacks"]
+        table = step_fallbacks()
         found: dict[str, tuple[str, list[str]]] = {}
         for call in self.ctx.semantic.calls:
             qualified = self.ctx.semantic.call_name(call)
@@ -236,8 +260,14 @@ def _ops_of(forms: dict[str, list[str]], form: str) -> list[str]:
     return next((ops for ops in forms.values() if ops), [])
 
 
-def _form(call: ast.Call, method: bool) -> str:
-    """ "dim" when the call reduces over a given dimension, else "plain"."""
+def _form(call: ast.Call, method: bool, forms: dict[str, list[str]], function: str) -> str:
+    """The measured form ``call`` is: its ``mode=`` where a mode was measured (``"nearest"``,
+    also as the function's default mode), else "dim" when it reduces over a given
+    dimension, else "plain"."""
+    mode = keyword(call, "mode")
+    named = string_value(mode.value) if mode is not None else DEFAULT_MODES.get(function)
+    if named in forms:
+        return named
     given = len(call.args) >= (1 if method else 2) or keyword(call, "dim") is not None
     return "dim" if given else "plain"
 
