@@ -97,3 +97,63 @@ def test_a_file_of_step_functions_is_checked_with_the_same_findings_per_function
     few = lint_source(header + "".join(block.format(i=i) for i in range(2)), "t.py", Settings())
     many = lint_source(header + "".join(block.format(i=i) for i in range(20)), "t.py", Settings())
     assert len(many) == 10 * len(few) and {f.code for f in few} >= {"XLA102"}
+
+
+DEVICE_VARIABLES = """\
+import torch
+import torch_xla
+import torch_xla.core.xla_model as xm
+
+a = torch.ones(2).cuda()
+device = torch_xla.device()
+b = torch.ones(2).cuda()
+
+
+def later():
+    c = torch.ones(2).cuda()
+    dev = xm.xla_device()
+    d = torch.ones(2).cuda()
+
+
+def rebound():
+    other = torch_xla.device()
+    for other in range(2):
+        pass
+    kept = torch.device("cuda")
+    e = torch.ones(2).cuda()
+
+
+def reassigned():
+    mixed = torch_xla.device()
+    mixed = "cpu"
+    f = torch.ones(2).cuda()
+"""
+
+
+def test_the_device_variable_is_the_first_one_of_its_scope_assigned_before_the_call():
+    ctx = context(DEVICE_VARIABLES)
+    cuda = {
+        node.targets[0].id: node.value
+        for node in ast.walk(ctx.tree)
+        if isinstance(node, ast.Assign) and ast.unparse(node.value).endswith(".cuda()")
+    }
+    found = {name: ctx.devices.xla_device_variable(call) for name, call in cuda.items()}
+    # `other` may hold a loop's value, `mixed` a string: neither names the device for good.
+    assert found == {"a": None, "b": "device", "c": None, "d": "dev", "e": "kept", "f": None}
+
+
+def test_the_device_variable_of_a_scope_is_looked_for_once_not_once_per_call(monkeypatch):
+    """Issue 29, item 2: each `.cuda()` re-scanned every earlier statement of its scope."""
+    from xlalint.linter.devices import DeviceAnalysis
+
+    asked = []
+    original = DeviceAnalysis._is_xla_device_after_port
+    monkeypatch.setattr(
+        DeviceAnalysis, "_is_xla_device_after_port", lambda self, node: asked.append(1) or original(self, node)
+    )
+    lines = 200
+    source = "import torch\n" + "x = torch.zeros(3).cuda()\n" * lines
+    source += "def f():\n" + "    y = torch.zeros(3).cuda()\n" * lines
+    findings = lint_source(source, "t.py", Settings())
+    assert sum(f.code == "XLA104" for f in findings) == 2 * lines
+    assert len(asked) <= 3 * lines  # one look at each statement of each scope, not one per call
