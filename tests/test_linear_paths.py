@@ -157,3 +157,31 @@ def test_the_device_variable_of_a_scope_is_looked_for_once_not_once_per_call(mon
     findings = lint_source(source, "t.py", Settings())
     assert sum(f.code == "XLA104" for f in findings) == 2 * lines
     assert len(asked) <= 3 * lines  # one look at each statement of each scope, not one per call
+
+
+def test_the_full_format_splits_a_file_once_and_diffs_only_around_each_fix(monkeypatch):
+    """A large file's `--output-format full --show-fixes`: split once, not once per
+    finding, and each fix's preview a diff of the lines around its edits (its import at
+    the top, its change below), not of the whole file."""
+    import difflib
+    import io
+
+    from xlalint.linter import full_format
+
+    lines = 160
+    source = "import torch\n" + "x = torch.ones(2).cuda()\n" * lines
+    findings = lint_source(source, "t.py", Settings())
+    compared, split = [], []  # the previews' diffs (the JSON edits' are keyword calls)
+    matcher, split_lines = difflib.SequenceMatcher, full_format.split_lines
+    out = io.StringIO()
+    with monkeypatch.context() as patched:
+        patched.setattr(
+            full_format.difflib, "SequenceMatcher", lambda *a, **k: (a and compared.append(a[1])) or matcher(*a, **k)
+        )
+        patched.setattr(
+            full_format, "split_lines", lambda text, *a, **k: split.append(text) or split_lines(text, *a, **k)
+        )
+        full_format.render_full(findings, {"t.py": source}, unsafe=False, show_fixes=True, out=out, color=False)
+    assert out.getvalue().count("XLA104") == lines and out.getvalue().count("+ import torch_xla") == lines
+    assert split.count(source) == 1
+    assert compared and max(len(diffed) for diffed in compared) < lines // 2  # a few lines, whatever the file

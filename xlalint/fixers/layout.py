@@ -16,6 +16,7 @@ tools' default). The files are read as data (``tomllib``), never run.
 from __future__ import annotations
 
 import functools
+import itertools
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -98,7 +99,7 @@ def wrap_long_lines(before: str, module: cst.Module, written: Sequence[Written],
         calls = _calls_to_split(positions, text_lines, long_lines)
         if not calls:
             return module
-        splitter = _Splitter(calls, module.default_indent)
+        splitter = _Splitter(calls, module.default_indent, positions)
         module = module.visit(splitter)
         # What a split leaves too long lies in the calls it split: the next round looks
         # at those (the lines they replaced were new, so no longer compared with the source).
@@ -188,12 +189,25 @@ def _has_bare_generator(call: cst.Call) -> bool:
 
 
 class _Splitter(cst.CSTTransformer):
-    def __init__(self, calls: dict[cst.Call, str], unit: str):
+    def __init__(self, calls: dict[cst.Call, str], unit: str, positions: Mapping[cst.CSTNode, CodeRange]):
         super().__init__()
         self.calls = calls
         self.unit = unit
+        self.positions = positions
         #: Each call split, and what it became.
         self.split: dict[cst.Call, cst.Call] = {}
+        # The lines of the calls, sorted by first line, and the furthest last line of each
+        # prefix: the rewrite descends only into nodes that share a line with a call.
+        spans = sorted((positions[call].start.line, positions[call].end.line) for call in calls)
+        self.firsts = [first for first, _ in spans]
+        self.reach = list(itertools.accumulate((last for _, last in spans), max))
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        where = self.positions.get(node)
+        if where is None:
+            return True
+        before = bisect_right(self.firsts, where.end.line)
+        return before > 0 and self.reach[before - 1] >= where.start.line
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         relative = self.calls.get(original_node)
