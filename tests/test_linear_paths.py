@@ -185,3 +185,32 @@ def test_the_full_format_splits_a_file_once_and_diffs_only_around_each_fix(monke
     assert out.getvalue().count("XLA104") == lines and out.getvalue().count("+ import torch_xla") == lines
     assert split.count(source) == 1
     assert compared and max(len(diffed) for diffed in compared) < lines // 2  # a few lines, whatever the file
+
+
+def test_the_linear_bench_times_fix_and_every_output_format():
+    """`bench/linear_check.py` (issue 33): each fix shape has fixes to apply, and every
+    format `check --output-format` takes is timed."""
+    import sys
+    from pathlib import Path
+
+    from xlalint.linter.fixing import fix_source
+    from xlalint.linter.reporters import FORMATS
+
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        import linear_check
+    finally:
+        sys.path.remove(str(bench))
+    assert set(linear_check.FIX_SHAPES) >= {
+        "fixable blocks",
+        "fixable lines",
+        "identical comment lines",
+        "blank lines",
+        "large file",
+    }
+    assert ".cuda() lines" in linear_check.SHAPES and linear_check.FORMATS is FORMATS
+    for shape in linear_check.FIX_SHAPES:
+        source = linear_check.generated(shape, 2, linear_check.FIX_SHAPES)
+        result = fix_source(source, "generated.py", Settings(), unsafe=True)
+        assert result.error is None and result.applied, shape
