@@ -16,7 +16,7 @@ from xlalint.fixers.apply import apply_fixes
 from xlalint.fixers.layout import DEFAULT_LINE_LENGTH, line_length_for
 from xlalint.linter.config import Settings
 from xlalint.linter.fixing import fix_source
-from xlalint.linter.model import Fix, InsertStatement, SetKeyword, Span
+from xlalint.linter.model import Fix, InsertStatement, MoveStatement, SetKeyword, Span
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -88,6 +88,50 @@ def test_an_inserted_def_is_set_off_by_blank_lines():
         fixed
         == "for x in data:\n    a = 1\n\n    def log_step(x):\n        print(x)\n\n    add(log_step)\n    log(x)\n"
     )
+
+
+def statement_span(source: str, start: str) -> Span:
+    lines = source.splitlines()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.stmt) and lines[node.lineno - 1].lstrip().startswith(start):
+            return Span.of(node, lines)
+    raise AssertionError(start)
+
+
+def test_a_moved_statement_is_the_users_code_as_it_was():
+    """It is not split where the user's formatter left it long."""
+    source = "a = 1\nmodel = build(first_argument, second_argument, third_argument)\nb = 2\nc = 3\n"
+    op = MoveStatement(statement_span(source, "model"), statement_span(source, "c = 3"), "after")
+    fixed, applied = apply_fixes(source, [Fix("unsafe", "test", (op,))], 40)
+    assert applied and fixed == "a = 1\nb = 2\nc = 3\nmodel = build(first_argument, second_argument, third_argument)\n"
+
+
+def test_a_long_call_in_an_inserted_def_is_split_after_its_blank_lines_are_set():
+    source = "for x in data:\n    a = 1\n    log(x)\n"
+    code = "def log_step(x):\n    print(x, first_argument, second_argument)\nadd(log_step)"
+    fixed, _ = apply_fixes(source, [Fix("safe", "test", (InsertStatement(call_span(source, "log"), code),))], 40)
+    assert fixed == (
+        "for x in data:\n    a = 1\n\n    def log_step(x):\n        print(\n            x,\n"
+        "            first_argument,\n            second_argument,\n        )\n\n    add(log_step)\n    log(x)\n"
+    )
+
+
+def test_the_lines_to_wrap_come_from_the_fixes_not_from_a_diff_of_the_file(monkeypatch):
+    """A whole-file diff is quadratic in a file of repeated lines (issue 33, section 3):
+    the rewrite says which code the fixes wrote."""
+    import difflib
+
+    def no_diff(*args, **kwargs):
+        raise AssertionError("the fix path diffed the file")
+
+    monkeypatch.setattr(difflib, "SequenceMatcher", no_diff)
+    source = "import torch\n" + "# the same comment\n" * 50 + "def f():\n    loader = DataLoader(ds, batch_size=8)\n"
+    fixed = with_keyword(source, "True")
+    assert fixed.endswith(
+        "    loader = DataLoader(\n        ds,\n        batch_size=8,\n        drop_last=True,\n    )\n"
+    )
+    result = fix_source("import torch\n" + "x = torch.ones(2).cuda()\n" * 30, "t.py", Settings())
+    assert result.error is None and len(result.applied) == 30
 
 
 @pytest.mark.parametrize(

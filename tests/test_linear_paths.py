@@ -97,3 +97,120 @@ def test_a_file_of_step_functions_is_checked_with_the_same_findings_per_function
     few = lint_source(header + "".join(block.format(i=i) for i in range(2)), "t.py", Settings())
     many = lint_source(header + "".join(block.format(i=i) for i in range(20)), "t.py", Settings())
     assert len(many) == 10 * len(few) and {f.code for f in few} >= {"XLA102"}
+
+
+DEVICE_VARIABLES = """\
+import torch
+import torch_xla
+import torch_xla.core.xla_model as xm
+
+a = torch.ones(2).cuda()
+device = torch_xla.device()
+b = torch.ones(2).cuda()
+
+
+def later():
+    c = torch.ones(2).cuda()
+    dev = xm.xla_device()
+    d = torch.ones(2).cuda()
+
+
+def rebound():
+    other = torch_xla.device()
+    for other in range(2):
+        pass
+    kept = torch.device("cuda")
+    e = torch.ones(2).cuda()
+
+
+def reassigned():
+    mixed = torch_xla.device()
+    mixed = "cpu"
+    f = torch.ones(2).cuda()
+"""
+
+
+def test_the_device_variable_is_the_first_one_of_its_scope_assigned_before_the_call():
+    ctx = context(DEVICE_VARIABLES)
+    cuda = {
+        node.targets[0].id: node.value
+        for node in ast.walk(ctx.tree)
+        if isinstance(node, ast.Assign) and ast.unparse(node.value).endswith(".cuda()")
+    }
+    found = {name: ctx.devices.xla_device_variable(call) for name, call in cuda.items()}
+    # `other` may hold a loop's value, `mixed` a string: neither names the device for good.
+    assert found == {"a": None, "b": "device", "c": None, "d": "dev", "e": "kept", "f": None}
+
+
+def test_the_device_variable_of_a_scope_is_looked_for_once_not_once_per_call(monkeypatch):
+    """Issue 29, item 2: each `.cuda()` re-scanned every earlier statement of its scope."""
+    from xlalint.linter.devices import DeviceAnalysis
+
+    asked = []
+    original = DeviceAnalysis._is_xla_device_after_port
+    monkeypatch.setattr(
+        DeviceAnalysis, "_is_xla_device_after_port", lambda self, node: asked.append(1) or original(self, node)
+    )
+    lines = 200
+    source = "import torch\n" + "x = torch.zeros(3).cuda()\n" * lines
+    source += "def f():\n" + "    y = torch.zeros(3).cuda()\n" * lines
+    findings = lint_source(source, "t.py", Settings())
+    assert sum(f.code == "XLA104" for f in findings) == 2 * lines
+    assert len(asked) <= 3 * lines  # one look at each statement of each scope, not one per call
+
+
+def test_the_full_format_splits_a_file_once_and_diffs_only_around_each_fix(monkeypatch):
+    """A large file's `--output-format full --show-fixes`: split once, not once per
+    finding, and each fix's preview a diff of the lines around its edits (its import at
+    the top, its change below), not of the whole file."""
+    import difflib
+    import io
+
+    from xlalint.linter import full_format
+
+    lines = 160
+    source = "import torch\n" + "x = torch.ones(2).cuda()\n" * lines
+    findings = lint_source(source, "t.py", Settings())
+    compared, split = [], []  # the previews' diffs (the JSON edits' are keyword calls)
+    matcher, split_lines = difflib.SequenceMatcher, full_format.split_lines
+    out = io.StringIO()
+    with monkeypatch.context() as patched:
+        patched.setattr(
+            full_format.difflib, "SequenceMatcher", lambda *a, **k: (a and compared.append(a[1])) or matcher(*a, **k)
+        )
+        patched.setattr(
+            full_format, "split_lines", lambda text, *a, **k: split.append(text) or split_lines(text, *a, **k)
+        )
+        full_format.render_full(findings, {"t.py": source}, unsafe=False, show_fixes=True, out=out, color=False)
+    assert out.getvalue().count("XLA104") == lines and out.getvalue().count("+ import torch_xla") == lines
+    assert split.count(source) == 1
+    assert compared and max(len(diffed) for diffed in compared) < lines // 2  # a few lines, whatever the file
+
+
+def test_the_linear_bench_times_fix_and_every_output_format():
+    """`bench/linear_check.py` (issue 33): each fix shape has fixes to apply, and every
+    format `check --output-format` takes is timed."""
+    import sys
+    from pathlib import Path
+
+    from xlalint.linter.fixing import fix_source
+    from xlalint.linter.reporters import FORMATS
+
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    sys.path.insert(0, str(bench))
+    try:
+        import linear_check
+    finally:
+        sys.path.remove(str(bench))
+    assert set(linear_check.FIX_SHAPES) >= {
+        "fixable blocks",
+        "fixable lines",
+        "identical comment lines",
+        "blank lines",
+        "large file",
+    }
+    assert ".cuda() lines" in linear_check.SHAPES and linear_check.FORMATS is FORMATS
+    for shape in linear_check.FIX_SHAPES:
+        source = linear_check.generated(shape, 2, linear_check.FIX_SHAPES)
+        result = fix_source(source, "generated.py", Settings(), unsafe=True)
+        assert result.error is None and result.applied, shape

@@ -22,7 +22,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState  # to print a node at its indentation
 
 from xlalint.fixers.imports import add_imports
-from xlalint.fixers.layout import wrap_long_lines
+from xlalint.fixers.layout import Written, wrap_long_lines
 from xlalint.fixers.node_index import FixError, NodeIndex
 from xlalint.fixers.rewrites import (
     Statement,
@@ -104,6 +104,12 @@ class _Rewriter(cst.CSTTransformer):
         self.elifs: set[cst.If] = set()
         # The statements the fixes insert (a `def` among them is set off by blank lines).
         self.inserted: set[cst.CSTNode] = {s for group in (*plan.before.values(), *plan.after.values()) for s in group}
+        #: The code the fixes wrote, and the original node each piece stands for (None:
+        #: inserted), for the layout step (``layout.wrap_long_lines``).
+        self.written: list[tuple[list[cst.CSTNode], cst.CSTNode | None]] = []
+        # Where each written node is in ``written``: a block that sets one off by blank
+        # lines makes a new node of it.
+        self._written_at: dict[cst.CSTNode, tuple[list[cst.CSTNode], int]] = {}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if node not in self.plan.ancestors:
@@ -112,7 +118,39 @@ class _Rewriter(cst.CSTTransformer):
             self.elifs.add(node.orelse)
         return True
 
+    def _wrote(self, nodes: Sequence[cst.CSTNode], original: cst.CSTNode | None) -> None:
+        if not nodes:
+            return
+        group = list(nodes)
+        self.written.append((group, original))
+        for position, node in enumerate(group):
+            self._written_at[node] = (group, position)
+
+    def _renewed(self, old: cst.CSTNode, new: cst.CSTNode) -> cst.CSTNode:
+        """``new``, which replaces ``old`` in its block: written if ``old`` was."""
+        where = self._written_at.pop(old, None)
+        if where is not None:
+            group, position = where
+            group[position] = new
+            self._written_at[new] = where
+        return new
+
+    def written_regions(self, index: NodeIndex) -> list[Written]:
+        """What the fixes wrote, with the lines of the source it replaced."""
+        regions = []
+        for nodes, original in self.written:
+            span = index.spans.get(original) if original is not None else None
+            regions.append(Written(nodes, (span.line, span.end_line) if span is not None else None))
+        return regions
+
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+        node = self._left(original_node, updated_node)
+        rewritten = original_node in self.plan.replace or original_node in self.plan.unwrap
+        if rewritten and not isinstance(original_node, _STATEMENT) and isinstance(node, cst.CSTNode):
+            self._wrote([node], original_node)
+        return node
+
+    def _left(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         plan = self.plan
         node: cst.CSTNode | cst.RemovalSentinel | cst.FlattenSentinel = updated_node
         for rewrite in plan.replace.get(original_node, ()):
@@ -152,6 +190,12 @@ class _Rewriter(cst.CSTTransformer):
                 keep = [self._stand_in(node)]
             else:
                 keep = replacement if replacement is not None else [node]
+            rewritten = original_node in plan.replace or original_node in plan.unwrap
+            if rewritten and not (original_node in plan.remove or collapse):
+                self._wrote(keep, original_node)
+            # A moved statement is the user's code as it was: not written.
+            self._wrote([s for s in before if s not in plan.moved], None)
+            self._wrote([s for s in after if s not in plan.moved], None)
             if before or after or not keep or replacement is not None or collapse or original_node in plan.remove:
                 if not (before or after or keep):
                     return cst.RemoveFromParent()
@@ -180,8 +224,9 @@ class _Rewriter(cst.CSTTransformer):
                 lines = list(body[j].leading_lines)
                 blank = next((n for n, line in enumerate(lines) if line.comment is not None), len(lines))
                 if blank < wanted:
-                    body[j] = body[j].with_changes(
-                        leading_lines=[cst.EmptyLine(indent=False)] * (wanted - blank) + lines
+                    body[j] = self._renewed(
+                        body[j],
+                        body[j].with_changes(leading_lines=[cst.EmptyLine(indent=False)] * (wanted - blank) + lines),
                     )
                     changed = True
         return block.with_changes(body=body) if changed else block
@@ -227,7 +272,9 @@ class _Rewriter(cst.CSTTransformer):
                 carried = joined_lines(carried, statement.leading_lines)
                 continue
             if carried:
-                statement = statement.with_changes(leading_lines=joined_lines(carried, statement.leading_lines))
+                statement = self._renewed(
+                    statement, statement.with_changes(leading_lines=joined_lines(carried, statement.leading_lines))
+                )
                 carried = []
             body.append(statement)
         # Blank lines end no block: at its end only the comments stay.
@@ -385,13 +432,15 @@ def apply_fixes(source: str, fixes: Sequence[Fix], line_length: int | None = Non
     applied = [fix for fix in fixes if _plan_fix(index, fix, plan) is not None]
     if not applied:
         return source, []
+    rewriter = _Rewriter(plan)
+    new_module = index.module.visit(rewriter)
+    if line_length is not None:
+        new_module = wrap_long_lines(source, new_module, rewriter.written_regions(index), line_length)
     new_module = add_imports(
-        index.module.visit(_Rewriter(plan)),
+        new_module,
         {imp for fix in applied for imp in fix.imports},
         {imp for fix in applied for imp in fix.unused_imports},
     )
-    if line_length is not None:
-        new_module = wrap_long_lines(source, new_module, line_length)
     return new_module.code, applied
 
 

@@ -5,7 +5,8 @@ can push a call past the line length the project formats to. Every line a pass o
 fixes made longer than that length, where the code it replaced fitted, has its call
 split as black and ``ruff format`` split one: one argument a line, a trailing comma,
 ``)`` back at the call's indentation. The same for any operation: this runs on the
-fixed module, not in each rewrite.
+fixed module, not in each rewrite, over the code the rewrite says the fixes wrote
+(``Written``): never a diff of the whole file.
 
 The length is ruff's ``line-length`` (``ruff.toml``, ``.ruff.toml`` or ``[tool.ruff]``),
 else black's (``[tool.black]``), from the nearest folder that has one, else 88 (both
@@ -14,13 +15,16 @@ tools' default). The files are read as data (``tomllib``), never run.
 
 from __future__ import annotations
 
-import difflib
 import functools
+import itertools
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
 import tomllib
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from xlalint.linter.model import split_lines
 
@@ -66,44 +70,91 @@ def _configured_length(path: Path) -> int | None:
     return None
 
 
-def wrap_long_lines(before: str, module: cst.Module, line_length: int) -> cst.Module:
+@dataclass
+class Written:
+    """Code a fix wrote: the ``nodes`` of the fixed module that stand in the place of
+    the source lines ``replaced`` (1-based, first and last; None where it is inserted)."""
+
+    nodes: list[cst.CSTNode]
+    replaced: tuple[int, int] | None
+
+
+def wrap_long_lines(before: str, module: cst.Module, written: Sequence[Written], line_length: int) -> cst.Module:
     """``module`` (``before`` once fixed) with the calls on the lines the fixes pushed past
-    ``line_length`` split one argument a line."""
-    for _ in range(_ROUNDS):
-        long_lines = _lines_made_too_long(before, module.code, line_length)
+    ``line_length`` split one argument a line. Only the ``written`` code is looked at:
+    the cost follows the fixes, not the file (a whole-file diff of a file of repeated
+    lines is quadratic)."""
+    old_lines = split_lines(before)
+    regions = [(region.nodes, _source_lines(old_lines, region.replaced)) for region in written]
+    for round_ in range(_ROUNDS):
+        if not regions:
+            return module
+        text_lines = split_lines(module.code)
+        if all(len(line) <= line_length for line in text_lines):
+            return module
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        long_lines = _lines_made_too_long(regions, positions, text_lines, line_length, judge_replaced=round_ == 0)
         if not long_lines:
             return module
-        calls = _calls_to_split(module, long_lines)
+        calls = _calls_to_split(positions, text_lines, long_lines)
         if not calls:
             return module
-        module = module.visit(_Splitter(calls, module.default_indent))
+        splitter = _Splitter(calls, module.default_indent, positions)
+        module = module.visit(splitter)
+        # What a split leaves too long lies in the calls it split: the next round looks
+        # at those (the lines they replaced were new, so no longer compared with the source).
+        regions = [
+            ([new], _source_lines(text_lines, (positions[call].start.line, positions[call].end.line)))
+            for call, new in splitter.split.items()
+        ]
     return module
 
 
-def _lines_made_too_long(before: str, after: str, line_length: int) -> set[int]:
-    """The 1-based lines of ``after`` longer than ``line_length`` that are new or replace
-    lines that all fitted (a line the user wrote too long is theirs)."""
-    old, new = split_lines(before), split_lines(after)
+def _source_lines(lines: list[str], replaced: tuple[int, int] | None) -> list[str]:
+    return [] if replaced is None else lines[replaced[0] - 1 : replaced[1]]
+
+
+def _lines_made_too_long(
+    regions: Sequence[tuple[Sequence[cst.CSTNode], list[str]]],
+    positions: Mapping[cst.CSTNode, CodeRange],
+    text_lines: list[str],
+    line_length: int,
+    judge_replaced: bool,
+) -> set[int]:
+    """The 1-based lines of the module longer than ``line_length`` that its written
+    regions changed, where (``judge_replaced``) the lines they replaced all fitted: a line
+    the user wrote too long is theirs. Lines a region keeps as they were (its first and
+    last ones, around what a fix changed inside a statement) are not its changes."""
     found: set[int] = set()
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
-        if tag == "equal" or any(len(line) > line_length for line in old[i1:i2]):
+    for nodes, old in regions:
+        where = [positions[node] for node in nodes if node in positions]
+        if not where:
             continue
-        found.update(j + 1 for j in range(j1, j2) if len(new[j]) > line_length)
+        first, last = min(r.start.line for r in where), max(r.end.line for r in where)
+        new = text_lines[first - 1 : last]
+        same_start = 0
+        while same_start < min(len(old), len(new)) and old[same_start] == new[same_start]:
+            same_start += 1
+        same_end = 0
+        while same_end < min(len(old), len(new)) - same_start and old[-1 - same_end] == new[-1 - same_end]:
+            same_end += 1
+        if judge_replaced and any(len(line) > line_length for line in old[same_start : len(old) - same_end]):
+            continue
+        found.update(first + i for i in range(same_start, len(new) - same_end) if len(new[i]) > line_length)
     return found
 
 
-def _calls_to_split(module: cst.Module, lines: set[int]) -> dict[cst.Call, str]:
+def _calls_to_split(
+    positions: Mapping[cst.CSTNode, CodeRange], text_lines: list[str], lines: set[int]
+) -> dict[cst.Call, str]:
     """For each long line, the call to split and the indentation of the line it starts
     on, relative to its statement's: the outermost call that lies on the line, else a
     call whose arguments all lie on it (written on a line of their own)."""
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
-    text_lines = split_lines(module.code)
-    statement_starts = [
+    statement_starts = sorted(
         where.start.line
         for node, where in positions.items()
         if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement))
-    ]
+    )
     chosen: dict[int, tuple[tuple[int, int], cst.Call]] = {}
     for node, where in positions.items():
         if not isinstance(node, cst.Call) or not node.args or _has_bare_generator(node):
@@ -121,7 +172,8 @@ def _calls_to_split(module: cst.Module, lines: set[int]) -> dict[cst.Call, str]:
     found: dict[cst.Call, str] = {}
     for _rank, call in chosen.values():
         call_line = positions[call].start.line
-        statement = max((s for s in statement_starts if s <= call_line), default=call_line)
+        below = bisect_right(statement_starts, call_line)
+        statement = statement_starts[below - 1] if below else call_line
         indent, own = _indent(text_lines[call_line - 1]), _indent(text_lines[statement - 1])
         found[call] = indent[len(own) :] if indent.startswith(own) else ""
     return found
@@ -137,16 +189,32 @@ def _has_bare_generator(call: cst.Call) -> bool:
 
 
 class _Splitter(cst.CSTTransformer):
-    def __init__(self, calls: dict[cst.Call, str], unit: str):
+    def __init__(self, calls: dict[cst.Call, str], unit: str, positions: Mapping[cst.CSTNode, CodeRange]):
         super().__init__()
         self.calls = calls
         self.unit = unit
+        self.positions = positions
+        #: Each call split, and what it became.
+        self.split: dict[cst.Call, cst.Call] = {}
+        # The lines of the calls, sorted by first line, and the furthest last line of each
+        # prefix: the rewrite descends only into nodes that share a line with a call.
+        spans = sorted((positions[call].start.line, positions[call].end.line) for call in calls)
+        self.firsts = [first for first, _ in spans]
+        self.reach = list(itertools.accumulate((last for _, last in spans), max))
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        where = self.positions.get(node)
+        if where is None:
+            return True
+        before = bisect_right(self.firsts, where.end.line)
+        return before > 0 and self.reach[before - 1] >= where.start.line
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
         relative = self.calls.get(original_node)
         if relative is None:
             return updated_node
-        return split_call(updated_node, relative, self.unit)
+        self.split[original_node] = split_call(updated_node, relative, self.unit)
+        return self.split[original_node]
 
 
 def split_call(call: cst.Call, relative: str, unit: str) -> cst.Call:

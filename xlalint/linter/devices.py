@@ -17,7 +17,7 @@ from functools import cached_property
 
 from xlalint.linter.semantic import Semantic, ancestors, method_name, parent, string_value, subtree
 from xlalint.linter.syntax import argument, is_self_attribute
-from xlalint.linter.values import assigned_values, is_self_attr
+from xlalint.linter.values import assigned_values, assigned_values_by_name, is_self_attr
 
 # "cuda", "cuda:0", "cuda:12" -- the strings torch reads as a CUDA device.
 CUDA_STRING = re.compile(r"cuda(:\d+)?")
@@ -132,6 +132,7 @@ class DeviceAnalysis:
         self.tree = tree
         self.semantic = semantic
         self._locals: dict[int, set[str]] = {}
+        self._device_variables: dict[int, ast.Assign | None] = {}
 
     # -- where code runs ------------------------------------------------------------------
     @cached_property
@@ -298,22 +299,35 @@ class DeviceAnalysis:
         ``node``, and never assigned anything else in that scope. A fix writes it instead of
         calling ``torch_xla.device()`` again."""
         scope = next((a for a in ancestors(node) if isinstance(a, FUNCTION_SCOPES)), self.tree)
-        body = getattr(scope, "body", None)
-        if not isinstance(body, list):
+        if not isinstance(getattr(scope, "body", None), list):
             return None  # a lambda
-        for stmt in body:
-            if stmt.lineno >= getattr(node, "lineno", 0):
-                return None
+        first = self._device_variable_assignment(scope)
+        if first is None or first.lineno >= getattr(node, "lineno", 0):
+            return None
+        return first.targets[0].id  # type: ignore[attr-defined]
+
+    def _device_variable_assignment(self, scope: ast.AST) -> ast.Assign | None:
+        """The first statement of ``scope``'s own body that assigns a variable the XLA
+        device for good (see ``xla_device_variable``). Found once per scope: every
+        ``.cuda()`` of a scope asks, and a scan per question made a check quadratic."""
+        if id(scope) in self._device_variables:
+            return self._device_variables[id(scope)]
+        found = None
+        values: dict[str, list[ast.expr]] | None = None
+        bound: frozenset[str] | None = None
+        for stmt in scope.body:  # type: ignore[attr-defined]
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
                 continue
             target = stmt.targets[0]
             if not self._is_xla_device_after_port(stmt.value) or self.scope_of(target) is not scope:
                 continue
-            if all(self._is_xla_device_after_port(value) for value in self.values_of(target)) and not (
-                self._bound_otherwise(scope, target.id)
-            ):
-                return target.id
-        return None
+            if values is None or bound is None:
+                values, bound = assigned_values_by_name(scope, shallow=True), self._bound_otherwise(scope)
+            if target.id not in bound and all(self._is_xla_device_after_port(v) for v in values.get(target.id, ())):
+                found = stmt
+                break
+        self._device_variables[id(scope)] = found
+        return found
 
     def _is_xla_device_after_port(self, node: ast.AST) -> bool:
         """The XLA device, or a CUDA device that XLA104 ports to it (``torch.device("cuda" if
@@ -324,32 +338,28 @@ class DeviceAnalysis:
     def _is_xla_device_call(self, node: ast.AST) -> bool:
         return isinstance(node, ast.Call) and not node.args and self.semantic.call_name(node) in XLA_DEVICE_CALLS
 
-    def _bound_otherwise(self, scope: ast.AST, name: str) -> bool:
-        """``name`` is a parameter, a loop or ``with`` target, an import or a definition
-        in ``scope``: it may hold something else on some path."""
+    def _bound_otherwise(self, scope: ast.AST) -> frozenset[str]:
+        """The names that are a parameter, a loop or ``with`` target, an import or a
+        definition in ``scope``: they may hold something else on some path."""
+        names: set[str] = set()
         if isinstance(scope, FUNCTION_SCOPES):
             args = scope.args
             params = (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
-            if any(a is not None and a.arg == name for a in params):
-                return True
+            names.update(a.arg for a in params if a is not None)
         for node in ast.walk(scope):
-            if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and any(
-                isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.target)
-            ):
-                return True
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-                return True
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                (alias.asname or alias.name.split(".")[0]) == name for alias in node.names
-            ):
-                return True
-            if isinstance(node, (ast.AugAssign, ast.NamedExpr, ast.withitem)):
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                names.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update(alias.asname or alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, (ast.AugAssign, ast.NamedExpr, ast.withitem)):
                 target = node.optional_vars if isinstance(node, ast.withitem) else node.target
-                if target is not None and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(target)):
-                    return True
-            if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
-                return True
-        return False
+                if target is not None:
+                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+            elif isinstance(node, (ast.Global, ast.Nonlocal)):
+                names.update(node.names)
+        return frozenset(names)
 
     def parameter_default(self, name: ast.Name) -> ast.expr | None:
         """The default of the parameter ``name`` reads (``def setup(rank, backend="nccl")``)."""

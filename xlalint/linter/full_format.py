@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TextIO
 
 from rich.cells import cell_len
@@ -73,16 +74,30 @@ def render_full(
         legacy_windows=False,
     )
     edits = FixEdits(findings, sources) if show_fixes else None
+    # The lines of each file (and cell), split once: not once per finding of a large file.
+    split: dict[tuple[str, int | None], list[str]] = {}
     for finding in findings:
-        for line in finding_block(finding, sources.get(finding.path), unsafe=unsafe, edits=edits):
+        source = sources.get(finding.path)
+        lines = None
+        if source is not None:
+            key = (finding.path, finding.cell)
+            if key not in split:
+                split[key] = split_lines(_frame_text(finding, source))
+            lines = split[key]
+        for line in finding_block(finding, source, unsafe=unsafe, edits=edits, lines=lines):
             console.print(line)
         console.print()
 
 
-def finding_block(finding: Finding, source: str | None, *, unsafe: bool, edits: FixEdits | None) -> list[Text]:
-    lines = split_lines(_frame_text(finding, source)) if source is not None else []
+def finding_block(
+    finding: Finding, source: str | None, *, unsafe: bool, edits: FixEdits | None, lines: list[str] | None = None
+) -> list[Text]:
+    """``lines``: the lines of ``source`` (of the finding's cell in a notebook), when the
+    caller has them split."""
+    if lines is None:
+        lines = split_lines(_frame_text(finding, source)) if source is not None else []
     frame = _frame_rows(finding, lines) if lines else []
-    preview = _preview_rows(finding, source, edits) if edits is not None and source is not None else []
+    preview = _preview_rows(finding, source, edits, lines) if edits is not None and source is not None else []
     width = max((len(str(number)) for number, *_ in frame + preview if number), default=1)
     pad = " " * width
 
@@ -184,15 +199,17 @@ def _with_context(rows: list, lines: list[str], first: int, last: int, indent: b
     return [row(n) for n in before] + rows + [row(n) for n in after]
 
 
-def _preview_rows(finding: Finding, source: str, edits: FixEdits) -> list[tuple[int | None, str, str]]:
+def _preview_rows(
+    finding: Finding, source: str, edits: FixEdits, lines: list[str]
+) -> list[tuple[int | None, str, str]]:
     """The fix as a diff: (line number before the fix or None, ``|``/``-``/``+``, text).
     In a notebook, the diff of each cell the fix changes, numbered in the cell."""
     text_edits = edits.text_edits(finding)
     if not text_edits:
         return []
-    fixed = _applied(source, text_edits)
     if not isinstance(source, CellText):
-        return _diff_rows(split_lines(source), split_lines(fixed))
+        return _window_diff_rows(lines, text_edits)
+    fixed = _applied(source, text_edits)
     try:
         after = {cell.number: cell.text for cell in split_module(fixed, source.cells)}
     except NotebookError:
@@ -205,7 +222,53 @@ def _preview_rows(finding: Finding, source: str, edits: FixEdits) -> list[tuple[
     return rows
 
 
-def _diff_rows(before: list[str], after: list[str]) -> list[tuple[int | None, str, str]]:
+def _window_diff_rows(lines: list[str], text_edits: list) -> list[tuple[int | None, str, str]]:
+    """The diff of the lines the edits change, and of unchanged lines around them, each
+    group of nearby edits on its own (a fix's import at the top, its change below): a
+    diff of the whole file for each finding made the preview of a large file quadratic."""
+    edits = sorted(text_edits, key=lambda e: (e.start, e.end))
+    groups = [[edit] for edit in edits]
+    while True:  # join the groups whose windows meet
+        windows = [_window(lines, group, groups, position) for position, group in enumerate(groups)]
+        joined = next((i for i in range(1, len(groups)) if windows[i][0] <= windows[i - 1][1] + 1), None)
+        if joined is None:
+            break
+        groups[joined - 1 : joined + 1] = [groups[joined - 1] + groups[joined]]
+    rows: list[tuple[int | None, str, str]] = []
+    for group, (first, last) in zip(groups, windows):
+        # The window keeps its line ends: an edit may join or split lines.
+        window = "".join(line + "\n" for line in lines[first - 1 : last])
+        shifted = [
+            replace(edit, start=(edit.start[0] - first + 1, edit.start[1]), end=(edit.end[0] - first + 1, edit.end[1]))
+            for edit in group
+        ]
+        found = _diff_rows(split_lines(window), split_lines(_applied(window, shifted)), first - 1)
+        if rows and found:
+            rows.append((None, "|", "..."))
+        rows += found
+    return rows
+
+
+def _window(lines: list[str], group: list, groups: list[list], position: int) -> tuple[int, int]:
+    """The first and last line of the window of a group of edits. A diff aligns an
+    ambiguous change (a blank line added next to a blank line) by the longest run of
+    unchanged lines, the one above the change or the one below it: the window keeps
+    enough of each, and their difference, for the same choice."""
+    first_row = min(edit.start[0] for edit in group)
+    last_row = min(len(lines), max(edit.end[0] for edit in group))
+    size = max(0, last_row - first_row + 1) + sum(edit.content.count("\n") + 1 for edit in group)
+    base = max(PREVIEW_CONTEXT_LINES + 2, size + 1)
+    top = max((edit.end[0] for edit in groups[position - 1]), default=0) if position else 0
+    bottom = min(edit.start[0] for edit in groups[position + 1]) if position + 1 < len(groups) else len(lines) + 1
+    above, below = max(0, first_row - 1 - top), max(0, bottom - 1 - last_row)
+    lead = max(-(size + 1), min(size + 1, above - below))
+    return first_row - min(first_row - 1, base + max(lead, 0)), last_row + min(
+        len(lines) - last_row, base + max(-lead, 0)
+    )
+
+
+def _diff_rows(before: list[str], after: list[str], offset: int = 0) -> list[tuple[int | None, str, str]]:
+    """``offset``: how many lines of the file lie above ``before``."""
     rows: list[tuple[int | None, str, str]] = []
     matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
     for group in matcher.get_grouped_opcodes(PREVIEW_CONTEXT_LINES):
@@ -213,9 +276,9 @@ def _diff_rows(before: list[str], after: list[str]) -> list[tuple[int | None, st
             rows.append((None, "|", "..."))
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
-                rows += [(i + 1, "|", _display(before[i])) for i in range(i1, i2)]
+                rows += [(offset + i + 1, "|", _display(before[i])) for i in range(i1, i2)]
                 continue
-            rows += [(i + 1, "-", _display(before[i])) for i in range(i1, i2)]
+            rows += [(offset + i + 1, "-", _display(before[i])) for i in range(i1, i2)]
             rows += [(None, "+", _display(after[j])) for j in range(j1, j2)]
     return rows
 

@@ -31,15 +31,43 @@ def assigned_values(scope: ast.AST, matches, shallow: bool = False) -> Iterator[
     """Values assigned to targets that ``matches`` in ``scope`` (``a = v``, ``a: T = v``,
     ``a, b = v1, v2``, ``with v as a``). ``shallow``: not inside nested functions."""
     for node in _binding_statements(scope, shallow):
-        if isinstance(node, ast.Assign):
-            for target in node.targets:
-                yield from _match_targets(target, node.value, matches)
-        elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
-            yield from _match_targets(node.target, node.value, matches)
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
-            for item in node.items:
-                if item.optional_vars is not None:
-                    yield from _match_targets(item.optional_vars, item.context_expr, matches)
+        yield from _values_of_binding(node, matches)
+
+
+def assigned_values_by_name(scope: ast.AST, shallow: bool = False) -> dict[str, list[ast.expr]]:
+    """What ``assigned_values`` gives for each plain name of ``scope``, all in one pass
+    (for a question asked of many names)."""
+    found: dict[str, list[ast.expr]] = {}
+    for node in _binding_statements(scope, shallow):
+        for name, value in _name_values(node):
+            found.setdefault(name, []).append(value)
+    return found
+
+
+def _name_values(node: ast.AST) -> Iterator[tuple[str, ast.expr]]:
+    """Each plain name ``node`` binds, with its value as ``assigned_values`` pairs them."""
+    matched: list[str] = []  # the name matched last: `_match_targets` yields its value next
+
+    def is_name(target: ast.AST) -> bool:
+        if isinstance(target, ast.Name):
+            matched.append(target.id)
+            return True
+        return False
+
+    for value in _values_of_binding(node, is_name):
+        yield matched.pop(), value
+
+
+def _values_of_binding(node: ast.AST, matches) -> Iterator[ast.expr]:
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            yield from _match_targets(target, node.value, matches)
+    elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+        yield from _match_targets(node.target, node.value, matches)
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        for item in node.items:
+            if item.optional_vars is not None:
+                yield from _match_targets(item.optional_vars, item.context_expr, matches)
 
 
 _BINDINGS = (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.With, ast.AsyncWith)
