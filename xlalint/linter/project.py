@@ -312,5 +312,12 @@ class ProjectView:
         origin = self.origin(func)
         if origin is None or self.index is None:
             return None
-        level, dotted = origin
-        return self.index.local_class(level, dotted)
+        # Asked once per name in a check: a file that builds the class a thousand times
+        # stats its module once.
+        if origin not in self._classes:
+            self._classes[origin] = self.index.local_class(*origin)
+        return self._classes[origin]
+
+    @cached_property
+    def _classes(self) -> dict[tuple[int, str], LocalClass | None]:
+        return {}
