@@ -18,6 +18,9 @@ EXPECTED = {
     # to tie both), a pretrained GPT-2 (`tie_weights()`), a tied module moved twice
     # (the tying assignment, once: the second move changes nothing).
     "lm_pretrain": [(27, 5, CODE), (33, 10, CODE), (36, 12, CODE)],
+    # A module of the file that ties by assignment, built on either of two paths and
+    # compiled after the move (issue 33): the assignment is repeated after the move.
+    "class_tie": [(29, 5, CODE)],
 }
 
 
@@ -39,6 +42,14 @@ def test_fix(case, unsafe):
 def test_after_the_fix_only_the_ambiguous_model_is_left():
     fixed = expected_fixed(FIXTURES, "lm_pretrain", unsafe=True)
     assert [(f.span.line, f.fix) for f in findings(fixed, "f.py")] == [(27, None)]
+
+
+def test_a_value_assigned_after_the_move_does_not_block_the_fix():
+    """`model = torch.compile(model)` after the move is not what was moved: the tying
+    assignment is repeated, in the file's own names, and the fixed file is clean."""
+    fixed = expected_fixed(FIXTURES, "class_tie", unsafe=True)
+    assert "    model.to(device)\n    model.lm_head.weight = model.tok_emb.weight\n" in fixed
+    assert findings(fixed, "f.py") == []
 
 
 def test_a_model_of_either_kind_is_named_the_same_whatever_the_hash_seed():

@@ -12,7 +12,7 @@ import ast
 
 from xlalint.linter.model import InsertStatement
 from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import dotted_name, enclosing_function, method_name
+from xlalint.linter.semantic import dotted_name, enclosing_function, enclosing_statement, method_name
 from xlalint.linter.training_objects import Move, Tie, same_object_tree
 
 _TIE_METHOD = "tie_weights"
@@ -288,9 +288,7 @@ model.tie_weights()
                 f"`{move.model}` is moved to the XLA device here and {what} are not tied again after the move: "
                 f"the move makes two copies of each shared weight, which train apart"
             )
-            # One way to tie again only when every value the name can hold ties the same way.
-            fix = self._fix(move, *tied[0]) if len(kinds) == 1 else None
-            self.report(move.call, message, fix=fix)
+            self.report(move.call, message, fix=self._fix_for(move, values))
 
     def _targets_xla(self) -> bool:
         """The file imports torch_xla or tests for XLA/TPU (``DistributedType.XLA``,
@@ -333,6 +331,25 @@ model.tie_weights()
             ):
                 return True
         return False
+
+    def _fix_for(self, move: Move, values: list[ast.expr]):
+        """One way to tie again only when every value the name can hold at the move ties the
+        same way: those assigned before it (`model = torch.compile(model)` after the move
+        is not what was moved)."""
+        at = (move.statement.lineno, move.statement.col_offset)
+        reaching = [
+            value
+            for value in values
+            if (statement := enclosing_statement(value)) is move.statement
+            or (statement is not None and (statement.lineno, statement.col_offset) < at)
+        ]
+        kinds = {
+            self.ctx.training_objects.tied_class(value) for value in reaching if not _moves_itself(value, move.model)
+        }
+        if len(kinds) != 1:
+            return None
+        [kind] = kinds
+        return self._fix(move, *kind) if kind is not None else None
 
     def _fix(self, move: Move, kind: str, ties: tuple[Tie, ...]):
         model = move.model
