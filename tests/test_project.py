@@ -183,3 +183,23 @@ def test_project_index_search_path(tmp_path):
     write(tmp_path, {"pyproject.toml": "", "sub/t.py": ""})
     index = ProjectIndex(tmp_path / "sub" / "t.py", tmp_path)
     assert index.search_path == [tmp_path / "sub", tmp_path]
+
+
+def test_a_local_class_built_by_its_class_method_ties_as_built(tmp_path):
+    # nanoGPT: `model = GPT.from_pretrained(...)` builds `cls(config)`; a tie under a
+    # test of an argument it does not show is reported, with no fix (no test to repeat).
+    write(
+        tmp_path,
+        {
+            "model.py": TIED.format(name="GPT"),
+            "rnn.py": TIED.format(name="RNN")
+            .replace("def __init__(self):", "def __init__(self, tie=False):")
+            .replace("        self.head.weight", "        if tie:\n            self.head.weight"),
+        },
+    )
+    code = "import torch_xla\nfrom model import GPT\nfrom rnn import RNN\n"
+    code += (
+        "m = GPT.from_pretrained('gpt2').to(torch_xla.device())\nr = RNN.from_pretrained(p).to(torch_xla.device())\n"
+    )
+    findings = lint_source(code, str(tmp_path / "train.py"), select=["XLA502"])
+    assert [(f.span.line, f.fix is not None) for f in findings] == [(4, True), (5, False)]

@@ -458,16 +458,18 @@ class TrainingObjects:
         qualified = self.semantic.qualified_name(func) or ""
         name = dotted_name(func) or ""
         last = name.rsplit(".", 1)[-1]
+        # `GPT.from_pretrained(...)` (nanoGPT) builds the class with arguments of its own.
+        constructor = base if base.func is func else None
         if last in self.tying_classes and qualified == "":
             cls, ties = self.tying_classes[last]
-            made = ties_made_by(base, cls, ties)
+            made = ties_made_by(constructor, cls, ties)
             return ("module", made) if made else None
         from_hf = qualified.startswith("transformers.") or (qualified == "" and self._star_transformers)
         if from_hf and TIED_HF_CLASS.search(last) and not self._untied_config(base):
             return "hf", ()
-        if self.project is not None and not from_hf and base.func is func:
+        if self.project is not None and not from_hf:
             local = self.project.class_of(func)
-            made = ties_made_by(base, local.node, weight_ties(local.node)) if local is not None else ()
+            made = ties_made_by(constructor, local.node, weight_ties(local.node)) if local is not None else ()
             return ("module", made) if made else None
         return None
 
@@ -558,16 +560,17 @@ def weight_ties(cls: ast.ClassDef) -> tuple[WeightTie, ...]:
 Tie = tuple[str, str] | tuple[str, str, tuple[tuple[ast.expr | None, bool], ...]]
 
 
-def ties_made_by(call: ast.Call, cls: ast.ClassDef, ties: tuple[WeightTie, ...]) -> tuple[Tie, ...]:
+def ties_made_by(call: ast.Call | None, cls: ast.ClassDef, ties: tuple[WeightTie, ...]) -> tuple[Tie, ...]:
     """The ties ``call`` (``Cls(...)``) may make: those whose conditions its arguments
     (or the defaults) do not rule out with a literal. A tie whose condition is not a
-    literal there (``Cls(..., args.tied)``) carries the guard that decides it."""
+    literal there (``Cls(..., args.tied)``) carries the guard that decides it. Without
+    the call (a model built by a class method), every condition is unknown."""
     init = _init_of(cls)
     made: list[Tie] = []
     for tie in ties:
         guards: list[tuple[ast.expr | None, bool]] = []
         for parameter, truth in tie.conditions if init is not None else ():
-            given, value = _init_argument(call, init, parameter)  # type: ignore[arg-type]
+            given, value = _init_argument(call, init, parameter) if call is not None else (None, _UNKNOWN)  # type: ignore[arg-type]
             if value is _UNKNOWN:
                 guards.append((given, truth))
             elif bool(value) is not truth:
