@@ -71,3 +71,64 @@ def test_a_model_of_either_kind_is_named_the_same_whatever_the_hash_seed():
         lines.add(line)
     [line] = lines
     assert "its tied weights are not tied again" in line
+
+
+# Across local modules: the class is imported from the project (issue 28 §1). Folder ->
+# the findings in its train.py.
+PROJECTS = {
+    # llama2.c: `from model import Transformer`, tied in model.py, moved in train.py.
+    "project_tied": [(21, 5, CODE)],
+    # `from pkg.model import GPT`, tied under `if tie_weights:`: tied when given
+    # `args.tied` (unknown), not when given a literal False.
+    "project_package": [(16, 9, CODE)],
+    # model.py ties nothing; train.py ties again after the move.
+    "project_untied": [],
+    "project_retied": [],
+}
+
+
+@pytest.mark.parametrize("project", sorted(PROJECTS))
+def test_findings_across_local_modules(project):
+    assert fixture_positions(CODE, FIXTURES / project, "train") == PROJECTS[project]
+
+
+@pytest.mark.parametrize("project", sorted(PROJECTS))
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+def test_fix_across_local_modules(project, unsafe):
+    assert_fixture_fixes(CODE, FIXTURES / project, "train", unsafe)
+
+
+def test_the_conditional_tie_is_repeated_under_the_same_test():
+    fixed = expected_fixed(FIXTURES / "project_package", "train", unsafe=True)
+    assert "if args.tied:\n    model.decoder.weight = model.encoder.weight\n" in fixed
+
+
+def test_a_local_module_edited_between_checks_is_read_again(tmp_path):
+    (tmp_path / "model.py").write_text((FIXTURES / "project_untied" / "model.py").read_text())
+    script = (FIXTURES / "project_tied" / "train.py").read_text()
+    (tmp_path / "train.py").write_text(script)
+    assert findings(script, str(tmp_path / "train.py")) == []
+    (tmp_path / "model.py").write_text((FIXTURES / "project_tied" / "model.py").read_text())
+    assert [f.span.line for f in findings(script, str(tmp_path / "train.py"))] == [21]
+
+
+def test_the_result_cache_does_not_keep_a_check_that_read_a_local_module(tmp_path):
+    # The entry would describe train.py alone; model.py changes under it.
+    (tmp_path / "pyproject.toml").write_text("[tool.xlalint]\n")
+    (tmp_path / "model.py").write_text((FIXTURES / "project_untied" / "model.py").read_text())
+    (tmp_path / "train.py").write_text((FIXTURES / "project_tied" / "train.py").read_text())
+    args = ("check", "--output-format", "concise", "--select", CODE, "train.py")
+    assert run_cli(*args, cwd=tmp_path).returncode == 0
+    (tmp_path / "model.py").write_text((FIXTURES / "project_tied" / "model.py").read_text())
+    result = run_cli(*args, cwd=tmp_path)
+    assert "train.py:21:5: XLA502" in result.stdout.decode()
+
+
+def test_stdin_imports_nothing_local(tmp_path):
+    # A module read from stdin has no folder: the same text, under a path, is reported.
+    script = (FIXTURES / "project_tied" / "train.py").read_text()
+    assert findings(script, "<stdin>") == findings(script, "-") == []
+    result = run_cli("check", "--no-cache", "--select", CODE, "-", cwd=FIXTURES / "project_tied", stdin=script)
+    assert result.returncode == 0
+    named = ("check", "--no-cache", "--select", CODE, "--stdin-filename", "train.py", "-")
+    assert "XLA502" in run_cli(*named, cwd=FIXTURES / "project_tied", stdin=script).stdout.decode()

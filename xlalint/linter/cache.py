@@ -9,6 +9,10 @@ decides. Entries come from the working tree, so they are untrusted data: anythin
 unreadable, not exactly what :meth:`Cache.put` writes, or not about this file (another
 path, a line or column beyond its text) is a miss and is rewritten. The folder is
 never followed through a symbolic link, neither to read nor to write.
+
+A check whose findings depend on a local module the file imports (XLA502 reads the class
+a model is built from in ``model.py``: ``linter/project.py``) is not kept: an entry
+describes one file, and the module may change while the file does not.
 """
 
 from __future__ import annotations

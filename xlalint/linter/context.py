@@ -1,6 +1,7 @@
 """What a rule may know about the module being checked: its text, tree, settings, the
 semantic layer, and the analyses (``steps``, ``loop_state``, ``distributed``, ``parallelism``,
-``ranks``, ``launch``, ``tokenizers``, ``training_objects``, ``devices``) built on first use.
+``ranks``, ``launch``, ``tokenizers``, ``training_objects``, ``devices``, ``project``) built on
+first use.
 
 The analyses are given what they need (the semantic layer, each other), never the
 context: this module imports them, they do not import it.
@@ -18,6 +19,7 @@ from xlalint.linter.launch import LaunchAnalysis
 from xlalint.linter.loop_state import LoopStateAnalysis
 from xlalint.linter.model import Import, Span, split_lines
 from xlalint.linter.parallelism import ParallelismAnalysis
+from xlalint.linter.project import ProjectView
 from xlalint.linter.ranks import RankAnalysis
 from xlalint.linter.semantic import Semantic
 from xlalint.linter.steps import StepAnalysis
@@ -90,7 +92,13 @@ class Context:
     @cached_property
     def training_objects(self) -> TrainingObjects:
         """The models, optimizers and moves of models to the XLA device, built on first use."""
-        return TrainingObjects(self.semantic)
+        return TrainingObjects(self.semantic, self.project)
+
+    @cached_property
+    def project(self) -> ProjectView:
+        """The local modules the module imports (``from model import Transformer``), found
+        from its path and read only when a rule asks about one."""
+        return ProjectView(self.path, self.settings.root, self.semantic)
 
     @cached_property
     def devices(self) -> DeviceAnalysis:

@@ -1,8 +1,10 @@
 """Checking one module: parse once, walk once, every selected rule on the way.
 
-``lint_source`` is a pure function of (source, path, settings, xlalint version):
-it reads no files and keeps no state, so files can be checked in parallel and
-their results cached.
+``lint_source`` is a pure function of (source, path, settings, xlalint version)
+and of the local modules a rule asks about (XLA502 reads the class a model is built
+from in ``model.py``; ``linter/project.py`` finds them from ``path`` and says which it
+read): it keeps no state, so files can be checked in parallel, and their results are
+cached when they depend on the file alone.
 """
 
 from __future__ import annotations

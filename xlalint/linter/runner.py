@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from xlalint.linter import cache, stopping
+from xlalint.linter import cache, project, stopping
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import Settings
 from xlalint.linter.engine import error_finding, lint_source
@@ -51,10 +51,12 @@ def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False)
     if job.add_noqa:
         return _add_noqa(job, original, lint_source(text, job.path, job.settings))
     if not job.fix:
-        # The cache was asked before (``cached_report``): here only the answer is kept.
-        findings = lint_source(text, job.path, job.settings)
+        # The cache was asked before (``cached_report``): here only the answer is kept,
+        # unless it depends on local modules the file imports (an entry names one file).
+        with project.recording() as imported:
+            findings = lint_source(text, job.path, job.settings)
         fingerprint = original.fingerprint
-        if job.cache_dir and not stdin and fingerprint is not None:
+        if job.cache_dir and not stdin and fingerprint is not None and not imported:
             entry = cache.file_stamp(job.path, fingerprint.size, fingerprint.mtime_ns, fingerprint.sha256)
             cache.Cache(Path(job.cache_dir)).put(cache.entry_key(job.settings, job.path), entry, findings)
         return FileReport(job.path, findings, source=text)

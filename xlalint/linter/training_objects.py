@@ -19,8 +19,12 @@ The facts XLA204, XLA501 and XLA502 share (flow-insensitive, one file, as the re
   the optimizers prepared in the *same* call at the new parameters);
 - the *tied models*: those built from an HF class that ties its input and output
   embeddings (``*ForCausalLM``, ``*LMHeadModel``, ``*ForMaskedLM``,
-  ``*ForConditionalGeneration``, their ``Auto*`` forms), or from a class of the module
-  whose ``__init__`` ties two weights (``self.head.weight = self.embed.weight``);
+  ``*ForConditionalGeneration``, their ``Auto*`` forms), or from a class whose
+  ``__init__`` ties two weights (``self.head.weight = self.embed.weight``), of the module
+  or imported from a local module of the project (``from model import Transformer``,
+  ``linter/project.py``). A tie under ``if tie_weights:`` (a parameter of ``__init__``)
+  counts unless the construction gives that parameter a literal that skips it (or leaves
+  it to such a default): an unknown value (``args.tied``) may tie;
 - the statement that builds a model (a call that makes fresh weights, not a load or a
   copy); an HF ``from_pretrained`` that adds a freshly initialised head counts.
 
@@ -57,6 +61,7 @@ from xlalint.linter.values import (
 )
 
 if TYPE_CHECKING:
+    from xlalint.linter.project import ProjectView
     from xlalint.linter.semantic import Semantic
 
 XLA_DEVICE_CALLS = frozenset({"torch_xla.device", "torch_xla.torch_xla.device", "torch_xla.core.xla_model.xla_device"})
@@ -117,8 +122,10 @@ class Move:
 class TrainingObjects:
     """The models, optimizers and model moves of one module, computed on first use."""
 
-    def __init__(self, semantic: Semantic):
+    def __init__(self, semantic: Semantic, project: ProjectView | None = None):
         self.semantic = semantic
+        #: The local modules the module imports (``from model import Transformer``), if known.
+        self.project = project
         self._device_names: dict[tuple[int, str], bool] = {}
 
     # -- optimizers -------------------------------------------------------------------------
@@ -447,27 +454,25 @@ class TrainingObjects:
 
     # -- tied weights -------------------------------------------------------------------------
     @cached_property
-    def tying_classes(self) -> dict[str, list[tuple[str, str]]]:
-        """Classes of the module whose ``__init__`` ties weights: class name -> the
-        (target, source) attribute paths of each tie (``("head.weight", "embed.weight")``)."""
-        found: dict[str, list[tuple[str, str]]] = {}
+    def tying_classes(self) -> dict[str, tuple[ast.ClassDef, tuple[WeightTie, ...]]]:
+        """Classes of the module whose ``__init__`` ties weights: class name -> the class
+        and each tie (``head.weight`` from ``embed.weight``, and when it applies)."""
+        classes: dict[str, ast.ClassDef] = {}
         for node in self.semantic.nodes_of(ast.Assign):
             value = node.value
             # A cheap first test on every assignment of the module: `... .weight = ... .weight`.
             if not (isinstance(value, ast.Attribute) and value.attr == "weight" and len(node.targets) == 1):
                 continue
-            target, source = dotted_name(node.targets[0]), dotted_name(value)
-            if not (_is_weight_of_self(target) and _is_weight_of_self(source)):
-                continue
             init = enclosing_function(node)
             cls = enclosing(init, ast.ClassDef) if init is not None and init.name == "__init__" else None
             if cls is not None:
-                found.setdefault(cls.name, []).append((target[5:], source[5:]))  # type: ignore[attr-defined,index]
-        return found
+                classes[cls.name] = cls  # type: ignore[attr-defined]
+        return {name: (cls, ties) for name, cls in classes.items() if (ties := weight_ties(cls))}
 
-    def tied_class(self, value: ast.expr) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    def tied_class(self, value: ast.expr) -> tuple[str, tuple[Tie, ...]] | None:
         """For a value that builds a tied model: ("hf", ()) for an HF class that ties its
-        embeddings, ("module", ties) for a class of this module that ties weights."""
+        embeddings, ("module", ties) for a class of this module, or of a local module it
+        imports, whose ``__init__`` ties weights when built with these arguments."""
         base = value
         while isinstance(base, ast.Call) and method_name(base) in MOVES:
             base = base.func.value  # type: ignore[attr-defined]
@@ -479,11 +484,19 @@ class TrainingObjects:
         qualified = self.semantic.qualified_name(func) or ""
         name = dotted_name(func) or ""
         last = name.rsplit(".", 1)[-1]
+        # `GPT.from_pretrained(...)` (nanoGPT) builds the class with arguments of its own.
+        constructor = base if base.func is func else None
         if last in self.tying_classes and qualified == "":
-            return "module", tuple(self.tying_classes[last])
+            cls, ties = self.tying_classes[last]
+            made = ties_made_by(constructor, cls, ties)
+            return ("module", made) if made else None
         from_hf = qualified.startswith("transformers.") or (qualified == "" and self._star_transformers)
         if from_hf and TIED_HF_CLASS.search(last) and not self._untied_config(base):
             return "hf", ()
+        if self.project is not None and not from_hf:
+            local = self.project.class_of(func)
+            made = ties_made_by(constructor, local.node, weight_ties(local.node)) if local is not None else ()
+            return ("module", made) if made else None
         return None
 
     def _untied_config(self, call: ast.Call) -> bool:
@@ -510,7 +523,7 @@ class TrainingObjects:
     def may_hold_tied_models(self) -> bool:
         """A cheap first test for XLA502: a class of the module ties weights, or a call
         names a class that ties embeddings."""
-        if self.tying_classes:
+        if self.tying_classes or (self.project is not None and self.project.may_import_local()):
             return True
         for call in self.semantic.calls:
             func = call.func
@@ -527,6 +540,124 @@ class TrainingObjects:
             (node.module or "").startswith("transformers") and any(a.name == "*" for a in node.names)
             for node in self.semantic.nodes_of(ast.ImportFrom)
         )
+
+
+@dataclass(frozen=True)
+class WeightTie:
+    """``self.<target> = self.<source>`` in a class's ``__init__`` (``head.weight`` from
+    ``embed.weight``), and the ``__init__`` parameters whose truth it needs (``if
+    tie_weights:`` -> ``(("tie_weights", True),)``)."""
+
+    target: str
+    source: str
+    conditions: tuple[tuple[str, bool], ...] = ()
+
+
+def weight_ties(cls: ast.ClassDef) -> tuple[WeightTie, ...]:
+    """The weights ``cls.__init__`` ties, in source order (not those of functions it
+    defines). Works on a tree without parent links (a local module's)."""
+    init = _init_of(cls)
+    if init is None:
+        return ()
+    parameters = parameter_names(init)
+    found: list[WeightTie] = []
+    stack: list[tuple[ast.stmt, tuple[tuple[str, bool], ...]]] = [(s, ()) for s in reversed(init.body)]
+    while stack:
+        node, conditions = stack.pop()
+        if isinstance(node, ast.Assign):
+            if len(node.targets) == 1 and isinstance(node.value, ast.Attribute) and node.value.attr == "weight":
+                target, source = dotted_name(node.targets[0]), dotted_name(node.value)
+                if _is_weight_of_self(target) and _is_weight_of_self(source):
+                    found.append(WeightTie(target[5:], source[5:], conditions))  # type: ignore[index]
+        elif isinstance(node, ast.If):
+            known = _parameter_test(node.test, parameters)
+            inside = (*conditions, known) if known else conditions
+            otherwise = (*conditions, (known[0], not known[1])) if known else conditions
+            stack.extend((s, otherwise) for s in reversed(node.orelse))
+            stack.extend((s, inside) for s in reversed(node.body))
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            stack.extend((s, conditions) for s in reversed(_child_statements(node)))
+    return tuple(found)
+
+
+# A tie a construction makes: (target, source), and when it depends on a value known only
+# at run time, the guards it needs: (the argument's expression at the construction, or
+# None for a default that is not a literal; the truth that ties).
+Tie = tuple[str, str] | tuple[str, str, tuple[tuple[ast.expr | None, bool], ...]]
+
+
+def ties_made_by(call: ast.Call | None, cls: ast.ClassDef, ties: tuple[WeightTie, ...]) -> tuple[Tie, ...]:
+    """The ties ``call`` (``Cls(...)``) may make: those whose conditions its arguments
+    (or the defaults) do not rule out with a literal. A tie whose condition is not a
+    literal there (``Cls(..., args.tied)``) carries the guard that decides it. Without
+    the call (a model built by a class method), every condition is unknown."""
+    init = _init_of(cls)
+    made: list[Tie] = []
+    for tie in ties:
+        guards: list[tuple[ast.expr | None, bool]] = []
+        for parameter, truth in tie.conditions if init is not None else ():
+            given, value = _init_argument(call, init, parameter) if call is not None else (None, _UNKNOWN)  # type: ignore[arg-type]
+            if value is _UNKNOWN:
+                guards.append((given, truth))
+            elif bool(value) is not truth:
+                break
+        else:
+            made.append((tie.target, tie.source, tuple(guards)) if guards else (tie.target, tie.source))
+    return tuple(made)
+
+
+def _init_of(cls: ast.ClassDef) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    inits = [n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "__init__"]
+    return inits[-1] if inits else None
+
+
+def _parameter_test(test: ast.expr, parameters: set[str]) -> tuple[str, bool] | None:
+    """``if p:`` -> (p, True), ``if not p:`` -> (p, False), for a parameter ``p``."""
+    if isinstance(test, ast.Name) and test.id in parameters:
+        return test.id, True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _parameter_test(test.operand, parameters)
+        return (inner[0], not inner[1]) if inner else None
+    return None
+
+
+def _child_statements(node: ast.stmt) -> list[ast.stmt]:
+    found: list[ast.stmt] = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.stmt):
+            found.append(child)
+        elif isinstance(child, (ast.ExceptHandler, ast.match_case)):
+            found.extend(child.body)
+    return found
+
+
+_UNKNOWN = object()
+
+
+def _init_argument(
+    call: ast.Call, init: ast.FunctionDef | ast.AsyncFunctionDef, parameter: str
+) -> tuple[ast.expr | None, object]:
+    """The expression ``call`` gives ``init``'s ``parameter`` (None: the default, or
+    unknown), and its literal value (or the default's), else ``_UNKNOWN``."""
+    given = keyword_value(call, parameter)
+    if given is None:
+        positional = [a.arg for a in (*init.args.posonlyargs, *init.args.args)][1:]  # after self
+        if any(k.arg is None for k in call.keywords) or any(isinstance(a, ast.Starred) for a in call.args):
+            return None, _UNKNOWN  # `**options`, `*args`: anything may be given
+        if parameter in positional and positional.index(parameter) < len(call.args):
+            given = call.args[positional.index(parameter)]
+        else:
+            default = _default(init, parameter)
+            return None, default.value if isinstance(default, ast.Constant) else _UNKNOWN
+    return given, given.value if isinstance(given, ast.Constant) else _UNKNOWN
+
+
+def _default(init: ast.FunctionDef | ast.AsyncFunctionDef, parameter: str) -> ast.expr | None:
+    args = init.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(args.defaults) :]], args.defaults))
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None)
+    return defaults.get(parameter)
 
 
 def same_object_tree(a: str, b: str) -> bool:

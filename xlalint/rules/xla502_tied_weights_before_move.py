@@ -13,7 +13,7 @@ import ast
 from xlalint.linter.model import InsertStatement
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import dotted_name, enclosing_function, enclosing_statement, method_name
-from xlalint.linter.training_objects import Move, same_object_tree
+from xlalint.linter.training_objects import Move, Tie, same_object_tree
 
 _TIE_METHOD = "tie_weights"
 # Names that say a script (an accelerate one, which need not import torch_xla) runs on XLA.
@@ -54,15 +54,22 @@ such as `DistributedType.XLA`: on GPUs a move keeps the tying), with no
 `model.tie_weights()` (or the tying assignment) after the move in the same function.
 Tied models: an HF model class that ties input and output embeddings (`*ForCausalLM`,
 `*LMHeadModel`, `*ForMaskedLM`, `*ForConditionalGeneration`, their `Auto*` forms,
-built with `Cls(config)`, `from_pretrained` or `from_config`), and a class of the file
-whose `__init__` ties weights (`self.head.weight = self.embed.weight`). Not flagged: a
-model given to an HF `Trainer` (it ties the weights again after moving the model).
+built with `Cls(config)`, `from_pretrained` or `from_config`), and a class whose
+`__init__` ties weights (`self.head.weight = self.embed.weight`): a class of the file, or
+one imported from a module of the project (`from model import Transformer` finds
+`model.py` beside the script or in the project root, as `python train.py` would; a
+package's `pkg/model.py` too). A tie under `if tie_weights:` counts unless the model is
+built with a literal that skips it (`RNNModel(..., tie_weights=False)`, or that default).
+Not flagged: a model given to an HF `Trainer` (it ties the weights again after moving
+the model).
 
 ## Fix
 
 unsafe: insert `model.tie_weights()` (HF) or the tying assignment on the model
-(`model.head.weight = model.embed.weight`) right after the move. It changes which
-tensor the output layer uses: the embedding's, as the model was built.
+(`model.head.weight = model.embed.weight`) right after the move, under the same test
+when the model ties only if an argument says so (`if args.tied:` for
+`RNNModel(..., args.tied)`). It changes which tensor the output layer uses: the
+embedding's, as the model was built.
 
 ## Example
 
@@ -132,6 +139,22 @@ model.tie_weights()
             model.head.weight = model.embed.weight
             """
         ),
+        # Tied only when asked, and built with a literal that says no (or that default).
+        Valid(
+            """
+            import torch_xla
+            from torch import nn
+            class RNNModel(nn.Module):
+                def __init__(self, ntoken, ninp, tie_weights=False):
+                    super().__init__()
+                    self.encoder = nn.Embedding(ntoken, ninp)
+                    self.decoder = nn.Linear(ninp, ntoken)
+                    if tie_weights:
+                        self.decoder.weight = self.encoder.weight
+            model = RNNModel(100, 32, tie_weights=False).to(torch_xla.device())
+            other = RNNModel(100, 32).to(torch_xla.device())
+            """
+        ),
     ]
 
     INVALID = [
@@ -184,6 +207,36 @@ model.tie_weights()
             """,
             count=1,
         ),
+        # Tied when an argument known only at run time says so: tied again under the same test.
+        Invalid(
+            """
+            import torch_xla
+            from torch import nn
+            class RNNModel(nn.Module):
+                def __init__(self, ntoken, ninp, tie_weights=False):
+                    super().__init__()
+                    self.encoder = nn.Embedding(ntoken, ninp)
+                    self.decoder = nn.Linear(ninp, ntoken)
+                    if tie_weights:
+                        self.decoder.weight = self.encoder.weight
+            model = RNNModel(100, 32, args.tied).to(torch_xla.device())
+            """,
+            unsafe_fixed="""
+            import torch_xla
+            from torch import nn
+            class RNNModel(nn.Module):
+                def __init__(self, ntoken, ninp, tie_weights=False):
+                    super().__init__()
+                    self.encoder = nn.Embedding(ntoken, ninp)
+                    self.decoder = nn.Linear(ninp, ntoken)
+                    if tie_weights:
+                        self.decoder.weight = self.encoder.weight
+            model = RNNModel(100, 32, args.tied).to(torch_xla.device())
+            if args.tied:
+                model.decoder.weight = model.encoder.weight
+            """,
+            count=1,
+        ),
         # accelerate moves what it prepares; a star import from transformers.
         Invalid(
             """
@@ -213,11 +266,14 @@ model.tie_weights()
             return
         moved: set[tuple[str, int]] = set()
         for move in sorted(objects.moves, key=lambda m: (m.statement.lineno, m.statement.col_offset)):
+            built_here = _built_by(move)
             key = (move.model, id(enclosing_function(move.statement)))
-            if key in moved:
+            if key in moved and built_here is None:
                 continue  # a later move of a model already on the device changes nothing
             moved.add(key)
-            values = objects.built_values(move.model, move.statement)
+            # `model = Cls(...).to(device)` moves the model it builds, whatever other
+            # branches assign to the name (`if args.model == "Transformer": ... else: ...`).
+            values = [built_here] if built_here is not None else objects.built_values(move.model, move.statement)
             kinds = {objects.tied_class(value) for value in values if not _moves_itself(value, move.model)}
             tied = [kind for kind in kinds if kind is not None]
             if not tied or self._given_to_trainer(move.model):
@@ -250,7 +306,7 @@ model.tie_weights()
                 return True
         return False
 
-    def _tied_again(self, move: Move, kind: str, ties: tuple[tuple[str, str], ...]) -> bool:
+    def _tied_again(self, move: Move, kind: str, ties: tuple[Tie, ...]) -> bool:
         """``model.tie_weights()`` or the tying assignment, after the move in its function."""
         scope = enclosing_function(move.statement)
         after = (move.statement.lineno, move.statement.col_offset)
@@ -265,7 +321,7 @@ model.tie_weights()
                 return True
         if kind != "module":
             return False
-        wanted = {(f"{move.model}.{target}", f"{move.model}.{source}") for target, source in ties}
+        wanted = {(f"{move.model}.{target}", f"{move.model}.{source}") for target, source, *_ in ties}
         for node in self.ctx.semantic.nodes_of(ast.Assign):
             if (
                 (node.lineno, node.col_offset) > after
@@ -295,17 +351,42 @@ model.tie_weights()
         [kind] = kinds
         return self._fix(move, *kind) if kind is not None else None
 
-    def _fix(self, move: Move, kind: str, ties: tuple[tuple[str, str], ...]):
+    def _fix(self, move: Move, kind: str, ties: tuple[Tie, ...]):
         model = move.model
         if kind == "hf":
             code = f"{model}.{_TIE_METHOD}()"
         else:
-            code = "\n".join(f"{model}.{target} = {model}.{source}" for target, source in ties)
+            lines = []
+            for target, source, *guarded in ties:
+                tie = f"{model}.{target} = {model}.{source}"
+                guards = guarded[0] if guarded else ()
+                # A tie the model makes only when an argument says so (`if tie_weights:`
+                # given `args.tied`) is repeated under the same test, or not at all.
+                if any(expr is None or dotted_name(expr) is None for expr, _ in guards):
+                    return None
+                if guards:
+                    test = " and ".join(f"{'' if truth else 'not '}{dotted_name(expr)}" for expr, truth in guards)
+                    tie = f"if {test}:\n    {tie}"
+                lines.append(tie)
+            code = "\n".join(lines)
         return self.fix(
             "unsafe",
             "tie the weights again after the move",
             InsertStatement(self.ctx.span(move.statement), code, "after"),
         )
+
+
+def _built_by(move: Move) -> ast.expr | None:
+    """The value of ``model = Cls(...).to(device)``, a model built and moved at once."""
+    statement = move.statement
+    if (
+        move.kind == "to"
+        and isinstance(statement, (ast.Assign, ast.AnnAssign))
+        and statement.value is move.call
+        and isinstance(move.call.func.value, ast.Call)  # type: ignore[attr-defined]
+    ):
+        return move.call
+    return None
 
 
 def _moves_itself(value: ast.expr, model: str) -> bool:
