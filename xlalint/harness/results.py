@@ -161,6 +161,9 @@ class RunResult:
     fixed_files: list[str] = field(default_factory=list)
     #: Silent bugs the child saw happen (XLA501, XLA502).
     runtime_findings: list[RuntimeFinding] = field(default_factory=list)
+    #: The last loss the script called ``backward`` on (the runtime watch's), when it
+    #: could be read without running a graph; None otherwise.
+    final_loss: float | None = None
 
     @property
     def killed(self) -> bool:
@@ -234,6 +237,7 @@ class RunResult:
             "steps_per_s": _rounded(self.steps.per_second) if self.steps else None,
             "peak_memory_bytes": self.steps.peak_memory_bytes if self.steps else None,
             "fixed_files": list(self.fixed_files),
+            "final_loss": self.final_loss,
             "leftovers": {
                 "killed": list(self.leftovers.killed),
                 "not_killed": list(self.leftovers.not_killed),

@@ -156,6 +156,7 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
         steps=_collect_steps(out_dir),
         fixed_files=[file.display_path for file in version.files() if file.changed],
         runtime_findings=runtime,
+        final_loss=runtime_findings.final_loss(out_dir),
     )
 
 

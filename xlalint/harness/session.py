@@ -30,11 +30,18 @@ from xlalint.harness import cleanup, cuda_libraries, environment, prepare, repor
 from xlalint.harness.environment import INSTALL_HINT, HarnessEnvironmentError
 from xlalint.harness.progress import Progress
 from xlalint.harness.results import RunResult
+from xlalint.linter.full_format import use_color
 
 EXIT_OK = 0
 EXIT_SCRIPT_FAILED = 1
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
+
+#: Each run is killed after this long unless ``--timeout`` says otherwise. On a CPU a
+#: real model's first compilations alone take minutes (a 7B-parameter graph: several),
+#: and the examples here finish in under 15 s; 10 minutes lets a real script show its
+#: steady state and still ends a run that hangs (a collective waiting for a peer).
+DEFAULT_TIMEOUT_S = 600.0
 
 
 class UsageError(HarnessEnvironmentError):
@@ -48,7 +55,7 @@ class RunOptions:
     unsafe_fixes: bool = False
     compare: bool = False
     device: str = "auto"
-    timeout_s: float | None = None
+    timeout_s: float | None = DEFAULT_TIMEOUT_S  # None: no limit
     json_path: Path | None = None
     script_args: list[str] = field(default_factory=list)
 
@@ -66,7 +73,7 @@ def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None
     except KeyboardInterrupt:
         stderr.write("xlalint run: interrupted; the script's processes were killed\n")
         return EXIT_INTERRUPTED
-    stdout.write(report.format_text(harness_report))
+    stdout.write(report.format_text(harness_report, color=use_color(stdout)))
     stdout.flush()
     if options.json_path:
         try:
@@ -166,7 +173,21 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         local_modules=prepared.original.modules,
         comparison_skipped=prepared.comparison_skipped,
         working_directory=working_directory,
+        fix_diff=_fix_diff(prepared, [script_file, *modules]),
     )
+
+
+def _fix_diff(prepared: PreparedVersions, user_files: list[prepare.UserFile]) -> str | None:
+    """The diff of the user's files against the fixed version that ran (the last)."""
+    fixed = prepared.versions[-1]
+    if fixed is prepared.original:
+        return None
+    pairs = [
+        (user.display_path, user.source, file.source)
+        for user, file in zip(user_files, fixed.files(), strict=True)
+        if file.changed
+    ]
+    return report.unified_diff(pairs) or None
 
 
 def _refuse_output_over_the_program(output: Path, script: Path) -> None:
