@@ -58,6 +58,10 @@ TRANSFERS_PREFIX = "transfers-"
 STEPS_PREFIX = "steps-"
 #: Steps not timed: the first ones compile (XLA) or warm up caches and allocators.
 WARMUP_STEPS = 3
+#: Counters so far, for the parent's progress line: ``live-<pid>.json``, rewritten at
+#: an optimizer step at most this often (see ``StepLog.on_step``).
+LIVE_PREFIX = "live-"
+LIVE_INTERVAL_S = 0.5
 
 
 def activate() -> None:
@@ -386,6 +390,7 @@ class StepLog:
         self.last_at: float | None = None
         self.peak_xla_bytes: int | None = None
         self._xla_memory = True  # False once the device has no memory statistics
+        self._live_at: tuple[float, int] | None = None  # (when, count) of the last live write
 
     def on_step(self, *_hook_args) -> None:
         now = time.perf_counter()
@@ -395,6 +400,27 @@ class StepLog:
         self.last_at = now
         if self._xla_memory and "torch_xla" in sys.modules:
             self._sample_xla_memory()
+        if self._live_at is None or now - self._live_at[0] >= LIVE_INTERVAL_S:
+            with contextlib.suppress(Exception):  # a progress display never breaks the script
+                self._write_live(now)
+
+    def _write_live(self, now: float) -> None:
+        """The counters so far, and the time per step since the last write: read at a
+        step (the script's own thread), never from a thread of ours."""
+        out_dir = os.environ.get(OUT_DIR_ENV)
+        if not out_dir:
+            return
+        record: dict = {"steps": self.count}
+        if self._live_at is not None and self.count > self._live_at[1]:
+            record["ms_per_step"] = 1000 * (now - self._live_at[0]) / (self.count - self._live_at[1])
+        if "torch_xla" in sys.modules:
+            import torch_xla.debug.metrics as met
+
+            record["compiles"] = int(met.counter_value("UncachedCompile") or 0)
+            data = met.metric_data("ExecuteTime")
+            record["executions"] = int(data[0]) if data else 0
+        self._live_at = (now, self.count)
+        _write_json(os.path.join(out_dir, f"{LIVE_PREFIX}{os.getpid()}.json"), record)
 
     def _sample_xla_memory(self) -> None:
         try:

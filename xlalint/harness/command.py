@@ -34,7 +34,7 @@ class DeviceChoice(str, Enum):
 
 
 #: ``session.DEFAULT_TIMEOUT_S``, repeated here so that ``--help`` imports no harness
-#: module (tests/harness/test_progress.py checks that they agree).
+#: module (tests/harness/test_report.py checks that they agree).
 DEFAULT_TIMEOUT_S = 600.0
 
 

@@ -72,6 +72,31 @@ class RuntimeFinding:
         return {"code": self.code, "file": self.file, "line": self.line, "message": self.message}
 
 
+@dataclass(frozen=True)
+class LiveCounters:
+    """What a run has done so far, from its processes' ``live-<pid>.json`` (written at
+    optimizer steps): for the progress line while it runs."""
+
+    steps: int = 0  # of the process that took most
+    ms_per_step: float | None = None  # of that process, over its latest steps
+    compiles: int | None = None  # summed over the processes that use XLA
+    executions: int | None = None
+
+    @classmethod
+    def from_records(cls, records: list[dict]) -> LiveCounters | None:
+        if not records:
+            return None
+        main = max(records, key=lambda record: int(record.get("steps", 0)))
+        xla = [record for record in records if "compiles" in record]
+        ms = main.get("ms_per_step")
+        return cls(
+            steps=int(main.get("steps", 0)),
+            ms_per_step=float(ms) if ms is not None else None,
+            compiles=sum(int(record["compiles"]) for record in xla) if xla else None,
+            executions=sum(int(record.get("executions", 0)) for record in xla) if xla else None,
+        )
+
+
 @dataclass
 class Metrics:
     """torch_xla's metrics, summed over every process of the run that used XLA."""
