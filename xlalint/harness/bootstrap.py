@@ -62,6 +62,9 @@ WARMUP_STEPS = 3
 #: an optimizer step at most this often (see ``StepLog.on_step``).
 LIVE_PREFIX = "live-"
 LIVE_INTERVAL_S = 0.5
+#: Steps whose time and compile count are kept for the report's per-step chart (the
+#: first ones: where compilations happen); memory stays bounded on long runs.
+TIMELINE_STEPS = 1000
 
 
 def activate() -> None:
@@ -391,10 +394,17 @@ class StepLog:
         self.peak_xla_bytes: int | None = None
         self._xla_memory = True  # False once the device has no memory statistics
         self._live_at: tuple[float, int] | None = None  # (when, count) of the last live write
+        # Per step, for the first TIMELINE_STEPS: ms since the step before (None for the
+        # first), and torch_xla's compiles so far (None without torch_xla).
+        self.step_ms: list[float | None] = []
+        self.step_compiles: list[int | None] = []
 
     def on_step(self, *_hook_args) -> None:
         now = time.perf_counter()
         self.count += 1
+        if self.count <= TIMELINE_STEPS:
+            self.step_ms.append(None if self.last_at is None else 1000 * (now - self.last_at))
+            self.step_compiles.append(_compiles_so_far())
         if self.count == WARMUP_STEPS + 1:
             self.warm_at = now
         self.last_at = now
@@ -416,7 +426,7 @@ class StepLog:
         if "torch_xla" in sys.modules:
             import torch_xla.debug.metrics as met
 
-            record["compiles"] = int(met.counter_value("UncachedCompile") or 0)
+            record["compiles"] = _compiles_so_far()
             data = met.metric_data("ExecuteTime")
             record["executions"] = int(data[0]) if data else 0
         self._live_at = (now, self.count)
@@ -443,6 +453,8 @@ class StepLog:
             "timed_seconds": seconds,
             "peak_memory_bytes": self.peak_xla_bytes,
             "memory_of": "xla" if self.peak_xla_bytes else None,
+            "step_ms": self.step_ms,
+            "step_compiles": self.step_compiles,
         }
         torch = sys.modules.get("torch")
         if not self.peak_xla_bytes and torch is not None:
@@ -454,6 +466,19 @@ class StepLog:
 
 
 STEPS = StepLog()
+
+
+def _compiles_so_far() -> int | None:
+    """torch_xla's UncachedCompile counter (a C++ counter read: microseconds), or None
+    in a process without torch_xla."""
+    if "torch_xla" not in sys.modules:
+        return None
+    try:
+        import torch_xla.debug.metrics as met
+
+        return int(met.counter_value("UncachedCompile") or 0)
+    except Exception:
+        return None
 
 
 def _hook_optimizer_steps(torch_module) -> None:

@@ -95,6 +95,15 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option("--json", dir_okay=False, metavar="FILE", help="Also write the report as JSON to this file."),
         ] = None,
+        html_file: Annotated[
+            Path | None,
+            typer.Option(
+                "--html",
+                dir_okay=False,
+                metavar="FILE",
+                help="Also write the report as one HTML page (per-step charts, no external assets).",
+            ),
+        ] = None,
     ) -> None:
         from xlalint.harness.session import RunOptions, run
 
@@ -107,6 +116,7 @@ def register(app: typer.Typer) -> None:
                 device=device.value,
                 timeout_s=timeout or None,
                 json_path=json_file,
+                html_path=html_file,
                 script_args=list(script_args or []),
             )
         )

@@ -530,19 +530,36 @@ def format_comparison(original: RunResult, fixed: RunResult, paint: _Painter | N
             "so its numbers cover part of a run (each run's numbers are below)"
         ]
     lines = [f"{title}:", f"{'':18}{'original':>10}{'fixed':>10}  change"]
+    for row in comparison_rows(original, fixed):
+        cells = f"{row.label:18}{row.before:>10}{row.after:>10}"
+        lines.append(f"{cells}  {paint(row.change, _DIRECTION_STYLE[row.direction])}")
+    if not (original.ok and fixed.ok):
+        lines.append("note: a run did not finish cleanly; its numbers cover only what ran")
+    return lines
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    label: str
+    before: str
+    after: str
+    change: str  # "14.00x fewer, better" | "2.30x more" | "same" | "n/a"
+    direction: str  # BETTER | WORSE | NEUTRAL | SAME
+
+
+def comparison_rows(original: RunResult, fixed: RunResult) -> list[ComparisonRow]:
+    """The comparison of two runs that both ran to their end (not stopped)."""
+    rows = []
     for metric in _TABLE_METRICS:
         before, after = metric.value(original), metric.value(fixed)
         if metric is _MS_PER_STEP and before is None and after is None:
             continue
-        cells = f"{metric.label:18}{_shown(metric, before):>10}{_shown(metric, after):>10}"
         if before is None or after is None:
-            lines.append(f"{cells}  n/a")
-            continue
-        style = _DIRECTION_STYLE[metric.direction(before, after)]
-        lines.append(f"{cells}  {paint(metric.change(before, after), style)}")
-    if not (original.ok and fixed.ok):
-        lines.append("note: a run did not finish cleanly; its numbers cover only what ran")
-    return lines
+            change, direction = "n/a", NEUTRAL
+        else:
+            change, direction = metric.change(before, after), metric.direction(before, after)
+        rows.append(ComparisonRow(metric.label, _shown(metric, before), _shown(metric, after), change, direction))
+    return rows
 
 
 def _shown(metric: _Metric, value: float | None) -> str:

@@ -139,6 +139,10 @@ class Steps:
     warmup_steps: int
     peak_memory_bytes: int | None = None  # device memory: XLA's peak, or torch.cuda's
     memory_of: str | None = None  # "xla" | "cuda"
+    #: Per step (the first ``bootstrap.TIMELINE_STEPS``): ms since the step before
+    #: (None for the first) and compiles so far (None without torch_xla); for charts.
+    step_ms: tuple[float | None, ...] = ()
+    step_compiles: tuple[int | None, ...] = ()
 
     @property
     def per_second(self) -> float | None:
@@ -157,6 +161,8 @@ class Steps:
             warmup_steps=int(record.get("warmup_steps", 0)),
             peak_memory_bytes=int(peak) if peak is not None else None,
             memory_of=str(record["memory_of"]) if record.get("memory_of") else None,
+            step_ms=tuple(None if v is None else float(v) for v in record.get("step_ms", [])),
+            step_compiles=tuple(None if v is None else int(v) for v in record.get("step_compiles", [])),
         )
 
 

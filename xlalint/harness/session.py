@@ -57,6 +57,7 @@ class RunOptions:
     device: str = "auto"
     timeout_s: float | None = DEFAULT_TIMEOUT_S  # None: no limit
     json_path: Path | None = None
+    html_path: Path | None = None  # the report as an HTML page with per-step charts
     script_args: list[str] = field(default_factory=list)
 
 
@@ -75,11 +76,13 @@ def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None
         return EXIT_INTERRUPTED
     stdout.write(report.format_text(harness_report, color=use_color(stdout)))
     stdout.flush()
-    if options.json_path:
+    for path, write in ((options.json_path, report.write_json), (options.html_path, _write_html)):
+        if path is None:
+            continue
         try:
-            report.write_json(harness_report, options.json_path)
+            write(harness_report, path)
         except OSError as error:
-            stderr.write(f"xlalint run: error: cannot write {options.json_path}: {error}\n")
+            stderr.write(f"xlalint run: error: cannot write {path}: {error}\n")
             return EXIT_ERROR
     runs = list(harness_report.runs.values())
     for result in runs:
@@ -124,8 +127,9 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
     except (OSError, SyntaxError, UnicodeDecodeError) as error:
         raise HarnessEnvironmentError(f"{display_path}: cannot read: {error}") from error
     modules = prepare.read_local_modules(script, display_path)
-    if options.json_path is not None:
-        _refuse_output_over_the_program(options.json_path, script)
+    for option, output in (("--json", options.json_path), ("--html", options.html_path)):
+        if output is not None:
+            _refuse_output_over_the_program(output, script, option)
 
     python = environment.child_python()
     probe = environment.probe_interpreter(python)
@@ -190,8 +194,14 @@ def _fix_diff(prepared: PreparedVersions, user_files: list[prepare.UserFile]) ->
     return report.unified_diff(pairs) or None
 
 
-def _refuse_output_over_the_program(output: Path, script: Path) -> None:
-    """``--json`` must not name the script or one of its local modules (readable or
+def _write_html(harness_report: report.HarnessReport, path: Path) -> None:
+    from xlalint.harness.html_report import write_html
+
+    write_html(harness_report, path)
+
+
+def _refuse_output_over_the_program(output: Path, script: Path, option: str = "--json") -> None:
+    """``--json`` and ``--html`` must not name the script or one of its local modules (readable or
     not), under whatever name: a symlink, ``./``, another hard link to the file."""
     from xlalint.harness.local_modules import find_local_modules
 
@@ -204,7 +214,7 @@ def _refuse_output_over_the_program(output: Path, script: Path) -> None:
             same = os.stat(path)
             if (same.st_dev, same.st_ino) == (target.st_dev, target.st_ino):
                 what = "the script" if path == script else f"the script's local module {path}"
-                raise UsageError(f"--json {output} is {what}; write the report to another file")
+                raise UsageError(f"{option} {output} is {what}; write the report to another file")
 
 
 def _run_versions(
