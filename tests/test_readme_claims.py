@@ -65,3 +65,16 @@ def test_the_readme_names_an_inserted_line_as_the_report_does():
     cause = Cause("execution", "user torch_xla.sync", "train.py", None, None, "torch_xla.sync()", True, 45, 43)
     site = format_causes([cause])[1].split(" [")[0].strip()
     assert f"(`{site}`" in " ".join(README.split())
+
+
+def test_the_readme_run_example_is_in_the_reports_order():
+    """The verdict first, then the header, the comparison with directions, the diff."""
+    example = re.search(r"dynamic_padding.py`,\n.*?\n\n```\n(.*?)```", README, re.S).group(1)
+    lines = example.splitlines()
+    assert re.fullmatch(
+        r"fixed script: 14 -> 1 compiles, [\d.]+ -> [\d.]+ ms/step, same final loss \(0\.4999\)", lines[0]
+    )
+    assert lines[1] == "xlalint run examples/dynamic_padding.py: CPU, torch_xla 2.9.0"
+    assert (
+        example.index("14.00x fewer, better") < example.index("what the fix changed") < example.index("original run:")
+    )
