@@ -476,36 +476,48 @@ def _steps_value(run: RunResult, name: str):
     return run.steps.per_second if name == "per_second" else getattr(run.steps, name)
 
 
-def format_native_comparison(native: RunResult, xla: RunResult) -> list[str]:
-    """Plain PyTorch on the GPU against the fixed script on XLA:CUDA: does the port pay?"""
+def format_native_comparison(native: RunResult, xla: RunResult, paint: _Painter | None = None) -> list[str]:
+    """Plain PyTorch on the GPU against the fixed script on XLA:CUDA: does the port pay?
+    Each ratio says which way is better for the port."""
+    paint = paint or _Painter(False)
     header = f"{'':24}{'native':>10}{'XLA':>10}{'XLA/native':>14}"
     lines = [f"comparison ({native.description} vs {xla.description} on XLA):", header]
     comparable = not (native.killed or xla.killed)
 
-    def row(label: str, before, after, shown, with_ratio: bool = True) -> str:
-        ratio_text = _ratio(after, before) if comparable and with_ratio else ("" if comparable else "n/a")
-        return f"{label:24}{shown(before):>10}{shown(after):>10}{ratio_text:>14}"
+    def row(label: str, before, after, shown, lower_is_better: bool | None = None) -> str:
+        cells = f"{label:24}{shown(before):>10}{shown(after):>10}"
+        if not comparable:
+            return f"{cells}{'n/a':>14}"
+        if lower_is_better is None:
+            return cells
+        ratio_text = _ratio(after, before)
+        if before is None or after is None or before == after or not ratio_text.endswith("x"):
+            return f"{cells}{ratio_text:>14}"
+        direction = BETTER if (after < before) == lower_is_better else WORSE
+        return f"{cells}{ratio_text:>14}  {paint(direction, _DIRECTION_STYLE[direction])}"
 
-    lines.append(row("optimizer steps", _steps_value(native, "steps"), _steps_value(xla, "steps"), _cell, False))
+    lines.append(row("optimizer steps", _steps_value(native, "steps"), _steps_value(xla, "steps"), _cell))
     lines.append(
         row(
             "steps/s after warm-up",
             _steps_value(native, "per_second"),
             _steps_value(xla, "per_second"),
             lambda v: "n/a" if v is None else f"{v:.2f}",
+            lower_is_better=False,
         )
     )
     compile_s = xla.metrics.compile_time_s if xla.metrics else None
-    lines.append(row("compile time (s)", None, compile_s, _seconds, False))
+    lines.append(row("compile time (s)", None, compile_s, _seconds))
     lines.append(
         row(
             "peak memory (MiB)",
             _steps_value(native, "peak_memory_bytes"),
             _steps_value(xla, "peak_memory_bytes"),
             _mib,
+            lower_is_better=True,
         )
     )
-    lines.append(row("wall time (s)", native.wall_s, xla.wall_s, lambda v: f"{v:.1f}"))
+    lines.append(row("wall time (s)", native.wall_s, xla.wall_s, lambda v: f"{v:.1f}", lower_is_better=True))
     if not comparable:
         lines.append(
             f"note: no ratios: a run was stopped ({_stopped(native, xla)}), so its numbers cover part of a run"
@@ -517,9 +529,9 @@ def format_native_comparison(native: RunResult, xla: RunResult) -> list[str]:
 
 def format_comparison(original: RunResult, fixed: RunResult, paint: _Painter | None = None) -> list[str]:
     """Side by side, each row with how the fixed run changed it: ``14.00x fewer, better``."""
-    if original.native:
-        return format_native_comparison(original, fixed)
     paint = paint or _Painter(False)
+    if original.native:
+        return format_native_comparison(original, fixed, paint)
     title = f"comparison ({original.description} vs {fixed.description})"
     if original.killed or fixed.killed:
         # A run stopped from outside did part of the work: a table against it would be
