@@ -207,3 +207,9 @@ def test_no_final_loss_when_the_last_was_not_read_or_is_no_number(tmp_path):
     _losses(tmp_path, 1, 24, [0.9, 0.8, 0.7, math.nan])
     assert runtime_findings.final_loss(tmp_path) is None
     assert RunResult("fixed", "fixed", 0, 1.0, None, [], final_loss=0.25).to_json()["final_loss"] == 0.25
+
+
+def test_without_a_time_per_step_the_verdict_compares_wall_times():
+    original = _run("original", compiles=3, ms_per_step=None, wall_s=9.0)
+    fixed = _run("fixed", compiles=1, ms_per_step=1.5, wall_s=4.5)
+    assert verdict(_report(original, fixed)) == "fixed script: 3 -> 1 compiles, 9.0 -> 4.5 s wall time"

@@ -179,7 +179,8 @@ def _changes(original: RunResult, fixed: RunResult, paint: _Painter) -> str:
             continue
         text = f"{metric.shown(before)} {ARROW} {metric.shown(after)} {metric.noun}"
         parts.append(paint(text, _DIRECTION_STYLE[metric.direction(before, after)]))
-    if not any(metric.value(original) is not None for metric in _VERDICT_METRICS[1:2]):
+    if _ms_per_step(original) is None or _ms_per_step(fixed) is None:
+        # No time per step to compare (too few steps, or none): the whole run's time.
         parts.append(f"{original.wall_s:.1f} {ARROW} {fixed.wall_s:.1f} s wall time")
     loss = _loss_change(original.final_loss, fixed.final_loss)
     if loss:
