@@ -38,9 +38,9 @@ EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 
 #: Each run is killed after this long unless ``--timeout`` says otherwise. On a CPU a
-#: real model's first compilations alone take minutes (a 7B-parameter graph: several),
-#: and the examples here finish in under 15 s; 10 minutes lets a real script show its
-#: steady state and still ends a run that hangs (a collective waiting for a peer).
+#: real model's first compilations take minutes, and the examples here finish in under
+#: 15 s on a quiet machine; 10 minutes lets a real script reach its steady state and
+#: still ends a run that hangs (a collective waiting for a peer).
 DEFAULT_TIMEOUT_S = 600.0
 
 
