@@ -48,3 +48,33 @@ def test_distributed_test_size_in_the_readme():
     lines = len(path.read_text(encoding="utf-8").splitlines())
     claimed = float(re.search(r"`distributed_test.py` \(([\d.]+)k lines in torch", README).group(1))
     assert round(lines / 1000, 1) == claimed
+
+
+def test_the_run_timeout_the_readme_gives_is_the_default():
+    from xlalint.harness.command import DEFAULT_TIMEOUT_S
+
+    text = " ".join(README.split())
+    assert f"[--timeout S (default {DEFAULT_TIMEOUT_S:g}; 0: none)]" in text
+    assert f"seconds, {DEFAULT_TIMEOUT_S:g} by default (`--timeout 0`: none)" in text
+
+
+def test_the_readme_names_an_inserted_line_as_the_report_does():
+    from xlalint.harness.report import format_causes
+    from xlalint.harness.results import Cause
+
+    cause = Cause("execution", "user torch_xla.sync", "train.py", None, None, "torch_xla.sync()", True, 45, 43)
+    site = format_causes([cause])[1].split(" [")[0].strip()
+    assert f"(`{site}`" in " ".join(README.split())
+
+
+def test_the_readme_run_example_is_in_the_reports_order():
+    """The verdict first, then the header, the comparison with directions, the diff."""
+    example = re.search(r"dynamic_padding.py`,\n.*?\n\n```\n(.*?)```", README, re.S).group(1)
+    lines = example.splitlines()
+    assert re.fullmatch(
+        r"fixed script: 14 -> 1 compiles, [\d.]+ -> [\d.]+ ms/step, same final loss \(0\.4999\)", lines[0]
+    )
+    assert lines[1] == "xlalint run examples/dynamic_padding.py: CPU, torch_xla 2.9.0"
+    assert (
+        example.index("14.00x fewer, better") < example.index("what the fix changed") < example.index("original run:")
+    )

@@ -28,4 +28,4 @@ def test_evaluation_loop_with_a_running_read_compiles_less_once_synced(scripts_d
     # 8 evaluation batches: the original compiles the running total's graph at each
     # read (10 compiles when measured), the fixed script reuses one (6).
     assert fixed["compiles"] < original["compiles"]
-    assert "torch_xla.sync()   (written by the fix)" in outcome.stdout
+    assert "torch_xla.sync()   (inserted by the fix)" in outcome.stdout

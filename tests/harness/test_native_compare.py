@@ -79,9 +79,15 @@ def test_native_against_xla_side_by_side():
     table = text.split("comparison (")[1].splitlines()
     assert table[1].split() == ["native", "XLA", "XLA/native"]
     assert table[2].split() == ["optimizer", "steps", "104", "104"]
-    assert table[3].split() == ["steps/s", "after", "warm-up", "50.00", "80.00", "1.60x"]
+    assert table[3].split() == ["steps/s", "after", "warm-up", "50.00", "80.00", "1.60x", "better"]
     assert table[4].split() == ["compile", "time", "(s)", "n/a", "4.2"]
-    assert table[5].split() == ["peak", "memory", "(MiB)", "800.0", "600.0", "0.75x"]
+    assert table[5].split() == ["peak", "memory", "(MiB)", "800.0", "600.0", "0.75x", "better"]
+    assert table[6].split() == ["wall", "time", "(s)", "20.0", "20.0", "1.00x"]  # equal: no direction
+    slower = _run("fixed", "fixed", native=False, steps=104, per_step_s=0.04, peak=900 * 2**20)
+    table = format_text(HarnessReport("train.py", "CUDA", "2.9.0", [], {"original": NATIVE, "fixed": slower}))
+    rows = table.split("comparison (")[1].splitlines()
+    assert rows[3].split()[-2:] == ["0.50x", "worse"] and rows[5].split()[-2:] == ["1.12x", "worse"]
+    assert table.startswith("fixed script on XLA against native CUDA: 20.0 -> 40.0 ms/step\n")
     # The native run has no XLA metrics, and that is not a warning.
     assert "metrics: none (plain PyTorch on the GPU: no XLA)" in text
     assert "  optimizer steps      104   (50.00 steps/s after the first 4)" in text

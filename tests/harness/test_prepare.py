@@ -56,3 +56,20 @@ def test_code_at_joins_the_finding_on_the_line_not_the_enclosing_loop():
     assert version.code_at(3) is None
     assert version.code_at(8) == "XLA101"  # a multi-line call joins each of its lines
     assert version.source_line(4) == "print(loss.item())"
+
+
+def test_a_line_the_fix_added_in_a_rewritten_block_is_inserted_not_the_users_line():
+    """Issue 30: the sync added after a rewritten print mapped to the print's line, so
+    the report named the user's line 4 for code that is not there."""
+    line_map = LineMap(ORIGINAL, FIXED)
+    assert not line_map.is_inserted(6)  # the print, rewritten: the user's line 4
+    assert line_map.is_inserted(7)  # torch_xla.sync(): the fix's, after line 4
+
+
+def test_a_line_inserted_before_a_rewritten_one_does_not_take_its_place():
+    original = "a = 1\nmodel = Net().cuda()\nb = 2\n"
+    fixed = "a = 1\ndevice = torch_xla.device()\nmodel = Net().to(device)\nb = 2\n"
+    line_map = LineMap(original, fixed)
+    assert line_map.is_inserted(2) and line_map.original_line(2) == 1
+    assert not line_map.is_inserted(3) and line_map.original_line(3) == 2
+    assert line_map.is_from_fix(3) and line_map.original_line(4) == 3

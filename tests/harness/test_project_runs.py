@@ -63,12 +63,17 @@ def test_the_loop_in_imported_modules_is_fixed_and_trains_on_xla(scripts_dir, tm
     # The baseline's `.item()` executes its graph each step: a cause at the user's line, joined to XLA102.
     at_item = [c for c in original["causes"] if c["line"] == item_line and c["kind"] == "execution"]
     assert len(at_item) == 5 and {(c["file"], c["code"]) for c in at_item} == {(f"{shown}train_loop.py", "XLA102")}
-    # The fixed loop syncs at a line the fix wrote in place of the `.item()` print: shown
-    # at the user's line, marked as the fix's.
+    # The fixed loop syncs at a line the fix inserted after the rewritten `.item()` print:
+    # no line of the user's (issue 30: it was shown as the print's line), so it is named
+    # by the user's line it follows and its line in the fixed copy.
     syncs = [c for c in fixed["causes"] if c["cause"] == "user torch_xla.sync" and c["kind"] == "execution"]
-    assert len(syncs) == 5 and {(c["file"], c["line"]) for c in syncs} == {(f"{shown}train_loop.py", item_line)}
-    assert f"    {shown}train_loop.py:{item_line} [-]: 1 compilation, 5 execution - user torch_xla.sync" in text
-    assert "        | torch_xla.sync()   (written by the fix)" in text
+    assert len(syncs) == 5 and {(c["file"], c["line"]) for c in syncs} == {(f"{shown}train_loop.py", None)}
+    [fixed_line] = {c["fixed_line"] for c in syncs}
+    assert (
+        f"    {shown}train_loop.py, after line {item_line} (line {fixed_line} of the fixed copy) [-]: "
+        "1 compilation, 5 execution - user torch_xla.sync"
+    ) in text
+    assert "        | torch_xla.sync()   (inserted by the fix)" in text
 
 
 def test_a_script_that_never_uses_the_xla_device_is_told_so(scripts_dir, tmp_path, run_xlalint):

@@ -31,6 +31,7 @@ RUN_KEYS = {
     "steps_per_s",
     "peak_memory_bytes",
     "fixed_files",
+    "final_loss",
     "leftovers",
 }
 RUN_SCHEMA = {
@@ -85,6 +86,7 @@ RUN_SCHEMA = {
         "steps_per_s": {"type": ["number", "null"], "exclusiveMinimum": 0},
         "peak_memory_bytes": {"type": ["integer", "null"], "minimum": 0},
         "fixed_files": {"type": "array", "items": {"type": "string"}},
+        "final_loss": {"type": ["number", "null"]},
         "leftovers": {
             "type": "object",
             "required": ["killed", "not_killed", "tracked"],
@@ -114,12 +116,15 @@ RUN_SCHEMA = {
 }
 REPORT_SCHEMA = {
     "type": "object",
-    "required": ["script", "device", "torch_xla", "findings", "runs", "local_modules"],
+    "required": ["script", "device", "torch_xla", "findings", "runs", "local_modules", "verdict"],
     "additionalProperties": False,
     "properties": {
         "script": {"type": "string"},
         "local_modules": {"type": "array", "items": {"type": "string"}},
         "comparison_skipped": {"type": "string"},
+        "working_directory": {"type": "string"},
+        "fix_diff": {"type": "string"},
+        "verdict": {"type": "string"},
         "device": {"enum": ["CPU", "TPU", "CUDA"]},
         "torch_xla": {"type": "string"},
         "findings": {"type": "array", "items": {"type": "object"}},
@@ -192,7 +197,12 @@ def test_fixing_dynamic_padding_compiles_fewer_graphs(examples_dir, tmp_path, xl
 
     # The text report: both runs and the side-by-side table.
     assert "comparison (original vs fixed):" in done.stdout
-    assert "compiles" in done.stdout and "original/fixed" in done.stdout
+    assert "compiles" in done.stdout and "fewer, better" in done.stdout
+    # The verdict first, and the diff the fix applied (issue 30).
+    assert done.stdout.startswith(f"fixed script: {original['compiles']} -> {fixed['compiles']} compiles, ")
+    assert "what the fix changed (diff of your file and the fixed copy that ran):" in done.stdout
+    assert report["verdict"] == done.stdout.splitlines()[0]
+    assert report["fix_diff"].startswith(f"--- {script}\n+++ {script} (fixed copy)\n")
     assert "running original" in done.stderr  # progress, plain lines when not a terminal
 
 

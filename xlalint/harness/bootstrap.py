@@ -58,6 +58,13 @@ TRANSFERS_PREFIX = "transfers-"
 STEPS_PREFIX = "steps-"
 #: Steps not timed: the first ones compile (XLA) or warm up caches and allocators.
 WARMUP_STEPS = 3
+#: Counters so far, for the parent's progress line: ``live-<pid>.json``, rewritten at
+#: an optimizer step at most this often (see ``StepLog.on_step``).
+LIVE_PREFIX = "live-"
+LIVE_INTERVAL_S = 0.5
+#: Steps whose time and compile count are kept for the report's per-step chart (the
+#: first ones: where compilations happen); memory stays bounded on long runs.
+TIMELINE_STEPS = 1000
 
 
 def activate() -> None:
@@ -386,15 +393,44 @@ class StepLog:
         self.last_at: float | None = None
         self.peak_xla_bytes: int | None = None
         self._xla_memory = True  # False once the device has no memory statistics
+        self._live_at: tuple[float, int] | None = None  # (when, count) of the last live write
+        # Per step, for the first TIMELINE_STEPS: ms since the step before (None for the
+        # first), and torch_xla's compiles so far (None without torch_xla).
+        self.step_ms: list[float | None] = []
+        self.step_compiles: list[int | None] = []
 
     def on_step(self, *_hook_args) -> None:
         now = time.perf_counter()
         self.count += 1
+        if self.count <= TIMELINE_STEPS:
+            self.step_ms.append(None if self.last_at is None else 1000 * (now - self.last_at))
+            self.step_compiles.append(_compiles_so_far())
         if self.count == WARMUP_STEPS + 1:
             self.warm_at = now
         self.last_at = now
         if self._xla_memory and "torch_xla" in sys.modules:
             self._sample_xla_memory()
+        if self._live_at is None or now - self._live_at[0] >= LIVE_INTERVAL_S:
+            with contextlib.suppress(Exception):  # a progress display never breaks the script
+                self._write_live(now)
+
+    def _write_live(self, now: float) -> None:
+        """The counters so far, and the time per step since the last write: read at a
+        step (the script's own thread), never from a thread of ours."""
+        out_dir = os.environ.get(OUT_DIR_ENV)
+        if not out_dir:
+            return
+        record: dict = {"steps": self.count}
+        if self._live_at is not None and self.count > self._live_at[1]:
+            record["ms_per_step"] = 1000 * (now - self._live_at[0]) / (self.count - self._live_at[1])
+        if "torch_xla" in sys.modules:
+            import torch_xla.debug.metrics as met
+
+            record["compiles"] = _compiles_so_far()
+            data = met.metric_data("ExecuteTime")
+            record["executions"] = int(data[0]) if data else 0
+        self._live_at = (now, self.count)
+        _write_json(os.path.join(out_dir, f"{LIVE_PREFIX}{os.getpid()}.json"), record)
 
     def _sample_xla_memory(self) -> None:
         try:
@@ -417,6 +453,8 @@ class StepLog:
             "timed_seconds": seconds,
             "peak_memory_bytes": self.peak_xla_bytes,
             "memory_of": "xla" if self.peak_xla_bytes else None,
+            "step_ms": self.step_ms,
+            "step_compiles": self.step_compiles,
         }
         torch = sys.modules.get("torch")
         if not self.peak_xla_bytes and torch is not None:
@@ -428,6 +466,19 @@ class StepLog:
 
 
 STEPS = StepLog()
+
+
+def _compiles_so_far() -> int | None:
+    """torch_xla's UncachedCompile counter (a C++ counter read: microseconds), or None
+    in a process without torch_xla."""
+    if "torch_xla" not in sys.modules:
+        return None
+    try:
+        import torch_xla.debug.metrics as met
+
+        return int(met.counter_value("UncachedCompile") or 0)
+    except Exception:
+        return None
 
 
 def _hook_optimizer_steps(torch_module) -> None:

@@ -33,9 +33,14 @@ class DeviceChoice(str, Enum):
     cuda = "cuda"
 
 
-def _positive_seconds(value: float | None) -> float | None:
-    if value is not None and not value > 0:
-        raise typer.BadParameter("must be more than 0 seconds")
+#: ``session.DEFAULT_TIMEOUT_S``, repeated here so that ``--help`` imports no harness
+#: module (tests/harness/test_report.py checks that they agree).
+DEFAULT_TIMEOUT_S = 600.0
+
+
+def _timeout_seconds(value: float) -> float:
+    if not value >= 0:  # also NaN
+        raise typer.BadParameter("must be 0 (no timeout) or more seconds")
     return value
 
 
@@ -74,17 +79,30 @@ def register(app: typer.Typer) -> None:
             DeviceChoice, typer.Option("--device", case_sensitive=False, help="The XLA device.")
         ] = DeviceChoice.auto,
         timeout: Annotated[
-            float | None,
+            float,
             typer.Option(
                 "--timeout",
-                callback=_positive_seconds,
+                callback=_timeout_seconds,
                 metavar="SECONDS",
-                help="Kill a run after this many seconds (default: no timeout).",
+                help=(
+                    "Kill each run after this many seconds; 0: no timeout. The default, 600, "
+                    "leaves room for a real model's first compilations on a CPU (minutes) "
+                    "and still ends a run that hangs."
+                ),
             ),
-        ] = None,
+        ] = DEFAULT_TIMEOUT_S,
         json_file: Annotated[
             Path | None,
             typer.Option("--json", dir_okay=False, metavar="FILE", help="Also write the report as JSON to this file."),
+        ] = None,
+        html_file: Annotated[
+            Path | None,
+            typer.Option(
+                "--html",
+                dir_okay=False,
+                metavar="FILE",
+                help="Also write the report as one HTML page (per-step charts, no external assets).",
+            ),
         ] = None,
     ) -> None:
         from xlalint.harness.session import RunOptions, run
@@ -96,8 +114,9 @@ def register(app: typer.Typer) -> None:
                 unsafe_fixes=unsafe_fixes,
                 compare=compare,
                 device=device.value,
-                timeout_s=timeout,
+                timeout_s=timeout or None,
                 json_path=json_file,
+                html_path=html_file,
                 script_args=list(script_args or []),
             )
         )

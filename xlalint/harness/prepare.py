@@ -25,6 +25,23 @@ if TYPE_CHECKING:
 # it; spans longer than this are whole blocks (a loop, a def) and join only their
 # first line, or every cause inside a loop would take the loop's code.
 _MAX_JOIN_SPAN_LINES = 10
+# A new line in a rewritten block is the rewrite of an old line when it resembles it
+# this much (difflib's ratio); it looks at most this many old lines ahead (linear time).
+_REWRITTEN_RESEMBLANCE = 0.5
+_PAIRING_WINDOW = 8
+_MIN_KEPT_LENGTH = 8
+_COMPARED_CHARS = 200  # of each line: a minified line costs no more than a long one
+
+
+def _resemblance(old: str, new: str) -> float:
+    """How much ``new`` looks like a rewrite of ``old`` (0..1): difflib's ratio, or the
+    share of ``old`` kept in ``new`` (a call wrapped by the fix keeps all of it)."""
+    old, new = old.strip()[:_COMPARED_CHARS], new.strip()[:_COMPARED_CHARS]
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    kept = sum(block.size for block in matcher.get_matching_blocks())
+    # A short line is found in almost anything: only its ratio counts.
+    share_kept = kept / len(old) if len(old) >= _MIN_KEPT_LENGTH else 0.0
+    return max(matcher.ratio(), share_kept)
 
 
 def read_source(path: Path) -> tuple[str, str]:
@@ -36,11 +53,13 @@ def read_source(path: Path) -> tuple[str, str]:
 class LineMap:
     """Lines of a changed copy -> lines of the user's file (both 1-based).
 
-    Unchanged lines map exactly; a line of a rewritten statement maps to the same
-    offset in the statement it replaced; a line the fix inserted maps to the user's
-    line just before the insertion. Rewritten and inserted lines are marked as coming
-    from the fix; inserted lines have no line of their own in the user's file (the
-    report shows them as lines of the fixed copy, not as their neighbour).
+    Unchanged lines map exactly. In a block of lines the fix rewrote, each new line is
+    paired, in order, with the old line it most resembles (a rewritten statement maps
+    to the user's statement it replaced); a new line like none of them, or beyond
+    them, was inserted by the fix, as is every line of a pure insertion. Inserted lines
+    map to the user's line just before them, and have no line of their own in the
+    user's file (the report shows them as lines of the fixed copy after that line, not
+    as their neighbour).
     """
 
     def __init__(self, original: str, changed: str) -> None:
@@ -50,16 +69,29 @@ class LineMap:
         old, new = original.splitlines(), changed.splitlines()
         matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            for j in range(j1, j2):
-                if tag == "equal":
+            if tag == "equal":
+                for j in range(j1, j2):
                     self._to_original[j + 1] = i1 + (j - j1) + 1
-                elif tag == "replace":
-                    self._to_original[j + 1] = i1 + min(j - j1, i2 - i1 - 1) + 1
-                    self._from_fix.add(j + 1)
-                elif tag == "insert":
-                    self._to_original[j + 1] = max(i1, 1)
-                    self._from_fix.add(j + 1)
-                    self._inserted.add(j + 1)
+            elif tag in ("replace", "insert"):
+                self._map_rewritten(old, new, i1, i2, j1, j2)
+
+    def _map_rewritten(self, old: list[str], new: list[str], i1: int, i2: int, j1: int, j2: int) -> None:
+        """Pair the new lines j1..j2 with the old lines i1..i2 they rewrote, in order;
+        the others are inserted after the last user line before them."""
+        next_old = i1  # 0-based: old lines before it are paired or passed
+        for j in range(j1, j2):
+            self._from_fix.add(j + 1)
+            window = range(next_old, min(i2, next_old + _PAIRING_WINDOW))
+            scores = [(_resemblance(old[i], new[j]), -i) for i in window]
+            best = max(scores, default=(0.0, 0))
+            if best[0] >= _REWRITTEN_RESEMBLANCE:
+                paired = -best[1]
+                self._to_original[j + 1] = paired + 1
+                next_old = paired + 1
+            else:
+                # After the last old line paired or passed; line 1 at the very top.
+                self._to_original[j + 1] = max(next_old, 1)
+                self._inserted.add(j + 1)
 
     def original_line(self, line: int) -> int:
         return self._to_original.get(line, line)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +19,10 @@ if TYPE_CHECKING:
 MAX_CAUSE_SITES = 12
 MAX_SHAPE_CHANGES_SHOWN = 5  # inputs listed per recompiling site (all in --json)
 _CAUSE_WIDTH = 80
+
+
+def _seconds(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
 
 
 @dataclass
@@ -33,6 +39,8 @@ class HarnessReport:
     comparison_skipped: str | None = None
     #: Where the runs ran, when they were several (each in its own working copy).
     working_directory: str | None = None
+    #: What the fix changed: a unified diff of the user's files against the fixed copies.
+    fix_diff: str | None = None
 
 
 # -- JSON -----------------------------------------------------------------------------
@@ -55,6 +63,9 @@ def to_json(report: HarnessReport) -> dict:
         record["comparison_skipped"] = report.comparison_skipped
     if report.working_directory:
         record["working_directory"] = report.working_directory
+    if report.fix_diff:
+        record["fix_diff"] = report.fix_diff
+    record["verdict"] = verdict(report)
     return record
 
 
@@ -65,8 +76,12 @@ def write_json(report: HarnessReport, path: Path) -> None:
 # -- text -----------------------------------------------------------------------------
 
 
-def format_text(report: HarnessReport) -> str:
-    lines = [f"xlalint run {report.script}: {report.device}, torch_xla {report.torch_xla}"]
+def format_text(report: HarnessReport, *, color: bool = False) -> str:
+    """The verdict first, then what was fixed, the comparison and the diff that moved
+    it, then each run in detail. ``color``: ANSI colours (a terminal)."""
+    paint = _Painter(color)
+    lines = [paint(verdict(report, paint), _BOLD)]
+    lines.append(f"xlalint run {report.script}: {report.device}, torch_xla {report.torch_xla}")
     lines.append(f"findings in the script: {_count_codes(report.findings)}")
     if report.local_modules:
         names = ", ".join(module.display_path for module in report.local_modules)
@@ -74,18 +89,234 @@ def format_text(report: HarnessReport) -> str:
         lines.append(f"local modules it imports: {names}; findings in them: {_count_codes(module_findings)}")
     if report.fix_summary:
         lines.append(report.fix_summary)
+    if "original" in report.runs and "fixed" in report.runs:
+        lines.append("")
+        lines.extend(format_comparison(report.runs["original"], report.runs["fixed"], paint))
+    if report.fix_diff:
+        lines.append("")
+        lines.extend(format_diff(report.fix_diff, paint))
     for run in report.runs.values():
         lines.append("")
         lines.extend(format_run(run))
-    if "original" in report.runs and "fixed" in report.runs:
-        lines.append("")
-        lines.extend(format_comparison(report.runs["original"], report.runs["fixed"]))
-    elif report.comparison_skipped:
+    if report.comparison_skipped and not ("original" in report.runs and "fixed" in report.runs):
         lines.append("")
         lines.append(f"comparison: none: {report.comparison_skipped}")
     if report.working_directory:
         lines.append(f"working directory: {report.working_directory}")
     return "\n".join(lines) + "\n"
+
+
+# -- the verdict ------------------------------------------------------------------------
+
+ARROW = "->"  # plain ASCII: the report must print on any terminal encoding
+#: Final losses closer than this (relative) are "the same".
+SAME_LOSS_TOLERANCE = 1e-3
+
+
+def verdict(report: HarnessReport, paint: _Painter | None = None) -> str:
+    """One line: did the fixed script do better? Or why that cannot be said (a run
+    failed, or was stopped by the timeout)."""
+    paint = paint or _Painter(False)
+    runs = report.runs
+    if "original" in runs and "fixed" in runs:
+        original, fixed = runs["original"], runs["fixed"]
+        if not (original.ok and fixed.ok):
+            return "; ".join(_outcome(run, other) for run, other in ((original, fixed), (fixed, original)))
+        if original.native:
+            return f"fixed script on XLA against native CUDA: {_changes(original, fixed, paint)}"
+        return f"fixed script: {_changes(original, fixed, paint)}"
+    if not runs:
+        return "nothing ran"
+    [run] = runs.values()
+    once = " (the fix changed nothing, so it ran once)" if report.comparison_skipped else ""
+    if not run.ok:
+        return _outcome(run, None) + once
+    return f"{_script_name(run)} ran in {run.wall_s:.1f} s: {_totals(run)}{once}"
+
+
+def _script_name(run: RunResult) -> str:
+    return "the original" if run.label == "original" else "the fixed script"
+
+
+def _outcome(run: RunResult, other: RunResult | None) -> str:
+    """``the original did not finish in 200 s`` / ``the fixed one took 17 s``."""
+    name = _script_name(run)
+    if other is not None and other.label == "original" and not other.ok and run.ok:
+        name = "the fixed one"
+    if run.timed_out:
+        return f"{name} did not finish in {run.timeout_s:g} s (killed by the timeout)"
+    if run.signal_name:
+        return f"{name} was killed by {run.signal_name} after {run.wall_s:.1f} s"
+    if run.exit_code != 0:
+        return f"{name} failed (exit status {run.exit_code}) after {run.wall_s:.1f} s"
+    return f"{name} took {run.wall_s:.1f} s"
+
+
+def _totals(run: RunResult) -> str:
+    parts = []
+    if run.metrics is not None:
+        parts.append(_plural(run.metrics.compiles, "compile"))
+        parts.append(_plural(run.metrics.executions, "execution"))
+    ms = _ms_per_step(run)
+    if ms is not None:
+        parts.append(f"{ms:.1f} ms/step")
+    if run.final_loss is not None:
+        parts.append(f"final loss {run.final_loss:.4g}")
+    return ", ".join(parts) or "no XLA metrics"
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _changes(original: RunResult, fixed: RunResult, paint: _Painter) -> str:
+    """``14 -> 1 compiles, 108.9 -> 1.8 ms/step, same final loss``: compiles and time per
+    step always (when measured); executions and host transfers when they changed."""
+    parts = []
+    for metric in _VERDICT_METRICS:
+        before, after = metric.value(original), metric.value(fixed)
+        if before is None or after is None or (metric.only_if_changed and before == after):
+            continue
+        text = f"{metric.shown(before)} {ARROW} {metric.shown(after)} {metric.noun}"
+        parts.append(paint(text, _DIRECTION_STYLE[metric.direction(before, after)]))
+    if _ms_per_step(original) is None or _ms_per_step(fixed) is None:
+        # No time per step to compare (too few steps, or none): the whole run's time.
+        parts.append(f"{original.wall_s:.1f} {ARROW} {fixed.wall_s:.1f} s wall time")
+    loss = _loss_change(original.final_loss, fixed.final_loss)
+    if loss:
+        parts.append(loss)
+    return ", ".join(parts)
+
+
+def _loss_change(before: float | None, after: float | None) -> str | None:
+    """Only when both runs trained on a loss the watch could read."""
+    if before is None or after is None:
+        return None
+    if abs(before - after) <= SAME_LOSS_TOLERANCE * max(abs(before), abs(after), 1e-12):
+        return f"same final loss ({after:.4g})"
+    return f"final loss {before:.4g} {ARROW} {after:.4g}"
+
+
+# -- directions ---------------------------------------------------------------------------
+
+BETTER, WORSE, NEUTRAL, SAME = "better", "worse", "neutral", "same"
+
+
+@dataclass(frozen=True)
+class _Metric:
+    label: str  # in the comparison table
+    noun: str  # in the verdict
+    value: Callable[[RunResult], float | None]
+    #: True: fewer is better; False: more is better; None: neither (a count to read).
+    lower_is_better: bool | None
+    shown: Callable[[float], str] = str
+    fewer: str = "fewer"  # "less" for times
+    only_if_changed: bool = False  # in the verdict
+
+    def direction(self, before: float, after: float) -> str:
+        if before == after:
+            return SAME
+        if self.lower_is_better is None:
+            return NEUTRAL
+        return BETTER if (after < before) == self.lower_is_better else WORSE
+
+    def change(self, before: float | None, after: float | None) -> str:
+        """``14.00x fewer, better``; ``2.30x more``; ``same``."""
+        if before is None or after is None:
+            return "n/a"
+        direction = self.direction(before, after)
+        if direction == SAME:
+            return SAME
+        if before == 0 or after == 0:
+            amount = f"{self.shown(before)} {ARROW} {self.shown(after)}"
+        elif after < before:
+            amount = f"{before / after:.2f}x {self.fewer}"
+        else:
+            amount = f"{after / before:.2f}x more"
+        return amount if direction == NEUTRAL else f"{amount}, {direction}"
+
+
+def _metric_value(name: str) -> Callable[[RunResult], float | None]:
+    return lambda run: getattr(run.metrics, name) if run.metrics else None
+
+
+_COMPILES = _Metric("compiles", "compiles", _metric_value("compiles"), True)
+_MS_PER_STEP = _Metric("ms per step", "ms/step", lambda run: _ms_per_step(run), True, _seconds, "less")
+_EXECUTIONS = _Metric("executions", "executions", _metric_value("executions"), True, only_if_changed=True)
+_HOST_TRANSFERS = _Metric(
+    "host transfers", "host transfers", _metric_value("host_transfers"), True, only_if_changed=True
+)
+_VERDICT_METRICS = (_COMPILES, _MS_PER_STEP, _EXECUTIONS, _HOST_TRANSFERS)
+_TABLE_METRICS = (
+    _COMPILES,
+    # More cache hits is neither good nor bad in itself: the compiles row says that.
+    _Metric("cached compiles", "cached compiles", _metric_value("cached_compiles"), None),
+    _EXECUTIONS,
+    # A fix adds syncs on purpose (XLA103): their number is read, not judged.
+    _Metric("syncs", "syncs", _metric_value("syncs"), None),
+    _HOST_TRANSFERS,
+    _Metric("compile time (s)", "s compiling", _metric_value("compile_time_s"), True, _seconds, "less"),
+    # Time per step after warm-up (not steps/s), so that it reads like the rows above.
+    _MS_PER_STEP,
+    _Metric("wall time (s)", "s wall time", lambda run: run.wall_s, True, _seconds, "less"),
+)
+
+
+# -- colour ---------------------------------------------------------------------------------
+
+_BOLD, _GREEN, _RED, _CYAN = "1", "32", "31", "36"
+_DIRECTION_STYLE = {BETTER: _GREEN, WORSE: _RED, NEUTRAL: "", SAME: ""}
+
+
+class _Painter:
+    """ANSI colour when asked for (see ``full_format.use_color``), else the text as is."""
+
+    def __init__(self, color: bool) -> None:
+        self.color = color
+
+    def __call__(self, text: str, style: str) -> str:
+        return f"\033[{style}m{text}\033[0m" if self.color and style and text else text
+
+
+# -- the diff -------------------------------------------------------------------------------
+
+MAX_DIFF_LINES = 60  # shown in the text report; the whole diff is in --json
+
+
+def unified_diff(pairs: list[tuple[str, str, str]]) -> str:
+    """The fix's diff of each (display path, user's source, fixed source) that changed."""
+    chunks = []
+    for display_path, before, after in pairs:
+        if before == after:
+            continue
+        chunks.extend(
+            difflib.unified_diff(
+                before.splitlines(keepends=True),
+                after.splitlines(keepends=True),
+                fromfile=display_path,
+                tofile=f"{display_path} (fixed copy)",
+            )
+        )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
+
+
+def format_diff(diff: str, paint: _Painter) -> list[str]:
+    lines = diff.splitlines()
+    shown = ["what the fix changed (diff of your file and the fixed copy that ran):"]
+    for line in lines[:MAX_DIFF_LINES]:
+        style = ""
+        if line.startswith(("+++", "---")):
+            style = _BOLD
+        elif line.startswith("+"):
+            style = _GREEN
+        elif line.startswith("-"):
+            style = _RED
+        elif line.startswith("@@"):
+            style = _CYAN
+        shown.append("  " + paint(line, style))
+    if len(lines) > MAX_DIFF_LINES:
+        shown.append(f"  ... and {len(lines) - MAX_DIFF_LINES} more lines of the diff (all in --json: fix_diff)")
+    return shown
 
 
 def format_run(run: RunResult) -> list[str]:
@@ -169,7 +400,10 @@ def format_causes(causes: list[Cause]) -> list[str]:
         counts = ", ".join(f"{kinds[kind]} {kind}" for kind in ("compilation", "execution") if kinds[kind])
         lines.append(f"    {_site_text(example)} [{code or '-'}]: {counts} - {_shorten(text)}")
         if example.text:
-            origin = "   (written by the fix)" if example.from_fix else ""
+            origin = ""
+            if example.from_fix:
+                # Not the user's text at that line: say whose it is.
+                origin = "   (inserted by the fix)" if example.line is None else "   (your line as the fix rewrote it)"
             lines.append(f"        | {_shorten(example.text, 60)}{origin}")
         lines.extend(_shape_change_lines(example))
     if len(ordered) > MAX_CAUSE_SITES:
@@ -181,8 +415,11 @@ def _site_text(cause: Cause) -> str:
     if not cause.file:
         return "(no Python frame)"
     if cause.line is None and cause.fixed_line is not None:
-        after = f", after line {cause.after_line}" if cause.after_line else ""
-        return f"{cause.file} (fixed copy):{cause.fixed_line}{after}"
+        # A line the fix inserted: no line of the user's file is it, so it is named by
+        # the user's line it follows, and by its own line in the fixed copy.
+        if cause.after_line:
+            return f"{cause.file}, after line {cause.after_line} (line {cause.fixed_line} of the fixed copy)"
+        return f"{cause.file} (line {cause.fixed_line} of the fixed copy)"
     return f"{cause.file}:{cause.line}"
 
 
@@ -240,36 +477,48 @@ def _steps_value(run: RunResult, name: str):
     return run.steps.per_second if name == "per_second" else getattr(run.steps, name)
 
 
-def format_native_comparison(native: RunResult, xla: RunResult) -> list[str]:
-    """Plain PyTorch on the GPU against the fixed script on XLA:CUDA: does the port pay?"""
+def format_native_comparison(native: RunResult, xla: RunResult, paint: _Painter | None = None) -> list[str]:
+    """Plain PyTorch on the GPU against the fixed script on XLA:CUDA: does the port pay?
+    Each ratio says which way is better for the port."""
+    paint = paint or _Painter(False)
     header = f"{'':24}{'native':>10}{'XLA':>10}{'XLA/native':>14}"
     lines = [f"comparison ({native.description} vs {xla.description} on XLA):", header]
     comparable = not (native.killed or xla.killed)
 
-    def row(label: str, before, after, shown, with_ratio: bool = True) -> str:
-        ratio_text = _ratio(after, before) if comparable and with_ratio else ("" if comparable else "n/a")
-        return f"{label:24}{shown(before):>10}{shown(after):>10}{ratio_text:>14}"
+    def row(label: str, before, after, shown, lower_is_better: bool | None = None) -> str:
+        cells = f"{label:24}{shown(before):>10}{shown(after):>10}"
+        if not comparable:
+            return f"{cells}{'n/a':>14}"
+        if lower_is_better is None:
+            return cells
+        ratio_text = _ratio(after, before)
+        if before is None or after is None or before == after or not ratio_text.endswith("x"):
+            return f"{cells}{ratio_text:>14}"
+        direction = BETTER if (after < before) == lower_is_better else WORSE
+        return f"{cells}{ratio_text:>14}  {paint(direction, _DIRECTION_STYLE[direction])}"
 
-    lines.append(row("optimizer steps", _steps_value(native, "steps"), _steps_value(xla, "steps"), _cell, False))
+    lines.append(row("optimizer steps", _steps_value(native, "steps"), _steps_value(xla, "steps"), _cell))
     lines.append(
         row(
             "steps/s after warm-up",
             _steps_value(native, "per_second"),
             _steps_value(xla, "per_second"),
             lambda v: "n/a" if v is None else f"{v:.2f}",
+            lower_is_better=False,
         )
     )
     compile_s = xla.metrics.compile_time_s if xla.metrics else None
-    lines.append(row("compile time (s)", None, compile_s, _seconds, False))
+    lines.append(row("compile time (s)", None, compile_s, _seconds))
     lines.append(
         row(
             "peak memory (MiB)",
             _steps_value(native, "peak_memory_bytes"),
             _steps_value(xla, "peak_memory_bytes"),
             _mib,
+            lower_is_better=True,
         )
     )
-    lines.append(row("wall time (s)", native.wall_s, xla.wall_s, lambda v: f"{v:.1f}"))
+    lines.append(row("wall time (s)", native.wall_s, xla.wall_s, lambda v: f"{v:.1f}", lower_is_better=True))
     if not comparable:
         lines.append(
             f"note: no ratios: a run was stopped ({_stopped(native, xla)}), so its numbers cover part of a run"
@@ -279,45 +528,55 @@ def format_native_comparison(native: RunResult, xla: RunResult) -> list[str]:
     return lines
 
 
-def format_comparison(original: RunResult, fixed: RunResult) -> list[str]:
+def format_comparison(original: RunResult, fixed: RunResult, paint: _Painter | None = None) -> list[str]:
+    """Side by side, each row with how the fixed run changed it: ``14.00x fewer, better``."""
+    paint = paint or _Painter(False)
     if original.native:
-        return format_native_comparison(original, fixed)
-    header = f"{'':18}{'original':>10}{'fixed':>10}{'original/fixed':>16}"
-    lines = [f"comparison ({original.description} vs {fixed.description}):", header]
-    # A run stopped from outside did part of the work: a ratio against it means nothing.
-    comparable = not (original.killed or fixed.killed)
-
-    def ratio(before, after):
-        return _ratio(before, after) if comparable else "n/a"
-
-    for label, name in (
-        ("compiles", "compiles"),
-        ("cached compiles", "cached_compiles"),
-        ("executions", "executions"),
-        ("syncs", "syncs"),
-        ("host transfers", "host_transfers"),
-    ):
-        before = getattr(original.metrics, name) if original.metrics else None
-        after = getattr(fixed.metrics, name) if fixed.metrics else None
-        lines.append(f"{label:18}{_cell(before):>10}{_cell(after):>10}{ratio(before, after):>16}")
-    before = original.metrics.compile_time_s if original.metrics else None
-    after = fixed.metrics.compile_time_s if fixed.metrics else None
-    lines.append(f"{'compile time (s)':18}{_seconds(before):>10}{_seconds(after):>10}{ratio(before, after):>16}")
-    # Time per step after warm-up (not steps/s), so that original/fixed reads like the rows above.
-    before, after = (_ms_per_step(run) for run in (original, fixed))
-    if before is not None or after is not None:
-        lines.append(f"{'ms per step':18}{_seconds(before):>10}{_seconds(after):>10}{ratio(before, after):>16}")
-    lines.append(
-        f"{'wall time (s)':18}{original.wall_s:>10.1f}{fixed.wall_s:>10.1f}{ratio(original.wall_s, fixed.wall_s):>16}"
-    )
-    if not comparable:
+        return format_native_comparison(original, fixed, paint)
+    title = f"comparison ({original.description} vs {fixed.description})"
+    if original.killed or fixed.killed:
+        # A run stopped from outside did part of the work: a table against it would be
+        # ratios of nothing (the verdict says what happened).
         killed = " and ".join(run.description for run in (original, fixed) if run.killed)
-        lines.append(
-            f"note: no ratios: the {killed} run was stopped ({_stopped(original, fixed)}), so its numbers cover part of a run"
-        )
-    elif not (original.ok and fixed.ok):
+        return [
+            f"{title}: none: the {killed} run was stopped ({_stopped(original, fixed)}), "
+            "so its numbers cover part of a run (each run's numbers are below)"
+        ]
+    lines = [f"{title}:", f"{'':18}{'original':>10}{'fixed':>10}  change"]
+    for row in comparison_rows(original, fixed):
+        cells = f"{row.label:18}{row.before:>10}{row.after:>10}"
+        lines.append(f"{cells}  {paint(row.change, _DIRECTION_STYLE[row.direction])}")
+    if not (original.ok and fixed.ok):
         lines.append("note: a run did not finish cleanly; its numbers cover only what ran")
     return lines
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    label: str
+    before: str
+    after: str
+    change: str  # "14.00x fewer, better" | "2.30x more" | "same" | "n/a"
+    direction: str  # BETTER | WORSE | NEUTRAL | SAME
+
+
+def comparison_rows(original: RunResult, fixed: RunResult) -> list[ComparisonRow]:
+    """The comparison of two runs that both ran to their end (not stopped)."""
+    rows = []
+    for metric in _TABLE_METRICS:
+        before, after = metric.value(original), metric.value(fixed)
+        if metric is _MS_PER_STEP and before is None and after is None:
+            continue
+        if before is None or after is None:
+            change, direction = "n/a", NEUTRAL
+        else:
+            change, direction = metric.change(before, after), metric.direction(before, after)
+        rows.append(ComparisonRow(metric.label, _shown(metric, before), _shown(metric, after), change, direction))
+    return rows
+
+
+def _shown(metric: _Metric, value: float | None) -> str:
+    return "n/a" if value is None else metric.shown(value)
 
 
 def _stopped(*runs: RunResult) -> str:
@@ -333,10 +592,6 @@ def ratio(before: float | None, after: float | None) -> str:
 
 
 _ratio = ratio
-
-
-def _seconds(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f}"
 
 
 def _cell(value: int | None) -> str:

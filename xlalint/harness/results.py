@@ -72,6 +72,31 @@ class RuntimeFinding:
         return {"code": self.code, "file": self.file, "line": self.line, "message": self.message}
 
 
+@dataclass(frozen=True)
+class LiveCounters:
+    """What a run has done so far, from its processes' ``live-<pid>.json`` (written at
+    optimizer steps): for the progress line while it runs."""
+
+    steps: int = 0  # of the process that took most
+    ms_per_step: float | None = None  # of that process, over its latest steps
+    compiles: int | None = None  # summed over the processes that use XLA
+    executions: int | None = None
+
+    @classmethod
+    def from_records(cls, records: list[dict]) -> LiveCounters | None:
+        if not records:
+            return None
+        main = max(records, key=lambda record: int(record.get("steps", 0)))
+        xla = [record for record in records if "compiles" in record]
+        ms = main.get("ms_per_step")
+        return cls(
+            steps=int(main.get("steps", 0)),
+            ms_per_step=float(ms) if ms is not None else None,
+            compiles=sum(int(record["compiles"]) for record in xla) if xla else None,
+            executions=sum(int(record.get("executions", 0)) for record in xla) if xla else None,
+        )
+
+
 @dataclass
 class Metrics:
     """torch_xla's metrics, summed over every process of the run that used XLA."""
@@ -114,6 +139,10 @@ class Steps:
     warmup_steps: int
     peak_memory_bytes: int | None = None  # device memory: XLA's peak, or torch.cuda's
     memory_of: str | None = None  # "xla" | "cuda"
+    #: Per step (the first ``bootstrap.TIMELINE_STEPS``): ms since the step before
+    #: (None for the first) and compiles so far (None without torch_xla); for charts.
+    step_ms: tuple[float | None, ...] = ()
+    step_compiles: tuple[int | None, ...] = ()
 
     @property
     def per_second(self) -> float | None:
@@ -132,6 +161,8 @@ class Steps:
             warmup_steps=int(record.get("warmup_steps", 0)),
             peak_memory_bytes=int(peak) if peak is not None else None,
             memory_of=str(record["memory_of"]) if record.get("memory_of") else None,
+            step_ms=tuple(None if v is None else float(v) for v in record.get("step_ms", [])),
+            step_compiles=tuple(None if v is None else int(v) for v in record.get("step_compiles", [])),
         )
 
 
@@ -161,6 +192,9 @@ class RunResult:
     fixed_files: list[str] = field(default_factory=list)
     #: Silent bugs the child saw happen (XLA501, XLA502).
     runtime_findings: list[RuntimeFinding] = field(default_factory=list)
+    #: The last loss the script called ``backward`` on (the runtime watch's), when it
+    #: could be read without running a graph; None otherwise.
+    final_loss: float | None = None
 
     @property
     def killed(self) -> bool:
@@ -234,6 +268,7 @@ class RunResult:
             "steps_per_s": _rounded(self.steps.per_second) if self.steps else None,
             "peak_memory_bytes": self.steps.peak_memory_bytes if self.steps else None,
             "fixed_files": list(self.fixed_files),
+            "final_loss": self.final_loss,
             "leftovers": {
                 "killed": list(self.leftovers.killed),
                 "not_killed": list(self.leftovers.not_killed),

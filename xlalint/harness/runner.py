@@ -28,7 +28,7 @@ from xlalint.harness.debug_log import RawCause, bounded_lines, parse_debug_files
 from xlalint.harness.environment import Device
 from xlalint.harness.paths import shown_path
 from xlalint.harness.prepare import ScriptVersion
-from xlalint.harness.results import Cause, Metrics, RunResult, Steps
+from xlalint.harness.results import Cause, LiveCounters, Metrics, RunResult, Steps
 
 BOOTSTRAP_MODULE = "_xlalint_bootstrap"
 RUNTIME_WATCH_MODULE = "_xlalint_runtime_watch"  # imported by the bootstrap in the child
@@ -47,6 +47,7 @@ STDERR_TAIL_LINES = 20
 STDOUT_TAIL_LINES = 3
 _TERM_GRACE_S = 3.0  # after SIGTERM, before SIGKILL
 _POLL_S = 0.1
+_LIVE_READ_S = 0.5  # the child writes its counters no more often (bootstrap.LIVE_INTERVAL_S)
 # Frames in these places are never "the user's code".
 _LIBRARY_PATH = re.compile(r"(/site-packages/|/dist-packages/|/lib/python\d+\.\d+/|^<)")
 
@@ -75,7 +76,8 @@ class RunSettings:
     # Put in the environment of every process of the run, to find and kill those
     # that left the process group (see cleanup.py).
     token: str | None = None
-    on_tick: Callable[[float], None] | None = None  # called with elapsed seconds
+    #: Called while the script runs with the elapsed seconds and its counters so far.
+    on_tick: Callable[[float, LiveCounters | None], None] | None = None
     cwd: Path | None = None  # the working directory of the run; None: ours
 
 
@@ -104,6 +106,7 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
             start_new_session=True,  # its own process group, killed as a whole
         )
         script_ended = False
+        live, live_read_at = None, 0.0
         try:
             while not _has_exited(child):
                 elapsed = time.monotonic() - started
@@ -113,7 +116,9 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
                     break
                 echo.pump()
                 if settings.on_tick:
-                    settings.on_tick(elapsed)
+                    if elapsed - live_read_at >= _LIVE_READ_S:
+                        live, live_read_at = read_live_counters(out_dir), elapsed
+                    settings.on_tick(elapsed, live)
                 time.sleep(_POLL_S)
             wall_s = time.monotonic() - started
             script_ended = not timed_out
@@ -156,6 +161,7 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
         steps=_collect_steps(out_dir),
         fixed_files=[file.display_path for file in version.files() if file.changed],
         runtime_findings=runtime,
+        final_loss=runtime_findings.final_loss(out_dir),
     )
 
 
@@ -279,6 +285,22 @@ def _collect_metrics(out_dir: Path) -> tuple[Metrics | None, list[str]]:
             continue
         metrics.add(record)
     return (metrics if metrics.processes else None), notes
+
+
+def read_live_counters(out_dir: Path) -> LiveCounters | None:
+    """The counters the run's processes wrote so far (None before the first step)."""
+    records = []
+    for path in out_dir.glob(f"{bootstrap.LIVE_PREFIX}*.json"):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a file being replaced: read at the next tick
+        if isinstance(record, dict):
+            records.append(record)
+    try:
+        return LiveCounters.from_records(records)
+    except (TypeError, ValueError):
+        return None
 
 
 def _collect_steps(out_dir: Path) -> Steps | None:

@@ -5,12 +5,13 @@ finding there, and a loss that never changed."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from xlalint.harness.paths import shown_path
 from xlalint.harness.prepare import ScriptVersion
 from xlalint.harness.results import RuntimeFinding
-from xlalint.harness.runtime_watch import RUNTIME_PREFIX
+from xlalint.harness.runtime_watch import FIRST_LOSSES_KEPT, RUNTIME_PREFIX
 
 #: Backward calls below which a constant loss says nothing.
 MIN_BACKWARD_CALLS = 3
@@ -68,3 +69,22 @@ def _flat_loss(losses: dict) -> str | None:
         return None
     which = f"the first {len(values) - 1} and the last" if calls > len(values) else "all"
     return f"the loss never changed: {values[0]:.6g} at {which} of {calls} backward calls (the model is not training)"
+
+
+def final_loss(out_dir: Path) -> float | None:
+    """The last loss of the process that called ``backward`` most (the training one),
+    when the watch read it: its kept values end with the last loss only when it kept
+    every first one and the last (see ``RuntimeWatch.read_losses``)."""
+    best: tuple[int, float] | None = None
+    for path in sorted(out_dir.glob(f"{RUNTIME_PREFIX}*.json")):
+        try:
+            losses = dict(json.loads(path.read_text(encoding="utf-8")).get("losses", {}))
+            values = [float(v) for v in losses.get("values", [])]
+            calls = int(losses.get("backward_calls", 0))
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+        complete = bool(values) and len(values) == min(calls, FIRST_LOSSES_KEPT + 1)
+        # A NaN or infinite loss is no number to compare (nor valid JSON).
+        if complete and math.isfinite(values[-1]) and (best is None or calls > best[0]):
+            best = (calls, values[-1])
+    return best[1] if best else None

@@ -30,11 +30,18 @@ from xlalint.harness import cleanup, cuda_libraries, environment, prepare, repor
 from xlalint.harness.environment import INSTALL_HINT, HarnessEnvironmentError
 from xlalint.harness.progress import Progress
 from xlalint.harness.results import RunResult
+from xlalint.linter.full_format import use_color
 
 EXIT_OK = 0
 EXIT_SCRIPT_FAILED = 1
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
+
+#: Each run is killed after this long unless ``--timeout`` says otherwise. On a CPU a
+#: real model's first compilations take minutes, and the examples here finish in under
+#: 15 s on a quiet machine; 10 minutes lets a real script reach its steady state and
+#: still ends a run that hangs (a collective waiting for a peer).
+DEFAULT_TIMEOUT_S = 600.0
 
 
 class UsageError(HarnessEnvironmentError):
@@ -48,8 +55,9 @@ class RunOptions:
     unsafe_fixes: bool = False
     compare: bool = False
     device: str = "auto"
-    timeout_s: float | None = None
+    timeout_s: float | None = DEFAULT_TIMEOUT_S  # None: no limit
     json_path: Path | None = None
+    html_path: Path | None = None  # the report as an HTML page with per-step charts
     script_args: list[str] = field(default_factory=list)
 
 
@@ -66,13 +74,15 @@ def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None
     except KeyboardInterrupt:
         stderr.write("xlalint run: interrupted; the script's processes were killed\n")
         return EXIT_INTERRUPTED
-    stdout.write(report.format_text(harness_report))
+    stdout.write(report.format_text(harness_report, color=use_color(stdout)))
     stdout.flush()
-    if options.json_path:
+    for path, write in ((options.json_path, report.write_json), (options.html_path, _write_html)):
+        if path is None:
+            continue
         try:
-            report.write_json(harness_report, options.json_path)
+            write(harness_report, path)
         except OSError as error:
-            stderr.write(f"xlalint run: error: cannot write {options.json_path}: {error}\n")
+            stderr.write(f"xlalint run: error: cannot write {path}: {error}\n")
             return EXIT_ERROR
     runs = list(harness_report.runs.values())
     for result in runs:
@@ -117,8 +127,9 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
     except (OSError, SyntaxError, UnicodeDecodeError) as error:
         raise HarnessEnvironmentError(f"{display_path}: cannot read: {error}") from error
     modules = prepare.read_local_modules(script, display_path)
-    if options.json_path is not None:
-        _refuse_output_over_the_program(options.json_path, script)
+    for option, output in (("--json", options.json_path), ("--html", options.html_path)):
+        if output is not None:
+            _refuse_output_over_the_program(output, script, option)
 
     python = environment.child_python()
     probe = environment.probe_interpreter(python)
@@ -166,11 +177,31 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         local_modules=prepared.original.modules,
         comparison_skipped=prepared.comparison_skipped,
         working_directory=working_directory,
+        fix_diff=_fix_diff(prepared, [script_file, *modules]),
     )
 
 
-def _refuse_output_over_the_program(output: Path, script: Path) -> None:
-    """``--json`` must not name the script or one of its local modules (readable or
+def _fix_diff(prepared: PreparedVersions, user_files: list[prepare.UserFile]) -> str | None:
+    """The diff of the user's files against the fixed version that ran (the last)."""
+    fixed = prepared.versions[-1]
+    if fixed is prepared.original:
+        return None
+    pairs = [
+        (user.display_path, user.source, file.source)
+        for user, file in zip(user_files, fixed.files(), strict=True)
+        if file.changed
+    ]
+    return report.unified_diff(pairs) or None
+
+
+def _write_html(harness_report: report.HarnessReport, path: Path) -> None:
+    from xlalint.harness.html_report import write_html
+
+    write_html(harness_report, path)
+
+
+def _refuse_output_over_the_program(output: Path, script: Path, option: str = "--json") -> None:
+    """``--json`` and ``--html`` must not name the script or one of its local modules (readable or
     not), under whatever name: a symlink, ``./``, another hard link to the file."""
     from xlalint.harness.local_modules import find_local_modules
 
@@ -183,7 +214,7 @@ def _refuse_output_over_the_program(output: Path, script: Path) -> None:
             same = os.stat(path)
             if (same.st_dev, same.st_ino) == (target.st_dev, target.st_ino):
                 what = "the script" if path == script else f"the script's local module {path}"
-                raise UsageError(f"--json {output} is {what}; write the report to another file")
+                raise UsageError(f"{option} {output} is {what}; write the report to another file")
 
 
 def _run_versions(
