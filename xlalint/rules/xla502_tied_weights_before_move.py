@@ -14,6 +14,7 @@ from xlalint.linter.model import InsertStatement
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import dotted_name, enclosing_function, method_name
 from xlalint.linter.training_objects import Move, same_object_tree
+from xlalint.linter.values import assigned_values
 
 _TIE_METHOD = "tie_weights"
 # Names that say a script (an accelerate one, which need not import torch_xla) runs on XLA.
@@ -56,7 +57,9 @@ Tied models: an HF model class that ties input and output embeddings (`*ForCausa
 `*LMHeadModel`, `*ForMaskedLM`, `*ForConditionalGeneration`, their `Auto*` forms,
 built with `Cls(config)`, `from_pretrained` or `from_config`), and a class of the file
 whose `__init__` ties weights (`self.head.weight = self.embed.weight`). Not flagged: a
-model given to an HF `Trainer` (it ties the weights again after moving the model).
+model given to an HF `Trainer` (`Seq2SeqTrainer`, `SFTTrainer`, a subclass; also through
+`model.to(...)` or a wrapper such as `get_peft_model(model, ...)`), whatever the file did
+to it before: the Trainer ties the weights again after moving the model.
 
 ## Fix
 
@@ -246,9 +249,20 @@ model.tie_weights()
         )
 
     def _given_to_trainer(self, model: str) -> bool:
-        for call in self.ctx.semantic.calls_of("Trainer", "Seq2SeqTrainer"):
+        """An HF ``Trainer`` (``Seq2SeqTrainer``, ``SFTTrainer``, a subclass of the file)
+        is given the model, whatever was done to it on the way (``model.to(device)``,
+        ``get_peft_model(model, config)``, a name bound to either): it ties again after
+        its own move."""
+        semantic = self.ctx.semantic
+        for call in semantic.calls_of(*(name for name in semantic.calls_by_function if name.endswith("Trainer"))):
             given = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "model")]
-            if any(dotted_name(value) == model for value in given):
+            bound = [
+                bound_value
+                for value in given
+                if isinstance(value, ast.Name)
+                for bound_value in assigned_values(semantic.tree, lambda t, n=value.id: dotted_name(t) == n)
+            ]
+            if any(dotted_name(node) == model for value in given + bound for node in ast.walk(value)):
                 return True
         return False
 
