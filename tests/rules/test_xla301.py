@@ -28,6 +28,9 @@ EXPECTED = {
     "eval_reuses_name": [(12, 14, CODE)],
     # The loop iterates `pl.MpDeviceLoader(train_loader, device) if on_xla else train_loader`.
     "device_loader_or_plain": [(13, 20, CODE)],
+    # RULES.md "XLA301 (turn 5)": an accelerate script meant for TPU; the loader whose
+    # RandomSampler draws 800 samples in batches of 8 is not reported.
+    "accelerate_tpu": [(15, 24, CODE)],
 }
 
 

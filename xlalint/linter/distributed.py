@@ -248,6 +248,12 @@ class DistributedAnalysis:
                 # training loop holds the training loader where the loop reads it.
                 for value in reached:
                     yield from self._loaders_of(value, depth + 1, seen)
+                    # `loader = accelerator.prepare(loader)`: the call may hand back the
+                    # loader it is given under the same name.
+                    if isinstance(value, ast.Call):
+                        for operand in (*value.args, *(k.value for k in value.keywords)):
+                            if isinstance(operand, ast.Name) and operand.id == expr.id:
+                                yield from self._loaders_of(operand, depth + 1, seen)
                 return
             for scope in enclosing_scopes(expr):
                 values = list(

@@ -12,13 +12,12 @@ import ast
 
 from xlalint.linter.model import InsertStatement
 from xlalint.linter.rule import Invalid, Rule, Valid
+from xlalint.linter.scripts import targets_xla
 from xlalint.linter.semantic import dotted_name, enclosing_function, method_name
 from xlalint.linter.training_objects import Move, same_object_tree
 from xlalint.linter.values import assigned_values
 
 _TIE_METHOD = "tie_weights"
-# Names that say a script (an accelerate one, which need not import torch_xla) runs on XLA.
-_XLA_WORDS = frozenset({"XLA", "TPU", "is_torch_xla_available", "is_tpu_available", "is_torch_tpu_available"})
 
 
 class TiedWeightsBeforeMove(Rule):
@@ -225,7 +224,7 @@ model.tie_weights()
             tied = [kind for kind in kinds if kind is not None]
             if not tied or self._given_to_trainer(move.model):
                 continue
-            if move.kind == "prepare" and not self._targets_xla():
+            if move.kind == "prepare" and not targets_xla(self.ctx.semantic):
                 continue
             if any(self._tied_again(move, kind, ties) for kind, ties in tied):
                 continue
@@ -238,15 +237,6 @@ model.tie_weights()
             # One way to tie again only when every value the name can hold ties the same way.
             fix = self._fix(move, *tied[0]) if len(kinds) == 1 else None
             self.report(move.call, message, fix=fix)
-
-    def _targets_xla(self) -> bool:
-        """The file imports torch_xla or tests for XLA/TPU (``DistributedType.XLA``,
-        ``is_torch_xla_available()``): accelerate then runs it on XLA devices."""
-        if self.ctx.distributed.uses_xla:
-            return True
-        return any(node.attr in _XLA_WORDS for node in self.ctx.semantic.nodes_of(ast.Attribute)) or any(
-            node.id in _XLA_WORDS for node in self.ctx.semantic.nodes_of(ast.Name)
-        )
 
     def _given_to_trainer(self, model: str) -> bool:
         """An HF ``Trainer`` (``Seq2SeqTrainer``, ``SFTTrainer``, a subclass of the file)
