@@ -230,10 +230,12 @@ def branch_facts(node: ast.AST) -> Facts:
     facts: Facts = {}
     child, owner = node, parent(node)
     while owner is not None and not isinstance(owner, (*DEFINITIONS, ast.Module)):
-        if isinstance(owner, (ast.If, ast.IfExp)) and child is not owner.test and _stable_test(owner.test):
-            in_body = any(child is s for s in owner.body) if isinstance(owner, ast.If) else child is owner.body
-            key, positive = condition_key(owner.test)
-            facts.setdefault(key, (positive if in_body else not positive, owner))
+        if isinstance(owner, (ast.If, ast.IfExp)) and child is not owner.test:
+            condition = _stable_condition(owner)
+            if condition is not None:
+                key, positive = condition
+                in_body = any(child is s for s in owner.body) if isinstance(owner, ast.If) else child is owner.body
+                facts.setdefault(key, (positive if in_body else not positive, owner))
         child, owner = owner, parent(owner)
     return facts
 
@@ -242,9 +244,10 @@ def decided_branch(stmt: ast.If, facts: Facts) -> bool | None:
     """Whether ``facts`` (of a later node of the same function) say which branch of the
     earlier ``stmt`` ran: True for its body, False for its ``else``, None when they do not
     (another test, or a name of the test assigned between the two)."""
-    if not facts or not _stable_test(stmt.test):
+    condition = _stable_condition(stmt) if facts else None
+    if condition is None:
         return None
-    key, positive = condition_key(stmt.test)
+    key, positive = condition
     fact = facts.get(key)
     if fact is None:
         return None
@@ -259,11 +262,16 @@ def decided_branch(stmt: ast.If, facts: Facts) -> bool | None:
     return value == positive
 
 
-def _stable_test(test: ast.expr) -> bool:
-    """A test with the same answer each time it runs while its names keep their values."""
-    return not any(
-        isinstance(n, (ast.Call, ast.Await, ast.NamedExpr, ast.Yield, ast.YieldFrom)) for n in ast.walk(test)
-    )
+def _stable_condition(node: ast.If | ast.IfExp) -> tuple[str, bool] | None:
+    """The condition key of a test with the same answer each time it runs while its
+    names keep their values (it calls nothing); None for another test. Kept on the node:
+    every read under it asks."""
+    found = getattr(node, "_xlalint_stable_condition", False)
+    if found is False:
+        calls = (ast.Call, ast.Await, ast.NamedExpr, ast.Yield, ast.YieldFrom)
+        found = None if any(isinstance(n, calls) for n in ast.walk(node.test)) else condition_key(node.test)
+        node._xlalint_stable_condition = found  # type: ignore[union-attr]
+    return found
 
 
 def _bound_lines(scope: ast.AST) -> dict[str, list[int]]:
