@@ -227,3 +227,17 @@ def test_recursion_and_long_call_chains_end():
     assert order(source, "first", "deep") is None
     assert order(source, "c", "deep") is False  # it leads there
     assert order(source, "deep", "last") is True
+
+
+def test_a_name_changed_later_in_a_loop_around_the_second_test_breaks_the_correlation():
+    source = """
+    def main(flag):
+        model = Net()
+        if flag:
+            model = FSDP(model)
+        for step in range(3):
+            if flag:
+                probe(model)
+            flag = not flag
+    """
+    assert values_seen(source) == [["FSDP(model)", "Net()"]]

@@ -255,11 +255,23 @@ def decided_branch(stmt: ast.If, facts: Facts) -> bool | None:
     start, end = stmt.test.end_lineno or stmt.lineno, later.test.lineno
     if end < start:
         return None
+    # A loop around the later test and not the earlier one runs the test again after
+    # the rest of its body: a name set there changes the answer for the next pass.
+    for owner in _ancestors_in_scope(later):
+        if isinstance(owner, _LOOPS) and owner.lineno > start:
+            end = max(end, owner.end_lineno or end)
     bound = _bound_lines(_scope_of(stmt))
     for node in ast.walk(stmt.test):
         if isinstance(node, ast.Name) and any(start <= line <= end for line in bound.get(node.id, ())):
             return None
     return value == positive
+
+
+def _ancestors_in_scope(node: ast.AST) -> Iterator[ast.AST]:
+    owner = parent(node)
+    while owner is not None and not isinstance(owner, (*DEFINITIONS, ast.Module)):
+        yield owner
+        owner = parent(owner)
 
 
 def _stable_condition(node: ast.If | ast.IfExp) -> tuple[str, bool] | None:
