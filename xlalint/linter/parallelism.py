@@ -235,14 +235,12 @@ class ParallelismAnalysis:
         names = {dotted_name(wrap.module) if wrap.module is not None else None, wrap.target} - {None}
         found = []
         for construction in self.training_objects.optimizer_calls:
-            if _scope(construction) is not _scope(wrap.call) or not any(
-                dotted_name(m) in names for m in self.training_objects.held_models(construction)
-            ):
+            if _scope(construction) is not _scope(wrap.call):
                 continue
             before = runs_before(construction, wrap.call, self.semantic)
             if before is None:  # no function of the module seen to run both: by position
                 before = (construction.lineno, construction.col_offset) < (wrap.call.lineno, wrap.call.col_offset)
-            if before:
+            if before and any(dotted_name(m) in names for m in self.training_objects.held_models(construction)):
                 found.append(construction)
         return found
 
