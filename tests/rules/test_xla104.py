@@ -81,6 +81,11 @@ EXPECTED = {
         (12, 11, "unsafe"),  # a flag that chooses no device -> True
         (13, 7, "unsafe"),  # ... and not has_gpu -> not has_gpu
     ],
+    # Issue 31: branches that only print, warn or log change nothing on the device; the
+    # branch that also stops the script is reported.
+    "availability_warning": [
+        (23, 8, "unsafe"),  # if not torch.cuda.is_available(): ... sys.exit(1)
+    ],
     "amp_recipe": [
         (11, 10, "safe"),  # device = "cuda", also autocast's device_type -> "xla"
         (18, 12, "safe"),  # .cuda()

@@ -28,6 +28,9 @@ EXPECTED = {
     "hf_finetune": [(25, 5, CODE)],
     # A module-level model shared by forked workers is not reported; a worker's own is.
     "fork_shared": [(15, 5, CODE)],
+    # Call order: the module calls `train` (so its seed is among the seeds), but `train`
+    # builds the model before it seeds; `evaluate` seeds first (issue 31).
+    "seeded_after_build_called": [(14, 5, CODE)],
 }
 
 

@@ -19,6 +19,12 @@ EXPECTED = {
     # FSDPv2 under SPMD, in a class: xm.optimizer_step of self.optimizer; torch's clip is
     # right there (global parameters).
     "fsdpv2_trainer": [(32, 9, CODE)],
+    # Correlated branches: under the second `if args.use_fsdp:` the model is FSDP (torch's
+    # clip reported, FSDP's own clip the unsafe fix); in its `else` it is not (issue 33, 2.3).
+    "fsdp_flag": [(26, 13, CODE)],
+    # Call order: `__init__` wraps (in a helper defined below it) before it builds the
+    # optimizer; the second class builds the optimizer first.
+    "fsdp_wrap_helper": [(33, 26, CODE)],
 }
 
 

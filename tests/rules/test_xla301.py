@@ -23,6 +23,14 @@ EXPECTED = {
     "mp_mnist": [(30, 20, CODE)],
     # `drop_last=False` replaced (reported at the keyword); batches taken with next(); the val loader is left alone.
     "single_xla": [(19, 9, CODE)],
+    # Program order: the evaluation loader bound to the same name later is not a training
+    # loader, and gets no drop_last (issue 31; issue 33, 2.4).
+    "eval_reuses_name": [(12, 14, CODE)],
+    # The loop iterates `pl.MpDeviceLoader(train_loader, device) if on_xla else train_loader`.
+    "device_loader_or_plain": [(13, 20, CODE)],
+    # RULES.md "XLA301 (turn 5)": an accelerate script meant for TPU; the loader whose
+    # RandomSampler draws 800 samples in batches of 8 is not reported.
+    "accelerate_tpu": [(15, 24, CODE)],
 }
 
 

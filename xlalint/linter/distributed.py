@@ -6,7 +6,8 @@ XLA106, XLA202, XLA203, XLA204 and XLA301 share.
 - its *training* ``DataLoader``\\ s: the loaders whose batches a step loop iterates,
   followed through ``enumerate``/``tqdm``/``iter``, device loaders
   (``pl.MpDeviceLoader(loader, device)``, ``ParallelLoader(loader, ...).per_device_loader``),
-  variables, ``self.<attr>``, a same-module function that returns one, and function
+  either arm of a conditional expression, variables (by the assignments that reach the
+  read: ``reaching``), ``self.<attr>``, a same-module function that returns one, and function
   parameters filled at every call site; when no step loop is in sight (the loop is in
   another module), a loader bound to a name that says ``train``;
 - the optimizer steps along each path through the step (``xlalint.linter.order``) and
@@ -30,6 +31,7 @@ from typing import Protocol
 from xlalint.linter.model import Import
 from xlalint.linter.order import STEPS, Event, EventFinder, Kind, Path, loop_paths
 from xlalint.linter.parallelism import ParallelismAnalysis
+from xlalint.linter.reaching import reaching_values
 from xlalint.linter.scripts import WORLD, calls_to, uses_syncing_library
 from xlalint.linter.semantic import Semantic, dotted_name, keyword_value, method_name, parent
 from xlalint.linter.steps import ITERATOR_WRAPPERS, MP_DEVICE_LOADER, PARALLEL_LOADER, StepAnalysis
@@ -234,7 +236,25 @@ class DistributedAnalysis:
                     if isinstance(node, ast.Return):
                         yield from self._loaders_of(node.value, depth + 1, seen)
             return
+        if isinstance(expr, ast.IfExp):
+            # `pl.MpDeviceLoader(loader, device) if on_xla else loader`: either arm.
+            yield from self._loaders_of(expr.body, depth + 1, seen)
+            yield from self._loaders_of(expr.orelse, depth + 1, seen)
+            return
         if isinstance(expr, ast.Name):
+            reached = reaching_values(expr) if isinstance(expr.ctx, ast.Load) else None
+            if reached is not None:
+                # Program order: a name reassigned to an evaluation loader after the
+                # training loop holds the training loader where the loop reads it.
+                for value in reached:
+                    yield from self._loaders_of(value, depth + 1, seen)
+                    # `loader = accelerator.prepare(loader)`: the call may hand back the
+                    # loader it is given under the same name.
+                    if isinstance(value, ast.Call):
+                        for operand in (*value.args, *(k.value for k in value.keywords)):
+                            if isinstance(operand, ast.Name) and operand.id == expr.id:
+                                yield from self._loaders_of(operand, depth + 1, seen)
+                return
             for scope in enclosing_scopes(expr):
                 values = list(
                     assigned_values(scope, lambda t, n=expr.id: isinstance(t, ast.Name) and t.id == n, shallow=True)

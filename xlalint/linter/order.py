@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
 
+from xlalint.linter.reaching import condition_key
 from xlalint.linter.semantic import (
     Semantic,
     ancestors,
@@ -529,25 +530,6 @@ def _calls_in_order(semantic: Semantic, exprs: Iterable[ast.AST]) -> list[ast.Ca
     # An event's own inner calls (`scaler.scale(loss)` in `.backward()`) are not events;
     # arguments run before the call, so order by end position.
     return sorted(found, key=lambda c: (c.end_lineno or 0, c.end_col_offset or 0))
-
-
-def condition_key(test: ast.expr) -> tuple[str, bool]:
-    """A key naming what a condition tests, and whether the ``if`` body runs when that
-    is true: ``not x`` and ``x is None`` -> (x, False); ``x is not None`` -> (x, True)."""
-    positive = True
-    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        test, positive = test.operand, not positive
-    if (
-        isinstance(test, ast.Compare)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
-        and isinstance(test.comparators[0], ast.Constant)
-        and test.comparators[0].value is None
-    ):
-        if isinstance(test.ops[0], ast.Is):
-            positive = not positive
-        test = test.left
-    return ast.dump(test), positive
 
 
 # --- the step loops ---------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
 
+from xlalint.linter.reaching import reaching_values, runs_before
 from xlalint.linter.scripts import SPAWN, is_multiprocess_xla_script
 from xlalint.linter.semantic import Semantic, ancestors, dotted_name, keyword_value, parent
 from xlalint.linter.steps import mutually_exclusive
@@ -152,10 +153,18 @@ class ParallelismAnalysis:
 
     def fsdp_wrap_of(self, model: ast.expr | None, depth: int = 0) -> Wrap | None:
         """The torch_xla FSDP wrap that ``model`` (a name or ``self.<attr>``) holds: one
-        assigned to it, or, for a function parameter, the one every call site passes."""
+        assigned to it, or, for a function parameter, the one every call site passes.
+        Where the assignments that reach a name are known (``reaching``), every one of
+        them must wrap it: ``if args.use_fsdp: model = FSDP(model)`` wraps the model
+        under that test only, and in the ``else`` of the same test not at all."""
         name = dotted_name(model) if model is not None else None
         if name is None or depth > _MAX_DEPTH:
             return None
+        if isinstance(model, ast.Name) and isinstance(model.ctx, ast.Load):
+            reached = reaching_values(model)
+            if reached is not None:
+                wraps = [self._fsdp_wrap_assigned(value, name, depth) for value in reached]
+                return wraps[0] if wraps and all(wraps) else None
         for wrap in self.wrapped(*XLA_FSDP_KINDS):
             if wrap.target == name and _same_scope(wrap.call, model):  # type: ignore[arg-type]
                 return wrap
@@ -167,27 +176,71 @@ class ParallelismAnalysis:
                 return wraps[0]
         return None
 
+    def _fsdp_wrap_assigned(self, value: ast.expr, name: str, depth: int) -> Wrap | None:
+        """The FSDP wrap a value assigned to ``name`` is: the wrap itself
+        (``FSDP(net)``, ``FSDP(net).to(device)``), or a call on or of the same model
+        (``model.to(device)``, ``torch.compile(model)``) of a model that holds one."""
+        wrap = self._wraps_by_value.get(id(value))
+        if wrap is not None:
+            return wrap if wrap.kind in XLA_FSDP_KINDS else None
+        if isinstance(value, ast.Call):
+            receiver = value.func.value if isinstance(value.func, ast.Attribute) else None
+            for operand in (receiver, *value.args):
+                if isinstance(operand, ast.Name) and operand.id == name:
+                    return self.fsdp_wrap_of(operand, depth + 1)
+        return None
+
+    @cached_property
+    def _wraps_by_value(self) -> dict[int, Wrap]:
+        """The wraps by the expression an assignment binds (``FSDP(net).to(device)``)."""
+        found = {}
+        for wrap in self.wraps:
+            node: ast.AST = wrap.call
+            while isinstance(parent(node), ast.Attribute) and isinstance(parent(parent(node)), ast.Call):
+                node = parent(parent(node))  # type: ignore[assignment]
+            found[id(node)] = wrap
+        return found
+
     # -- which FSDP model an optimizer holds ----------------------------------------------
     def fsdp_model_of_optimizer(self, optimizer: ast.expr | None) -> Wrap | None:
         """The torch_xla FSDP wrap whose parameters ``optimizer`` (a name or ``self.<attr>``)
         holds. An optimizer this file does not build in sight (a function parameter)
         counts as the FSDP model's when every optimizer the file builds is an FSDP model's."""
         objects = self.training_objects
-        constructions = objects.optimizer_calls_of(optimizer) or objects.optimizer_calls
+        constructions = (
+            objects.optimizer_calls_of(optimizer) or self._passed_optimizers(optimizer) or objects.optimizer_calls
+        )
         wraps = [self._fsdp_wrap_of_construction(c) for c in constructions]
         return wraps[0] if wraps and all(wraps) else None
 
+    def _passed_optimizers(self, optimizer: ast.expr | None) -> list[ast.Call]:
+        """For a parameter of a function, the optimizers its call sites pass (all of them
+        known), else none."""
+        function = _scope(optimizer) if isinstance(optimizer, ast.Name) else None
+        if not isinstance(function, FUNCTIONS) or optimizer.id not in parameter_names(function):  # type: ignore[union-attr]
+            return []
+        found: list[ast.Call] = []
+        for site in call_sites(function, self.semantic):
+            passed = self.training_objects.optimizer_calls_of(passed_argument(site, function, optimizer.id))  # type: ignore[union-attr]
+            if not passed:
+                return []
+            found += passed
+        return found
+
     def optimizers_built_before(self, wrap: Wrap) -> list[ast.Call]:
-        """Optimizers built from the parameters of the module ``wrap`` wraps, earlier in
-        the same function: they hold the parameters FSDP replaces with its shards."""
+        """Optimizers built from the parameters of the module ``wrap`` wraps, before it in
+        the same function (or class): they hold the parameters FSDP replaces with its
+        shards. "Before" follows the calls (``reaching.runs_before``): a wrap in a helper
+        that ``__init__`` calls before it builds the optimizer comes first."""
         names = {dotted_name(wrap.module) if wrap.module is not None else None, wrap.target} - {None}
         found = []
         for construction in self.training_objects.optimizer_calls:
-            if (
-                (construction.lineno, construction.col_offset) < (wrap.call.lineno, wrap.call.col_offset)
-                and _scope(construction) is _scope(wrap.call)
-                and any(dotted_name(m) in names for m in self.training_objects.held_models(construction))
-            ):
+            if _scope(construction) is not _scope(wrap.call):
+                continue
+            before = runs_before(construction, wrap.call, self.semantic)
+            if before is None:  # no function of the module seen to run both: by position
+                before = (construction.lineno, construction.col_offset) < (wrap.call.lineno, wrap.call.col_offset)
+            if before and any(dotted_name(m) in names for m in self.training_objects.held_models(construction)):
                 found.append(construction)
         return found
 

@@ -1,10 +1,21 @@
-"""The values a read of a local name can see: the last assignment to it on each path
-through the statements before the read, in its function (or module).
+"""Program order: what a name holds where it is read, which branch a node runs under, and
+which of two nodes of the module runs first.
 
-Only straight-line blocks, ``if``/``else``, ``with`` and loops whose body assigns the name
-plainly are followed; anything else (a parameter, a loop-carried value read in the loop,
-``try``, a tuple target, a ``for`` target) leaves the answer unknown. The tensor flow asks
-it so that ``n = n.item()`` on every path before a read makes ``n`` a number there.
+- :func:`reaching_values`: the last assignment to a local name on each path through the
+  statements before the read, in its function (or module). Only straight-line blocks,
+  ``if``/``else``, ``with`` and loops whose body assigns the name plainly are followed;
+  anything else (a parameter, a loop-carried value read in the loop, ``try``, a tuple
+  target, a ``for`` target) leaves the answer unknown. A name reassigned to another value
+  holds that value from there on (``loader = DataLoader(eval_ds)`` after the training
+  loop is the evaluation loader). The tensor flow asks it so that ``n = n.item()`` on
+  every path before a read makes ``n`` a number there.
+- Correlated branches: a read under ``if args.use_fsdp:`` (or in its ``else``) sees only
+  the matching branch of an earlier ``if args.use_fsdp:`` of its function, when the test
+  is the same expression over names not reassigned between the two and calls nothing
+  (:func:`branch_facts`, :func:`decided_branch`).
+- :func:`runs_before`: whether one node of the module runs before another, following the
+  calls of the module's functions (a wrap in a helper that ``__init__`` calls before it
+  builds the optimizer comes first, whatever the line numbers), a few calls deep.
 """
 
 from __future__ import annotations
@@ -13,13 +24,17 @@ import ast
 from collections.abc import Iterator
 from enum import Enum
 
-from xlalint.linter.semantic import enclosing_statement, parent
-from xlalint.linter.values import DEFINITIONS
+from xlalint.linter.semantic import Semantic, enclosing_statement, parent
+from xlalint.linter.values import DEFINITIONS, FUNCTIONS, call_sites, walk_scope
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _BLOCKS = ("body", "orelse", "finalbody")
 # Statements whose blocks a loop's assignments are looked for in.
 _COMPOUND = (ast.If, ast.With, ast.AsyncWith, *_LOOPS, ast.Try, *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
+
+
+# How many calls up :func:`runs_before` follows from a node to the functions that call it.
+_CALL_DEPTH = 4
 
 
 class _Paths(Enum):
@@ -36,12 +51,13 @@ def reaching_values(read: ast.Name) -> list[ast.expr] | None:
     if current is None or (isinstance(current, ast.While) and _within(read, current.test)):
         return None  # a `while` test also runs after the body
     values: list[ast.expr] = []
+    facts = branch_facts(read)
     while True:
         owner = parent(current)
         block = _block_of(owner, current)
         if block is None:
             return None
-        paths = _scan(reversed(block[: block.index(current)]), name, values)
+        paths = _scan(reversed(block[: block.index(current)]), name, values, facts)
         if paths is _Paths.ASSIGNED:
             return values
         if paths is _Paths.UNKNOWN:
@@ -55,8 +71,9 @@ def reaching_values(read: ast.Name) -> list[ast.expr] | None:
         current = owner
 
 
-def _scan(statements, name: str, values: list[ast.expr]) -> _Paths:
-    """Walk ``statements`` (latest first) for the last assignments to ``name``."""
+def _scan(statements, name: str, values: list[ast.expr], facts: Facts) -> _Paths:
+    """Walk ``statements`` (latest first) for the last assignments to ``name``; an ``if``
+    whose test ``facts`` decide is followed into the branch taken only."""
     for stmt in statements:
         if name not in _assigned_names(stmt):
             continue
@@ -67,14 +84,23 @@ def _scan(statements, name: str, values: list[ast.expr]) -> _Paths:
                 continue  # `n += v` adds to the value before it
             return _Paths.ASSIGNED
         if isinstance(stmt, ast.If) and name not in _header_names(stmt):
-            branches = [_scan(reversed(stmt.body), name, values), _scan(reversed(stmt.orelse), name, values)]
+            taken = decided_branch(stmt, facts)
+            if taken is not None:
+                paths = _scan(reversed(stmt.body if taken else stmt.orelse), name, values, facts)
+                if paths is not _Paths.THROUGH:
+                    return paths
+                continue
+            branches = [
+                _scan(reversed(stmt.body), name, values, facts),
+                _scan(reversed(stmt.orelse), name, values, facts),
+            ]
             if _Paths.UNKNOWN in branches:
                 return _Paths.UNKNOWN
             if branches == [_Paths.ASSIGNED, _Paths.ASSIGNED]:
                 return _Paths.ASSIGNED
             continue
         if isinstance(stmt, (ast.With, ast.AsyncWith)) and name not in _header_names(stmt):
-            paths = _scan(reversed(stmt.body), name, values)
+            paths = _scan(reversed(stmt.body), name, values, facts)
             if paths is not _Paths.THROUGH:
                 return paths
             continue
@@ -168,3 +194,183 @@ def _block_of(owner: ast.AST | None, stmt: ast.stmt) -> list[ast.stmt] | None:
 
 def _within(node: ast.AST, root: ast.AST) -> bool:
     return any(n is node for n in ast.walk(root))
+
+
+# --- correlated branches -------------------------------------------------------------------
+
+# What a node's enclosing tests say: condition key -> (the value the keyed expression has
+# there, the ``if``/conditional expression that says so).
+Facts = dict[str, tuple[bool, ast.If | ast.IfExp]]
+
+
+def condition_key(test: ast.expr) -> tuple[str, bool]:
+    """A key naming what a condition tests, and whether the ``if`` body runs when that
+    is true: ``not x`` and ``x is None`` -> (x, False); ``x is not None`` -> (x, True)."""
+    positive = True
+    while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, positive = test.operand, not positive
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        if isinstance(test.ops[0], ast.Is):
+            positive = not positive
+        test = test.left
+    return ast.dump(test), positive
+
+
+def branch_facts(node: ast.AST) -> Facts:
+    """The tests ``node`` runs under in its function (or module): for each enclosing
+    ``if`` (or conditional expression) whose body or ``else`` holds it, whether the
+    tested expression is true there. Tests that call something are left out (their
+    answer may change from one call to the next)."""
+    facts: Facts = {}
+    child, owner = node, parent(node)
+    while owner is not None and not isinstance(owner, (*DEFINITIONS, ast.Module)):
+        if isinstance(owner, (ast.If, ast.IfExp)) and child is not owner.test:
+            condition = _stable_condition(owner)
+            if condition is not None:
+                key, positive = condition
+                in_body = any(child is s for s in owner.body) if isinstance(owner, ast.If) else child is owner.body
+                facts.setdefault(key, (positive if in_body else not positive, owner))
+        child, owner = owner, parent(owner)
+    return facts
+
+
+def decided_branch(stmt: ast.If, facts: Facts) -> bool | None:
+    """Whether ``facts`` (of a later node of the same function) say which branch of the
+    earlier ``stmt`` ran: True for its body, False for its ``else``, None when they do not
+    (another test, or a name of the test assigned between the two)."""
+    condition = _stable_condition(stmt) if facts else None
+    if condition is None:
+        return None
+    key, positive = condition
+    fact = facts.get(key)
+    if fact is None:
+        return None
+    value, later = fact
+    start, end = stmt.test.end_lineno or stmt.lineno, later.test.lineno
+    if end < start:
+        return None
+    # A loop around the later test and not the earlier one runs the test again after
+    # the rest of its body: a name set there changes the answer for the next pass.
+    for owner in _ancestors_in_scope(later):
+        if isinstance(owner, _LOOPS) and owner.lineno > start:
+            end = max(end, owner.end_lineno or end)
+    bound = _bound_lines(_scope_of(stmt))
+    for node in ast.walk(stmt.test):
+        if isinstance(node, ast.Name) and any(start <= line <= end for line in bound.get(node.id, ())):
+            return None
+    return value == positive
+
+
+def _ancestors_in_scope(node: ast.AST) -> Iterator[ast.AST]:
+    owner = parent(node)
+    while owner is not None and not isinstance(owner, (*DEFINITIONS, ast.Module)):
+        yield owner
+        owner = parent(owner)
+
+
+def _stable_condition(node: ast.If | ast.IfExp) -> tuple[str, bool] | None:
+    """The condition key of a test with the same answer each time it runs while its
+    names keep their values (it calls nothing); None for another test. Kept on the node:
+    every read under it asks."""
+    found = getattr(node, "_xlalint_stable_condition", False)
+    if found is False:
+        calls = (ast.Call, ast.Await, ast.NamedExpr, ast.Yield, ast.YieldFrom)
+        found = None if any(isinstance(n, calls) for n in ast.walk(node.test)) else condition_key(node.test)
+        node._xlalint_stable_condition = found  # type: ignore[union-attr]
+    return found
+
+
+def _bound_lines(scope: ast.AST) -> dict[str, list[int]]:
+    """The lines where each name of ``scope`` is bound or changed (``args = ...``,
+    ``args.use_fsdp = ...``, ``args[k] = ...``), found once per scope."""
+    found = getattr(scope, "_xlalint_bound_lines", None)
+    if found is None:
+        found = {}
+        for node in walk_scope(scope, shallow=True):
+            if isinstance(node, (ast.Name, ast.Attribute, ast.Subscript)) and isinstance(
+                node.ctx, (ast.Store, ast.Del)
+            ):
+                root = node
+                while isinstance(root, (ast.Attribute, ast.Subscript)):
+                    root = root.value
+                if isinstance(root, ast.Name):
+                    found.setdefault(root.id, []).append(node.lineno)
+        scope._xlalint_bound_lines = found  # type: ignore[attr-defined]
+    return found
+
+
+# --- call order ------------------------------------------------------------------------------
+
+
+def runs_before(first: ast.AST, second: ast.AST, semantic: Semantic) -> bool | None:
+    """Whether ``first`` runs before ``second``: compared where both are reached, in the
+    nearest function (or the module) that runs both, directly or through calls of the
+    module's functions (at most a few calls deep). None when no function of the module
+    is seen to run both. A call that leads to ``second`` does not run before it."""
+    reached_first = _reached_from(first, semantic)
+    reached_second = _reached_from(second, semantic)
+    common = [key for key in reached_first if key in reached_second]
+    if not common:
+        return None
+    nearest = min(common, key=lambda key: (reached_first[key][1] + reached_second[key][1], reached_first[key][1]))
+    return reached_first[nearest][0] < reached_second[nearest][0]
+
+
+def _reached_from(node: ast.AST, semantic: Semantic) -> dict[int, tuple[tuple[int, int], int]]:
+    """The scopes that run ``node``: id of the scope -> (where in it ``node``, or the
+    earliest call leading to it, is; how many calls away)."""
+    scope = _scope_of(node)
+    reached = {id(scope): ((getattr(node, "lineno", 0), getattr(node, "col_offset", 0)), 0)}
+    if isinstance(scope, FUNCTIONS):
+        for key, (position, depth) in _callers(scope, semantic).items():
+            reached.setdefault(key, (position, depth))
+    return reached
+
+
+def _callers(function: ast.AST, semantic: Semantic) -> dict[int, tuple[tuple[int, int], int]]:
+    """The scopes that call ``function``, directly or through other functions of the
+    module, up to ``_CALL_DEPTH`` calls away, each with its earliest such call; found once
+    per function (a breadth-first walk up the calls)."""
+    found = getattr(function, "_xlalint_callers", None)
+    if found is not None:
+        return found
+    found = {}
+    frontier = [function]
+    seen = {id(function)}
+    for depth in range(1, _CALL_DEPTH + 1):
+        callers = []
+        for callee in frontier:
+            for call in call_sites(callee, semantic):  # type: ignore[arg-type]
+                caller = _scope_of(call)
+                position = (call.lineno, call.col_offset)
+                known = found.get(id(caller))
+                if known is None:
+                    found[id(caller)] = (position, depth)
+                    if isinstance(caller, FUNCTIONS) and id(caller) not in seen:
+                        seen.add(id(caller))
+                        callers.append(caller)
+                elif known[1] == depth and position < known[0]:
+                    found[id(caller)] = (position, depth)
+        frontier = callers
+        if not frontier:
+            break
+    function._xlalint_callers = found  # type: ignore[attr-defined]
+    return found
+
+
+def _scope_of(node: ast.AST) -> ast.AST:
+    """The function whose body runs ``node``, or the module."""
+    current = parent(node)
+    while current is not None:
+        if isinstance(current, FUNCTIONS):
+            return current
+        if parent(current) is None:
+            return current
+        current = parent(current)
+    return node

@@ -1,5 +1,5 @@
 """Whole-module facts about a script (docs/rules.md, "Scope"): is it a multi-process XLA
-script, does it run its loop through a library that syncs for it."""
+script, does it run its loop through a library that syncs for it, is it meant for XLA."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ WORLD = frozenset(
         "torch_xla.runtime.local_ordinal",
     }
 )
+# Names that say a script (an accelerate one, which need not import torch_xla) runs on XLA.
+XLA_WORDS = frozenset({"XLA", "TPU", "is_torch_xla_available", "is_tpu_available", "is_torch_tpu_available"})
 INIT_PROCESS_GROUP = frozenset({"torch.distributed.init_process_group"})
 TRAINERS = frozenset(
     {
@@ -76,3 +78,13 @@ def uses_syncing_library(semantic: Semantic) -> bool:
         if any(semantic.qualified_name(b) in TRAINERS for b in node.bases):
             return True
     return False
+
+
+def targets_xla(semantic: Semantic) -> bool:
+    """The file imports torch_xla or names XLA/TPU (``DistributedType.XLA``,
+    ``is_torch_xla_available()``): accelerate or the HF Trainer then run it on XLA devices."""
+    if semantic.imports.imports_module("torch_xla"):
+        return True
+    return any(node.attr in XLA_WORDS for node in semantic.nodes_of(ast.Attribute)) or any(
+        node.id in XLA_WORDS for node in semantic.nodes_of(ast.Name)
+    )

@@ -127,6 +127,7 @@ class TrainingObjects:
         #: The local modules the module imports (``from model import Transformer``), if known.
         self.project = project
         self._device_names: dict[tuple[int, str], bool] = {}
+        self._held_models: dict[int, list[ast.expr]] = {}
 
     # -- optimizers -------------------------------------------------------------------------
     @cached_property
@@ -180,8 +181,13 @@ class TrainingObjects:
         """The receivers of ``.parameters()``/``.named_parameters()`` whose values the
         optimizer built by ``call`` is given (its ``params`` argument), through parameter
         groups, comprehensions and variables."""
-        params = call.args[0] if call.args else keyword_value(call, "params")
-        return self._receivers_in(params, 0, set()) if params is not None else []
+        # Kept per call: XLA209 asks it of every optimizer for every wrap.
+        found = self._held_models.get(id(call))
+        if found is None:
+            params = call.args[0] if call.args else keyword_value(call, "params")
+            found = self._receivers_in(params, 0, set()) if params is not None else []
+            self._held_models[id(call)] = found
+        return found
 
     def optimizer_calls_of(self, optimizer: ast.expr | None) -> list[ast.Call]:
         """The optimizer constructor calls that ``optimizer`` (a name or ``self.<attr>``)

@@ -96,7 +96,8 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
   machine it is False, so the ported script would run on the CPU. Anywhere else too
   (issue 21): `assert torch.cuda.is_available()`, `if torch.cuda.is_available():
   torch.cuda.manual_seed(s)`, `pin = torch.cuda.is_available()`: the ported script would
-  stop, or skip what it does on an accelerator. `"bfloat16" if torch.cuda.is_available()
+  stop, or skip what it does on an accelerator (not in an `if` whose branches only
+  print, warn or log: nothing runs differently). `"bfloat16" if torch.cuda.is_available()
   and torch.cuda.is_bf16_supported() else "float16"` is reported once, as a whole: it
   would pick float16 on XLA (and the scaler the fix removes would be its loss scaling);
 - a data-parallel script's CUDA parts (names in `xlalint/rules/_cuda_api.py`):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 
 from xlalint.linter.model import InsertStatement
+from xlalint.linter.reaching import runs_before
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.scripts import SPAWN
 from xlalint.linter.semantic import dotted_name, enclosing_function, method_name, parent, string_value
@@ -331,12 +332,21 @@ xm.broadcast_master_param(model)
         return found
 
     def _seeded_before(self, build: ast.stmt, seeds: list[ast.Call]) -> bool:
-        """A seed runs before ``build``: earlier in the same function (or at module
-        level before a module-level build), at module level for a build in a function,
-        or anywhere in another function (whose order is not known)."""
+        """A seed runs before ``build``: before it where a function of the module (or the
+        module) runs both, following the calls (``reaching.runs_before``); otherwise at
+        module level for a build in a function, or anywhere in another function (whose
+        order is not known)."""
         home = enclosing_function(build)
         called = {id(f) for seed in seeds if (f := enclosing_function(seed)) is not None and self._called_here(f)}
         for seed in seeds:
+            # Where a function of the module runs both, the calls decide: a seed after
+            # the call that builds the model is too late, and so is the call of a
+            # function that seeds only after building it (`main()`).
+            before = runs_before(seed, build, self.ctx.semantic)
+            if before is not None:
+                if before:
+                    return True
+                continue
             where = enclosing_function(seed)
             if where is not None and where is not home and id(where) in called:
                 continue  # a helper this module calls: its calls are among the seeds, in order

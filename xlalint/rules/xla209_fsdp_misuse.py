@@ -50,12 +50,16 @@ where there is one shard: checked statically.)
 
 ## What is flagged
 
-For a model wrapped in torch_xla's FSDP (either class, whatever the import):
+For a model wrapped in torch_xla's FSDP (either class, whatever the import) on every
+path to the line (`if args.use_fsdp: model = FSDP(model)` ... `if args.use_fsdp: ...
+else: clip_grad_norm_(...)`: FSDP under the second test, not in its `else`):
 - `xm.optimizer_step(opt)` where `opt` holds the model's parameters (an optimizer the
-  file does not build in sight counts when every optimizer the file builds is an FSDP
-  model's);
+  file does not build in sight counts when the calls of its function pass, or else
+  every optimizer the file builds is, an FSDP model's);
 - an optimizer built from the module's parameters (`parameters()`, `named_parameters()`,
-  parameter groups) earlier in the same function than the wrap;
+  parameter groups) before the wrap in the same function or class, following the
+  calls: a wrap in a helper that `__init__` calls before building the optimizer comes
+  first, wherever the helper is defined;
 - `torch.nn.utils.clip_grad_norm_(model.parameters(), ...)` of an
   `XlaFullyShardedDataParallel` model. Not for FSDPv2, whose parameters are global
   (SPMD) tensors.

@@ -14,6 +14,7 @@ from xlalint.linter.distributed import DISTRIBUTED_SAMPLERS
 from xlalint.linter.kwargs import unpacked_keywords
 from xlalint.linter.model import SetKeyword
 from xlalint.linter.rule import Invalid, Rule, Valid
+from xlalint.linter.scripts import targets_xla, uses_syncing_library
 from xlalint.linter.semantic import keyword
 from xlalint.linter.values import assigned_values, enclosing_scopes
 
@@ -21,6 +22,7 @@ from xlalint.linter.values import assigned_values, enclosing_scopes
 #            collate_fn, pin_memory, drop_last, ...)
 _BATCH_SIZE_POSITION = 1
 _BATCH_SAMPLER_POSITION = 4
+RANDOM_SAMPLERS = frozenset({"torch.utils.data.RandomSampler", "torch.utils.data.sampler.RandomSampler"})
 _SAMPLER_DROPS = (
     "Training `DataLoader` without `drop_last=True`: its sampler's `drop_last=True` evens out the processes, "
     "but the loader's last batch is still partial and compiles a new graph"
@@ -42,14 +44,19 @@ with a batch of a new shape and a recompile of the forward and backward step.
 ## What is flagged
 
 In a file that imports torch_xla, a *training* `DataLoader` (one whose batches a
-training loop iterates: see XLA202) with no `drop_last=` or `drop_last=False`, also
+training loop iterates: see XLA202; also either arm of `pl.MpDeviceLoader(loader, device)
+if on_xla else loader`; a name rebound to an evaluation loader after the training loop
+holds that loader from there on) with no `drop_last=` or `drop_last=False`, also
 when its `DistributedSampler` has `drop_last=True` (that evens out the processes; the
 loader's last batch is still partial). A `**kwargs` dict the file builds (a literal,
 `dict(...)`, a conditional between them, its `.update(...)` and `kwargs["key"] = v`) is
 read on every branch: flagged when no branch sets `drop_last` or `batch_sampler`. Not
 flagged: a `batch_sampler=` (it decides the batches), `batch_size=None`, a
 `drop_last=` given by a variable, a `**kwargs` the file does not build, evaluation
-loaders.
+loaders, a `sampler=RandomSampler(ds, num_samples=N)` whose N the batch size divides
+(both literals: no batch is partial). A script that uses `accelerate.Accelerator` or
+the HF `Trainer` is an XLA script here when it is meant for TPU (it imports torch_xla or
+names XLA/TPU): accelerate keeps the partial batch too.
 
 ## Fix
 
@@ -123,6 +130,27 @@ loader = DataLoader(train_ds, batch_size=32, shuffle=True, drop_last=True)
             if use_cuda:
                 train_kwargs.update({"drop_last": True})
             for x, y in DataLoader(ds, **train_kwargs):
+                model(x, y).backward()
+            """
+        ),
+        # accelerate with no word of XLA or TPU (it runs on GPUs); a sampler that draws
+        # a multiple of the batch size.
+        Valid(
+            """
+            from accelerate import Accelerator
+            from torch.utils.data import DataLoader
+            accelerator = Accelerator()
+            loader = accelerator.prepare(DataLoader(ds, batch_size=8))
+            for x, y in loader:
+                accelerator.backward(model(x, y))
+            """
+        ),
+        Valid(
+            """
+            import torch_xla
+            from torch.utils.data import DataLoader, RandomSampler
+            loader = DataLoader(ds, batch_size=8, sampler=RandomSampler(ds, num_samples=800))
+            for x, y in loader:
                 model(x, y).backward()
             """
         ),
@@ -207,7 +235,9 @@ loader = DataLoader(train_ds, batch_size=32, shuffle=True, drop_last=True)
 
     def finish(self) -> None:
         distributed = self.ctx.distributed
-        if not distributed.uses_xla:
+        semantic = self.ctx.semantic
+        # accelerate and the HF Trainer keep the partial batch too: meant for TPU, they are XLA scripts here.
+        if not (distributed.uses_xla or (uses_syncing_library(semantic) and targets_xla(semantic))):
             return
         for loader in distributed.training_loaders:
             call = loader.call
@@ -224,6 +254,8 @@ loader = DataLoader(train_ds, batch_size=32, shuffle=True, drop_last=True)
                 or not all(isinstance(v, ast.expr) and not _is_none_value(v) for v in unpacked.get("batch_size", []))
             ):
                 continue
+            if self._samples_whole_batches(call):
+                continue
             drop_last = keyword(call, "drop_last")
             if drop_last is not None and not (
                 isinstance(drop_last.value, ast.Constant) and drop_last.value.value is False
@@ -235,9 +267,23 @@ loader = DataLoader(train_ds, batch_size=32, shuffle=True, drop_last=True)
             message = _SAMPLER_DROPS if self._sampler_drops_last(call) else None
             self.report(call if drop_last is None else drop_last, message, fix=fix)
 
-    def _sampler_drops_last(self, call: ast.Call) -> bool:
-        """The loader's ``sampler=`` is a ``DistributedSampler(..., drop_last=True)``
-        (given there or bound to the name passed)."""
+    def _samples_whole_batches(self, call: ast.Call) -> bool:
+        """``sampler=RandomSampler(ds, num_samples=800)`` with ``batch_size=8``: both
+        literals, the batch size divides the number of samples, so no batch is partial."""
+        batch_size = keyword(call, "batch_size")
+        size = batch_size.value if batch_size is not None else None
+        if size is None and len(call.args) > _BATCH_SIZE_POSITION:
+            size = call.args[_BATCH_SIZE_POSITION]
+        for sampler in self._sampler_values(call):
+            if not (isinstance(sampler, ast.Call) and self.ctx.semantic.call_name(sampler) in RANDOM_SAMPLERS):
+                continue
+            samples = keyword(sampler, "num_samples")
+            if samples is not None and _divides(size, samples.value):
+                return True
+        return False
+
+    def _sampler_values(self, call: ast.Call) -> list[ast.expr]:
+        """What the loader's ``sampler=`` is: given there, or bound to the name passed."""
         sampler = keyword(call, "sampler")
         values = [sampler.value] if sampler is not None else []
         if values and isinstance(values[0], ast.Name):
@@ -247,12 +293,22 @@ loader = DataLoader(train_ds, batch_size=32, shuffle=True, drop_last=True)
                 for scope in enclosing_scopes(values[0])
                 for v in assigned_values(scope, lambda t, n=name: isinstance(t, ast.Name) and t.id == n, shallow=True)
             ]
-        for value in values:
+        return values
+
+    def _sampler_drops_last(self, call: ast.Call) -> bool:
+        """The loader's ``sampler=`` is a ``DistributedSampler(..., drop_last=True)``
+        (given there or bound to the name passed)."""
+        for value in self._sampler_values(call):
             if isinstance(value, ast.Call) and self.ctx.semantic.call_name(value) in DISTRIBUTED_SAMPLERS:
                 drops = keyword(value, "drop_last")
                 if drops is not None and isinstance(drops.value, ast.Constant) and drops.value.value is True:
                     return True
         return False
+
+
+def _divides(size: ast.expr | None, samples: ast.expr) -> bool:
+    literal = [isinstance(n, ast.Constant) and type(n.value) is int and n.value > 0 for n in (size, samples)]
+    return all(literal) and samples.value % size.value == 0  # type: ignore[union-attr]
 
 
 def _is_none(kw: ast.keyword | None) -> bool:

@@ -12,12 +12,12 @@ import ast
 
 from xlalint.linter.model import InsertStatement
 from xlalint.linter.rule import Invalid, Rule, Valid
+from xlalint.linter.scripts import targets_xla
 from xlalint.linter.semantic import dotted_name, enclosing_function, enclosing_statement, method_name
 from xlalint.linter.training_objects import Move, Tie, same_object_tree
+from xlalint.linter.values import assigned_values
 
 _TIE_METHOD = "tie_weights"
-# Names that say a script (an accelerate one, which need not import torch_xla) runs on XLA.
-_XLA_WORDS = frozenset({"XLA", "TPU", "is_torch_xla_available", "is_tpu_available", "is_torch_tpu_available"})
 
 
 class TiedWeightsBeforeMove(Rule):
@@ -60,8 +60,10 @@ one imported from a module of the project (`from model import Transformer` finds
 `model.py` beside the script or in the project root, as `python train.py` would; a
 package's `pkg/model.py` too). A tie under `if tie_weights:` counts unless the model is
 built with a literal that skips it (`RNNModel(..., tie_weights=False)`, or that default).
-Not flagged: a model given to an HF `Trainer` (it ties the weights again after moving
-the model).
+Not flagged: a model given to an HF `Trainer` (`Seq2SeqTrainer`, `SFTTrainer`, a
+subclass; also through `model.to(...)` or a wrapper such as `get_peft_model(model, ...)`),
+whatever the file did to it before: the Trainer ties the weights again after moving the
+model.
 
 ## Fix
 
@@ -278,7 +280,7 @@ model.tie_weights()
             tied = [kind for kind in kinds if kind is not None]
             if not tied or self._given_to_trainer(move.model):
                 continue
-            if move.kind == "prepare" and not self._targets_xla():
+            if move.kind == "prepare" and not targets_xla(self.ctx.semantic):
                 continue
             if any(self._tied_again(move, kind, ties) for kind, ties in tied):
                 continue
@@ -290,19 +292,21 @@ model.tie_weights()
             )
             self.report(move.call, message, fix=self._fix_for(move, values))
 
-    def _targets_xla(self) -> bool:
-        """The file imports torch_xla or tests for XLA/TPU (``DistributedType.XLA``,
-        ``is_torch_xla_available()``): accelerate then runs it on XLA devices."""
-        if self.ctx.distributed.uses_xla:
-            return True
-        return any(node.attr in _XLA_WORDS for node in self.ctx.semantic.nodes_of(ast.Attribute)) or any(
-            node.id in _XLA_WORDS for node in self.ctx.semantic.nodes_of(ast.Name)
-        )
-
     def _given_to_trainer(self, model: str) -> bool:
-        for call in self.ctx.semantic.calls_of("Trainer", "Seq2SeqTrainer"):
+        """An HF ``Trainer`` (``Seq2SeqTrainer``, ``SFTTrainer``, a subclass of the file)
+        is given the model, whatever was done to it on the way (``model.to(device)``,
+        ``get_peft_model(model, config)``, a name bound to either): it ties again after
+        its own move."""
+        semantic = self.ctx.semantic
+        for call in semantic.calls_of(*(name for name in semantic.calls_by_function if name.endswith("Trainer"))):
             given = [*call.args[:1], *(k.value for k in call.keywords if k.arg == "model")]
-            if any(dotted_name(value) == model for value in given):
+            bound = [
+                bound_value
+                for value in given
+                if isinstance(value, ast.Name)
+                for bound_value in assigned_values(semantic.tree, lambda t, n=value.id: dotted_name(t) == n)
+            ]
+            if any(dotted_name(node) == model for value in given + bound for node in ast.walk(value)):
                 return True
         return False
 

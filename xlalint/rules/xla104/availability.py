@@ -18,7 +18,7 @@ import ast
 from xlalint.linter.devices import IS_AVAILABLE, condition_holding
 from xlalint.linter.model import Fix, RemoveStatement, ReplaceExpr
 from xlalint.linter.rule import Invalid, Valid
-from xlalint.linter.semantic import ancestors, dotted_name, enclosing_statement, parent, string_value
+from xlalint.linter.semantic import ancestors, dotted_name, enclosing_statement, method_name, parent, string_value
 from xlalint.linter.syntax import is_alone_on_its_lines
 from xlalint.rules._cuda_api import CUDA_BACKENDS
 from xlalint.rules.xla104.writer import Writer
@@ -27,6 +27,9 @@ from xlalint.rules.xla104.writer import Writer
 # is True on XLA.
 CAPABILITIES = IS_AVAILABLE | {"torch.cuda.is_bf16_supported"}
 FALSE_ON_XLA = "it is False on an XLA machine"
+# What a branch may do and still change nothing on the device: say something.
+_REPORTING_CALLS = frozenset({"warnings.warn", "torch_xla.core.xla_model.master_print"})
+_LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
 
 
 class Availability:
@@ -82,12 +85,34 @@ class Availability:
             return
         if test_of is not None and _chooses_a_backend(test_of):
             return  # `"nccl" if torch.cuda.is_available() else "gloo"`: the process group's finding
+        if isinstance(test_of, ast.If) and self._only_reports(test_of):
+            return  # `if not torch.cuda.is_available(): print("running on the CPU")`: nothing runs differently
         if test_of is not None:
             where = "this condition takes the path without an accelerator"
         else:
             where = "this value says there is no accelerator"
         message = f"`{text}`: {FALSE_ON_XLA}, so {where}"
         self.writer.report(call, message, self._assume_available_fix(call))
+
+    def _only_reports(self, test_of: ast.If) -> bool:
+        """Both branches of the ``if`` (its ``elif``\\s too) only print, warn or log."""
+        for stmt in [*test_of.body, *test_of.orelse]:
+            if isinstance(stmt, ast.If):
+                if not self._only_reports(stmt):
+                    return False
+            elif not (isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and self._reports(stmt.value))):
+                return False
+        return True
+
+    def _reports(self, node: ast.expr) -> bool:
+        """``print(...)``, ``warnings.warn(...)``, ``xm.master_print(...)``, ``logger.warning(...)``."""
+        if not isinstance(node, ast.Call):
+            return False
+        func = node.func
+        if self.ctx.semantic.call_name(node) in _REPORTING_CALLS or (isinstance(func, ast.Name) and func.id == "print"):
+            return True
+        receiver = (dotted_name(func.value) or "") if isinstance(func, ast.Attribute) else ""
+        return method_name(node) in _LOG_METHODS and "log" in receiver.rsplit(".", 1)[-1].lower()
 
     def check_conditional(self, node: ast.IfExp) -> None:
         """``"bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else
