@@ -12,6 +12,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from xlalint.fixers import imports
+from xlalint.linter import notebook
 from xlalint.linter.config import Settings
 from xlalint.linter.fixing import fix_source
 
@@ -79,3 +81,11 @@ def test_a_notebook_gets_its_imports_below_its_pip_lines(tmp_path, cli):
     assert cells[2] == "import torch_xla\n\nmodel = torch.nn.Linear(8, 2).to(torch_xla.device())"
     again = cli("fix", "--no-cache", "setup_cells.ipynb", cwd=tmp_path)
     assert again.returncode == 0 and path.read_text() == (FIXTURES / "setup_cells.fixed.ipynb").read_text()
+
+
+def test_the_fixer_knows_the_notebook_s_setup_marker():
+    assert imports.SETUP_MAGIC_COMMENT == notebook.SETUP_MAGIC_COMMENT
+    # Only a line that installs is setup: `!nvidia-smi` (or `%%time`) holds no import back.
+    cell = notebook.code_cell(1, "!pip install -q torch_xla\n!nvidia-smi\nx = 1")
+    assert cell is not None
+    assert cell.python.splitlines()[:2] == [notebook.SETUP_MAGIC_COMMENT, notebook.MAGIC_COMMENT]

@@ -173,10 +173,12 @@ def _at(body: list[cst.CSTNode], statement: cst.SimpleStatementLine, index: int)
     ]
 
 
-# Setup code of a notebook: IPython's lines (`!pip install`, `%pip`) as a notebook keeps
-# them (a marker comment, see linter/notebook.py) and as an export writes them
+# Setup code of a notebook: IPython's lines that install (`!pip install`, `%pip`) as a
+# notebook keeps them (a marker comment), IPython's lines as an export writes them
 # (`get_ipython().system(...)`), and installs run from Python.
-_MAGIC_MARKER = "# xlalint-notebook-magic"
+# The marker is linter/notebook.py's SETUP_MAGIC_COMMENT (that module imports the fix loop:
+# importing it here would close a circle).
+SETUP_MAGIC_COMMENT = "# xlalint-notebook-setup"
 _SHELL_CALLS = frozenset({"os.system", "os.popen", "subprocess.run", "subprocess.call", "subprocess.check_call"})
 _SHELL_CALLS |= {"subprocess.check_output", "subprocess.Popen"}
 _INSTALLS = ("pip", "install", "setup")
@@ -188,9 +190,9 @@ def _after_setup(module: cst.Module) -> int | None:
     import, a constant (`VERSION = "nightly"`) or a docstring. A magic line (a marker
     comment) stands above its statement; one further down (`!nvidia-smi` after the
     training) is not setup."""
-    floor = 0 if any(_is_magic(line) for line in module.header) else None
+    floor = 0 if any(_is_setup_magic(line) for line in module.header) else None
     for index, statement in enumerate(module.body):
-        if any(_is_magic(line) for line in statement.leading_lines):
+        if any(_is_setup_magic(line) for line in statement.leading_lines):
             floor = index
         if not isinstance(statement, cst.SimpleStatementLine):
             break
@@ -209,8 +211,8 @@ def _is_preamble(small: cst.BaseSmallStatement) -> bool:
     return isinstance(small, (cst.Assign, cst.Expr)) and isinstance(value, (cst.BaseString, cst.BaseNumber))
 
 
-def _is_magic(line: cst.EmptyLine) -> bool:
-    return line.comment is not None and line.comment.value == _MAGIC_MARKER
+def _is_setup_magic(line: cst.EmptyLine) -> bool:
+    return line.comment is not None and line.comment.value == SETUP_MAGIC_COMMENT
 
 
 def _is_setup(small: cst.BaseSmallStatement) -> bool:
