@@ -103,3 +103,51 @@ def test_the_fix_summary_says_how_many_followed_from_the_port(tmp_path, cli):
     assert "(9 fixed, 0 remaining; 1 of them appeared once the fixes made the file an XLA script)" in (
         fixed.stdout.decode()
     )
+
+
+CUDA_LOADER_SAVE = """\
+import torch
+from torch.utils.data import DataLoader
+
+model = Net().cuda()
+loader = DataLoader(ds, batch_size=8, shuffle=True)
+for x, y in loader:
+    loss_fn(model(x.cuda()), y.cuda()).backward()
+    opt.step()
+torch.save(model.state_dict(), "model.pt")
+"""
+
+
+def test_the_findings_after_the_port_do_not_depend_on_selecting_xla104():
+    # Issue 33 §2.8: the port is decided by XLA104 whether it is selected or not.
+    plain = [(f.code, f.span.line) for f in lint_source(CUDA_LOADER_SAVE, "train.py", Settings()) if f.after_port]
+    assert plain == [("XLA301", 5), ("XLA201", 9)]
+    assert after_port(CUDA_LOADER_SAVE, select=("XLA301", "XLA201")) == plain
+    assert after_port(CUDA_LOADER_SAVE, ignore=("XLA104",)) == plain
+    assert after_port(CUDA_LOADER_SAVE, per_file_ignores=(("train.py", ("XLA104",)),)) == plain
+    # Only what is selected is reported: XLA104 ran, but is not reported.
+    selected = lint_source(CUDA_LOADER_SAVE, "train.py", Settings(), select=("XLA301", "XLA201"))
+    assert {f.code for f in selected} == {"XLA301", "XLA201"}
+    # Not porting, the fix written for the ported code is not offered (`fix --select XLA201`
+    # would write `xm.save` into a CUDA script).
+    assert all(f.fix is None for f in selected)
+    assert fix_source(CUDA_LOADER_SAVE, "train.py", Settings(), select=("XLA201",)).source == CUDA_LOADER_SAVE
+    # A port suppressed on every line it would fix still brings nothing.
+    suppressed = CUDA_LOADER_SAVE.replace(".cuda())", ".cuda())  # noqa: XLA104").replace(
+        ".cuda()\n", ".cuda()  # noqa: XLA104\n"
+    )
+    assert after_port(suppressed, select=("XLA301", "XLA201")) == []
+
+
+def test_the_cli_and_the_config_report_the_findings_after_the_port(tmp_path, cli):
+    (tmp_path / "train.py").write_text(CUDA_LOADER_SAVE)
+
+    def reported(*args: str) -> list[str]:
+        out = cli("check", "--output-format", "concise", "--no-cache", *args, "train.py", cwd=tmp_path).stdout.decode()
+        return [line.split(": ")[1].split()[0] for line in out.splitlines() if line.endswith("(after the port)")]
+
+    assert reported() == ["XLA301", "XLA201"]
+    assert reported("--select", "XLA301,XLA201") == ["XLA301", "XLA201"]
+    assert reported("--ignore", "XLA104") == ["XLA301", "XLA201"]
+    (tmp_path / "xlalint.toml").write_text('ignore = ["XLA104"]\n')
+    assert reported() == ["XLA301", "XLA201"]

@@ -303,6 +303,8 @@ def _run(
                 ),
                 file=out,
             )
+            for note in reporters.withheld_notes(findings):
+                print(note, file=out)
     for report in reports:
         if report.error:
             typer.echo(f"xlalint: error: {report.path}: {report.error}", err=True)

@@ -113,7 +113,8 @@ _SECTIONS = ("future", "stdlib", "third-party", "local")
 def _in_sorted_places(before: cst.Module, after: cst.Module) -> cst.Module:
     """``after`` (``before`` with AddImportsVisitor's changes) with each new import
     statement moved into the block of its section, in sorted place, and the names it
-    merged into a ``from`` import sorted when they were."""
+    merged into a ``from`` import sorted when they were. Below the setup code of an
+    exported notebook (``!pip install ...``): the imports it installs come after it."""
     length = _import_head_length(before)
     old, new = list(before.body[:length]), list(after.body[: length + len(after.body) - len(before.body)])
     rest = after.body[len(new) :]
@@ -123,8 +124,30 @@ def _in_sorted_places(before: cst.Module, after: cst.Module) -> cst.Module:
     if added < 0 or new_keys[start + added :] != old_keys[start:]:
         return after  # not what AddImportsVisitor does: leave its layout
     body = [_names_sorted_as_before(o, n) for o, n in zip(old, new[:start] + new[start + added :])]
+    if start < len(body) and added and not any(_import_of(s) for s in old[:start]):
+        # AddImportsVisitor put the imports above the first statement (setup code, not an
+        # import) and set it off by a blank line: they are placed again below, it stays as it was.
+        body[start] = body[start].with_changes(leading_lines=old[start].leading_lines)
     if not added:
         return after.with_changes(body=(*body, *rest))
+    floor = _after_setup(before)
+    if floor is not None:
+        if start < len(body) and start <= floor:
+            # Placed again below the setup: the statement AddImportsVisitor set off stays as it was.
+            body[start] = body[start].with_changes(leading_lines=old[start].leading_lines)
+        body += rest
+        for statement in new[start : start + added]:
+            statement = statement.with_changes(leading_lines=())
+            # With the imports that directly follow the setup; else first after it (an
+            # import further down may come after code that will use the new name).
+            ceiling = floor
+            while ceiling < len(body) and _import_of(body[ceiling]) is not None:
+                ceiling += 1
+            body = _placed(body, statement, floor, ceiling) or _at(body, statement, floor)
+            after_run = ceiling + 1  # the statement after the imports, set off as isort does
+            if after_run < len(body) and _import_of(body[after_run]) is None and not body[after_run].leading_lines:
+                body[after_run] = body[after_run].with_changes(leading_lines=[cst.EmptyLine()])
+        return after.with_changes(body=body)
     if not any(_import_of(s) for s in body):
         return after  # nothing to sort among: its place after the docstring stands
     for statement in new[start : start + added]:
@@ -133,6 +156,79 @@ def _in_sorted_places(before: cst.Module, after: cst.Module) -> cst.Module:
             return after
         body = placed
     return after.with_changes(body=(*body, *rest))
+
+
+def _at(body: list[cst.CSTNode], statement: cst.SimpleStatementLine, index: int) -> list[cst.CSTNode]:
+    """``statement`` as a block of its own before ``body[index]``, the first statement
+    after the setup code: below the lines above it (a notebook's magic and cell marker
+    lines are there), set off from it by a blank line."""
+    if index == len(body):
+        return [*body, statement.with_changes(leading_lines=[cst.EmptyLine()])]
+    follower = body[index]
+    return [
+        *body[:index],
+        statement.with_changes(leading_lines=follower.leading_lines),
+        follower.with_changes(leading_lines=[cst.EmptyLine()]),
+        *body[index + 1 :],
+    ]
+
+
+# Setup code of a notebook: IPython's lines that install (`!pip install`, `%pip`) as a
+# notebook keeps them (a marker comment), IPython's lines as an export writes them
+# (`get_ipython().system(...)`), and installs run from Python.
+# The marker is linter/notebook.py's SETUP_MAGIC_COMMENT (that module imports the fix loop:
+# importing it here would close a circle).
+SETUP_MAGIC_COMMENT = "# xlalint-notebook-setup"
+_SHELL_CALLS = frozenset({"os.system", "os.popen", "subprocess.run", "subprocess.call", "subprocess.check_call"})
+_SHELL_CALLS |= {"subprocess.check_output", "subprocess.Popen"}
+_INSTALLS = ("pip", "install", "setup")
+
+
+def _after_setup(module: cst.Module) -> int | None:
+    """The index of the first top-level statement after the last setup statement (None:
+    there is none). Setup comes first: before the first statement that is not an
+    import, a constant (`VERSION = "nightly"`) or a docstring. A magic line (a marker
+    comment) stands above its statement; one further down (`!nvidia-smi` after the
+    training) is not setup."""
+    floor = 0 if any(_is_setup_magic(line) for line in module.header) else None
+    for index, statement in enumerate(module.body):
+        if any(_is_setup_magic(line) for line in statement.leading_lines):
+            floor = index
+        if not isinstance(statement, cst.SimpleStatementLine):
+            break
+        if any(_is_setup(small) for small in statement.body):
+            floor = index + 1
+        elif not all(_is_preamble(small) for small in statement.body):
+            break
+    return floor
+
+
+def _is_preamble(small: cst.BaseSmallStatement) -> bool:
+    """What may come before the setup code: an import, a constant, a docstring."""
+    if isinstance(small, (cst.Import, cst.ImportFrom)):
+        return True
+    value = getattr(small, "value", None)
+    return isinstance(small, (cst.Assign, cst.Expr)) and isinstance(value, (cst.BaseString, cst.BaseNumber))
+
+
+def _is_setup_magic(line: cst.EmptyLine) -> bool:
+    return line.comment is not None and line.comment.value == SETUP_MAGIC_COMMENT
+
+
+def _is_setup(small: cst.BaseSmallStatement) -> bool:
+    """``get_ipython().system(...)`` (any IPython line), or a shell or subprocess call
+    that installs (its strings name pip, an install or a setup script)."""
+    value = getattr(small, "value", None)
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    calls_ipython = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call)
+    if calls_ipython and get_full_name_for_node(func.value.func) == "get_ipython":
+        return True
+    if get_full_name_for_node(func) not in _SHELL_CALLS:
+        return False
+    strings = [n.evaluated_value for n in m.findall(value, m.SimpleString())]
+    return any(isinstance(text, str) and any(word in text for word in _INSTALLS) for text in strings)
 
 
 def _import_of(statement: cst.CSTNode) -> cst.Import | cst.ImportFrom | None:
@@ -188,13 +284,18 @@ def _starts_group(statement: cst.CSTNode) -> bool:
     return any(line.comment is None for line in getattr(statement, "leading_lines", ()))
 
 
-def _placed(body: list[cst.CSTNode], statement: cst.SimpleStatementLine) -> list[cst.CSTNode] | None:
+def _placed(
+    body: list[cst.CSTNode], statement: cst.SimpleStatementLine, floor: int | None = None, ceiling: int | None = None
+) -> list[cst.CSTNode] | None:
     """``body`` with ``statement`` (an import) among the imports of its section, in
-    sorted place; None when the file has no import it can join."""
+    sorted place, among ``body[floor:ceiling]`` (below the setup code: first there, it
+    goes below the lines above ``body[floor]``, which hold the setup's magic lines);
+    None when there is no import it can join."""
     new = _import_of(statement)
     assert new is not None
     section = _section(new)
-    imports = [(i, node) for i, s in enumerate(body) if (node := _import_of(s)) is not None]
+    start = floor or 0
+    imports = [(i, node) for i, s in enumerate(body[start:ceiling], start) if (node := _import_of(s)) is not None]
     groups: list[list[tuple[int, cst.Import | cst.ImportFrom]]] = []
     for i, node in imports:
         if _section(node) != section:
@@ -224,6 +325,8 @@ def _placed(body: list[cst.CSTNode], statement: cst.SimpleStatementLine) -> list
             # blank lines that start its block start the block still.
             lines = list(body[i].leading_lines)
             blank = next((n for n, line in enumerate(lines) if line.comment is not None), len(lines))
+            if i == floor:
+                blank = len(lines)  # the first after the setup: below its lines
             moved = [
                 statement.with_changes(leading_lines=lines[:blank]),
                 body[i].with_changes(leading_lines=lines[blank:]),

@@ -131,21 +131,31 @@ def _lint_source(
         if not ctx.semantic.imports.imports_any():
             return []
         active = [rule(ctx) for rule in chosen]
-        _dispatch(nodes, active)
-        if not any(rule.findings for rule in active):
+        # Whether the file is ported decides what else is reported (the findings after
+        # the port), whatever is selected: XLA104 runs in the same walk when it is not
+        # selected, and only the selected rules' findings are reported.
+        port_rule = _port_rule() if chosen and not ctx.semantic.imports.imports_module("torch_xla") else None
+        port_selected = any(rule.code == PORT_CODE for rule in chosen)
+        hidden = [port_rule(ctx)] if port_rule is not None and not port_selected else []
+        _dispatch(nodes, active + hidden)
+        if not any(rule.findings for rule in active + hidden):
             return []  # most files: no need to tokenize them for noqa comments
         suppressions = noqa.noqa_map(source)
-        findings = [
-            finding
-            for rule in active
-            for finding in rule.findings
-            if not noqa.is_suppressed(finding.code, finding.noqa_lines, suppressions)
-        ]
-        if _ports(findings) and not ctx.semantic.imports.imports_module("torch_xla"):
+        findings, port_findings = (
+            [
+                finding
+                for rule in group
+                for finding in rule.findings
+                if not noqa.is_suppressed(finding.code, finding.noqa_lines, suppressions)
+            ]
+            for group in (active, hidden)
+        )
+        if port_rule is not None and _ports(findings + port_findings):
             ported = Context(source, path, tree, settings, nodes)
             findings += [
-                finding
-                for finding in _after_port(ported, nodes, chosen, findings)
+                # Not porting (XLA104 not selected), a fix written for the ported code is not offered.
+                finding if port_selected else dataclasses.replace(finding, fix=None)
+                for finding in _after_port(ported, nodes, chosen, findings + port_findings)
                 if not noqa.is_suppressed(finding.code, finding.noqa_lines, suppressions)
             ]
     except RecursionError:
@@ -165,6 +175,13 @@ def _lint_source(
 # of XLA scripts (XLA201's `xm.save`, XLA301's `drop_last`...) report what they did not
 # before. `check` shows those too, so that the user reviews every change `fix` makes.
 PORT_CODE = "XLA104"
+
+
+@functools.cache
+def _port_rule() -> type[Rule]:
+    from xlalint.rules import all_rules
+
+    return next(rule for rule in all_rules() if rule.code == PORT_CODE)
 
 
 def _imports_torch_xla(fix: Fix | None) -> bool:

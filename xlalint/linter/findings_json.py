@@ -24,7 +24,7 @@ from typing import Any
 from xlalint.linter import model
 from xlalint.linter.model import Finding
 
-FORMAT = 3  # 2: an entry names its file (size, mtime, hash); 3: findings carry `after_port`
+FORMAT = 4  # 2: an entry names its file (size, mtime, hash); 3: findings carry `after_port`; 4: `fix_withheld`
 # Columns and lines beyond this are not from a real file (the size limit is 8 MiB).
 MAX_INT = 2**31 - 1
 # Sizes and nanosecond times of a file.

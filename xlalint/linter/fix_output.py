@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections import Counter
 from pathlib import Path
 
 from xlalint.linter import reporters
 from xlalint.linter.escaping import diff_line, printable
-from xlalint.linter.model import split_lines
+from xlalint.linter.fix_guard import LineMap
+from xlalint.linter.model import Finding, Span, split_lines
 from xlalint.linter.reporters import applicable
 from xlalint.linter.runner import FileReport
 
@@ -34,6 +36,10 @@ def print_diffs(reports: list[FileReport], out, quiet: bool = False) -> None:
         out.writelines(map(diff_line, lines))
     if quiet:  # as ruff's -q: the diff only
         return
+    # The fixes withheld (they would make the file worse), as notes beside the diff,
+    # located in the file as it is (the diff's old side), as their reasons are.
+    for note in reporters.withheld_notes([_in_input(r, f) for r in reports for f in r.findings if f.fix_withheld]):
+        print(note, file=sys.stderr)
     changed = sum(1 for r in reports if r.changed)
     fixes = sum(len(r.fixed) for r in reports)
     after_port = sum(f.after_port for r in reports for f in r.fixed)
@@ -42,6 +48,18 @@ def print_diffs(reports: list[FileReport], out, quiet: bool = False) -> None:
         f"{reporters.after_port_note(after_port)}.",
         file=sys.stderr,
     )
+
+
+def _in_input(report: FileReport, finding: Finding) -> Finding:
+    """A finding of the fixed text at its line in the input, where that line is unchanged."""
+    if finding.cell is not None or not isinstance(report.source, str) or not report.changed:
+        return finding
+    line_map = LineMap(split_lines(report.source), split_lines(report.fixed_source or ""))
+    line = line_map.old_line(finding.span.line)
+    if line is None:
+        return finding
+    span = finding.span
+    return dataclasses.replace(finding, span=Span(line, span.col, line + span.end_line - span.line, span.end_col))
 
 
 def diff_names(path: str) -> tuple[str, str]:

@@ -139,6 +139,8 @@ def finding_block(
             .append("note", style=NOTE)
             .append(": reported for the code as it will be once the port makes it an XLA script")
         )
+    if getattr(finding, "fix_withheld", None):
+        block.append(Text().append("note", style=NOTE).append(": fix " + printable(finding.fix_withheld)))
     return block
 
 

@@ -240,6 +240,9 @@ class Finding:
     # Follows from the port: an XLA-script rule's finding in a file that becomes an XLA
     # script only when its fixes (XLA104's) import torch_xla.
     after_port: bool = False
+    # Set by the fix loop: why this finding's fix was not applied (it would have made
+    # the file worse); the finding then has no fix.
+    fix_withheld: str | None = None
 
     @property
     def fixable(self) -> bool:

@@ -57,7 +57,11 @@ _CELL_MARKER = re.compile(r"^# xlalint-notebook-cell: (\d+)$")
 # A comment at the top level (so that imports a fix adds go after the cell's `!pip install`),
 # `pass` in a block (where a comment alone would leave the block empty).
 MAGIC_COMMENT = "# xlalint-notebook-magic"
-_MAGIC_PLACEHOLDER = re.compile(r"^([ \t]*)(?:pass  )?# xlalint-notebook-magic$")
+# An IPython line that installs (`!pip install ...`, `%pip`, `!python env-setup.py`): setup
+# code, which the imports a fix adds go below (fixers/imports.py).
+SETUP_MAGIC_COMMENT = "# xlalint-notebook-setup"
+_MAGIC_PLACEHOLDER = re.compile(r"^([ \t]*)(?:pass  )?# xlalint-notebook-(?:magic|setup)$")
+_INSTALLS = re.compile(r"\b(?:pip3?|conda|mamba|apt(?:-get)?|install)\b|setup\.py")
 # `files = !ls`, `t = %timeit -o f()`: IPython's assignment from a magic or shell line.
 _MAGIC_ASSIGNMENT = re.compile(r"^[\w.\[\], \t]+=[ \t]*[%!]")
 # IPython's escapes at the start of a line (``inputtransformer2.ESCAPE_SINGLES``): shell,
@@ -363,7 +367,8 @@ def _placeholder(line: str, indent: str | None) -> str:
     newline = line[len(body) :]
     if indent is None:
         indent = body[: len(body) - len(body.lstrip(" \t"))]
-    return indent + ("pass  " if indent else "") + MAGIC_COMMENT + newline
+    marker = SETUP_MAGIC_COMMENT if body.lstrip().startswith(("!", "%")) and _INSTALLS.search(body) else MAGIC_COMMENT
+    return indent + ("pass  " if indent else "") + marker + newline
 
 
 def _is_magic(line: str) -> bool:

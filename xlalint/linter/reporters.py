@@ -113,6 +113,8 @@ def finding_to_json(finding: Finding, sources: Sources | None = None, edits: Fix
     }
     if finding.after_port:
         obj["after_port"] = True  # only when true: other findings keep ruff's fields
+    if finding.fix_withheld is not None:
+        obj["fix_withheld"] = json_text(finding.fix_withheld)  # only when set, as `after_port`
     return obj
 
 
@@ -169,6 +171,13 @@ def summary(
             else f"({hidden} more fix{'es' if hidden != 1 else ''} available with `--unsafe-fixes`.)"
         )
     return "\n".join(lines)
+
+
+def withheld_notes(findings: Sequence[Finding]) -> list[str]:
+    """One ``note:`` line per finding whose fix the fix loop withheld, and why."""
+    return [
+        f"note: {location(f)}: {f.code} fix {printable(f.fix_withheld)}" for f in findings if f.fix_withheld is not None
+    ]
 
 
 def after_port_note(count: int) -> str:
@@ -287,6 +296,8 @@ def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
                 ],
             }
         result = {"ruleId": f.code, "ruleIndex": index.get(f.code, 0), "level": "error", **result}
+        if f.fix_withheld is not None:
+            result["properties"] = {"fixWithheld": json_text(f.fix_withheld)}
         # A notebook's fix edits its cells' code, not the file's JSON text: no SARIF fix.
         edits = fix_edits.of(f) if f.cell is None else []
         if f.fix is not None and edits:
