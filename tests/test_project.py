@@ -14,7 +14,7 @@ from xlalint.linter import project
 from xlalint.linter.engine import lint_source
 from xlalint.linter.project import ProjectIndex, ProjectView, project_root
 from xlalint.linter.semantic import Semantic
-from xlalint.linter.source import MAX_BYTES
+from xlalint.linter.source import MAX_BYTES, read_module_text
 
 TIED = """
 from torch import nn
@@ -37,7 +37,7 @@ def write(folder: Path, files: dict[str, str]) -> None:
 def class_of(script: Path, code: str, callee: str, config_root: str | None = None):
     """The local class ``callee`` names in ``code`` checked as ``script``."""
     tree = ast.parse(textwrap.dedent(code))
-    view = ProjectView(str(script), config_root, Semantic(tree))
+    view = ProjectView(str(script), config_root, Semantic(tree), read_module_text)
     return view.class_of(ast.parse(callee, mode="eval").body)
 
 
@@ -128,7 +128,7 @@ def test_each_module_is_parsed_once_until_it_changes(tmp_path, monkeypatch):
     write(tmp_path, {"model.py": TIED.format(name="LM")})
     parsed = []
     real_parse = project._parse
-    monkeypatch.setattr(project, "_parse", lambda path: parsed.append(path) or real_parse(path))
+    monkeypatch.setattr(project, "_parse", lambda path, read: parsed.append(path) or real_parse(path, read))
     for _ in range(3):
         assert class_of(tmp_path / "t.py", "from model import LM", "LM").name == "LM"
     assert len(parsed) == 1
@@ -148,8 +148,8 @@ def test_recording_names_the_modules_read(tmp_path):
 
 
 def test_stdin_has_no_index():
-    assert ProjectView("-", None, Semantic(ast.parse(""))).index is None
-    assert ProjectView("<stdin>", None, Semantic(ast.parse(""))).index is None
+    assert ProjectView("-", None, Semantic(ast.parse("")), read_module_text).index is None
+    assert ProjectView("<stdin>", None, Semantic(ast.parse("")), read_module_text).index is None
 
 
 @pytest.mark.parametrize(
@@ -181,7 +181,7 @@ def test_the_index_is_built_for_a_moved_model_of_a_local_class(tmp_path):
 
 def test_project_index_search_path(tmp_path):
     write(tmp_path, {"pyproject.toml": "", "sub/t.py": ""})
-    index = ProjectIndex(tmp_path / "sub" / "t.py", tmp_path)
+    index = ProjectIndex(tmp_path / "sub" / "t.py", tmp_path, read_module_text)
     assert index.search_path == [tmp_path / "sub", tmp_path]
 
 

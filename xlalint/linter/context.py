@@ -13,6 +13,7 @@ import ast
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from xlalint.linter import source as sourcefile
 from xlalint.linter.devices import DeviceAnalysis
 from xlalint.linter.distributed import DistributedAnalysis
 from xlalint.linter.launch import LaunchAnalysis
@@ -98,7 +99,7 @@ class Context:
     def project(self) -> ProjectView:
         """The local modules the module imports (``from model import Transformer``), found
         from its path and read only when a rule asks about one."""
-        return ProjectView(self.path, self.settings.root, self.semantic)
+        return ProjectView(self.path, self.settings.root, self.semantic, sourcefile.read_module_text)
 
     @cached_property
     def devices(self) -> DeviceAnalysis:

@@ -40,9 +40,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xlalint.linter import source as sourcefile
-
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from xlalint.linter.semantic import Semantic
 
 # The markers of a project root, as the cache finds the repository (``cache.project_root``).
@@ -134,9 +134,11 @@ def project_root(script: Path, config_root: str | None) -> Path | None:
 class ProjectIndex:
     """The modules importable by one script: found, read and parsed on demand."""
 
-    def __init__(self, script: Path, root: Path | None):
+    def __init__(self, script: Path, root: Path | None, read_text: Callable[[Path], str | None]):
         self.script = script
         self.root = root
+        # The engine's reader (size limit, encoding cookie): None for a file it refuses.
+        self.read_text = read_text
         folders = [script.parent]
         if root is not None:
             folders += [root, root / "src"]
@@ -215,7 +217,7 @@ class ProjectIndex:
         known = _parsed.get(real)
         if known is not None and known[:2] == (info.st_size, info.st_mtime_ns):
             return known[2]
-        module = _parse(Path(real))
+        module = _parse(Path(real), self.read_text)
         if len(_parsed) >= MAX_PARSED:
             _parsed.pop(next(iter(_parsed)))
         _parsed[real] = (info.st_size, info.st_mtime_ns, module)
@@ -238,13 +240,15 @@ def _find_in(part: str, locations: list[Path]) -> tuple[Path | None, list[Path]]
     return None, namespace
 
 
-def _parse(path: Path) -> LocalModule | None:
+def _parse(path: Path, read_text: Callable[[Path], str | None]) -> LocalModule | None:
+    text = read_text(path)
+    if text is None:
+        return None
     try:
-        text = sourcefile.decode(sourcefile.read_regular(path, sourcefile.MAX_BYTES), str(path)).text
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)
             return LocalModule(path, ast.parse(text, filename=str(path)))
-    except (OSError, sourcefile.SourceError, SyntaxError, ValueError, RecursionError, MemoryError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
 
@@ -253,17 +257,18 @@ class ProjectView:
     on first use, from its path (a module read from stdin has no folder: it imports
     nothing local)."""
 
-    def __init__(self, path: str, config_root: str | None, semantic: Semantic):
+    def __init__(self, path: str, config_root: str | None, semantic: Semantic, read_text: Callable[[Path], str | None]):
         self.path = path
         self.config_root = config_root
         self.semantic = semantic
+        self.read_text = read_text
 
     @cached_property
     def index(self) -> ProjectIndex | None:
         if self.path in NO_FOLDER:
             return None
         script = Path(os.path.realpath(self.path))
-        return ProjectIndex(script, project_root(script, self.config_root))
+        return ProjectIndex(script, project_root(script, self.config_root), self.read_text)
 
     @cached_property
     def _relative_imports(self) -> dict[str, tuple[int, str]]:

@@ -192,6 +192,16 @@ def read(path: Path) -> SourceFile:
     return replace(decoded, fingerprint=Fingerprint.of(before, data))
 
 
+def read_module_text(path: Path) -> str | None:
+    """The text of a module the checked file imports (the project index reads them), as
+    a checked file is read: a regular file within the size limit, decoded by its cookie;
+    None when it cannot be read."""
+    try:
+        return decode(read_regular(path, MAX_BYTES), str(path)).text
+    except (OSError, SourceError, ValueError, MemoryError):
+        return None
+
+
 def read_file(path: Path) -> tuple[os.stat_result, bytes]:
     """The bytes of the source file ``path``, and its ``stat`` from before the read
     (what a write checks against; what the cache keys on)."""
