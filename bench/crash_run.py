@@ -2,7 +2,7 @@
 installed packages, and count what went wrong.
 
 For each file: ``check`` it, then ``fix --unsafe-fixes`` a copy in a temp folder
-through the same path the command line takes (``xlalint.linter.runner.process``),
+through the same path the command line takes (``xlalint.engine.runner.process``),
 then parse what was written and fix it again. Counted as failures:
 
 - crashes: an internal error while checking or fixing (a bug in a rule or a fixer),
@@ -38,8 +38,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xlalint.linter.config import Settings
-from xlalint.linter.runner import Job, process
+from xlalint.engine.config import Settings
+from xlalint.engine.runner import Job, process
 
 DEFAULT_PACKAGES = ("torch", "torch_xla", "transformers")
 FAILURES = ("crash", "unparseable", "non_idempotent", "not_converged")

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from commands import COMMAND_ENV
 
-from xlalint.linter.config import Settings
-from xlalint.linter.fixing import fix_source
+from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
 
 HEADER = "import torch\nimport torch.nn as nn\n\n"
 # One copy: four findings with fixes (XLA104), spread over a function and a loop.

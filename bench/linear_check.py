@@ -39,10 +39,10 @@ from fix_speed import HEADER as FIXABLE_HEADER
 from typer.testing import CliRunner
 
 from xlalint.cli import app
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
-from xlalint.linter.fixing import fix_source
-from xlalint.linter.reporters import FORMATS
+from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
+from xlalint.engine.lint import lint_source
+from xlalint.engine.reporters import FORMATS
 
 STEP_HEADER = "import torch\nimport torch_xla.core.xla_model as xm\n"
 STEP_FUNCTION = """

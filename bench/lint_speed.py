@@ -31,9 +31,9 @@ from pathlib import Path
 
 from commands import COMMAND_ENV
 
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
-from xlalint.linter.runner import Job, process_all
+from xlalint.engine.config import Settings
+from xlalint.engine.lint import lint_source
+from xlalint.engine.runner import Job, process_all
 
 HERE = Path(__file__).parent
 OTHERS = HERE / ".venv-others"

@@ -6,8 +6,8 @@ import textwrap
 
 from support import CUDA_SCRIPT, run_cli
 
-from xlalint.linter.engine import lint_source
-from xlalint.linter.noqa import add_noqa
+from xlalint.engine.lint import lint_source
+from xlalint.engine.noqa import add_noqa
 
 
 def adds(source: str) -> str:

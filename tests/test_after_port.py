@@ -8,11 +8,11 @@ import json
 import shutil
 from pathlib import Path
 
-from xlalint.linter import findings_json
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
-from xlalint.linter.fixing import fix_source
-from xlalint.linter.model import split_lines
+from xlalint.engine import findings_json
+from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
+from xlalint.engine.lint import lint_source
+from xlalint.model import split_lines
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -14,8 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from xlalint.cli import app
-from xlalint.linter import cache, findings_json
-from xlalint.linter import source as sourcefile
+from xlalint.engine import cache, findings_json
+from xlalint.engine import source as sourcefile
 
 CUDA = "import torch\nx = torch.ones(2).cuda()\n"
 CLEAN = "import torch\nx = torch.ones(2)\n"

@@ -51,7 +51,7 @@ def codes_and_rows(result) -> list[tuple[str, int]]:
 
 def apply_edits(source: str, edits: list[dict]) -> str:
     """Apply ruff-style JSON edits (1-based rows and character columns)."""
-    from xlalint.linter.model import split_lines
+    from xlalint.model import split_lines
 
     starts = [0]
     for line in split_lines(source, keepends=True):
@@ -111,7 +111,7 @@ def test_each_unreadable_file_is_one_line_and_the_rest_is_checked(project, monke
 
 
 def test_unreadable_and_huge_files(project, monkeypatch):
-    from xlalint.linter import source
+    from xlalint.engine import source
 
     project("big.py", CUDA + "# padding\n" * 100)
     project("secret.py")
@@ -134,7 +134,7 @@ def test_unreadable_and_huge_files(project, monkeypatch):
 
 
 def test_a_file_that_vanishes_during_the_run(project, monkeypatch):
-    from xlalint.linter import files
+    from xlalint.engine import files
 
     project("a.py")
     project("b.py")
@@ -152,7 +152,7 @@ def test_a_file_that_vanishes_during_the_run(project, monkeypatch):
 
 
 def test_a_rule_that_crashes_costs_one_file_not_the_run(project, monkeypatch):
-    from xlalint.linter import engine
+    from xlalint.engine import lint as engine
 
     project("a.py")
     project("boom.py", "import torch\nBOOM = torch.ones(2).cuda()\n")
@@ -217,7 +217,7 @@ def test_json_values(project):
     fixed = run("fix", "--no-cache", "--diff", "a.py")
     assert fixed.exit_code == 1
     assert (project.root / "a.py").read_text() == source  # --diff writes nothing
-    from xlalint.linter.fixing import fix_source
+    from xlalint.engine.fixing import fix_source
 
     assert apply_edits(source, item["fix"]["edits"]) == fix_source(source, "a.py").source
 
@@ -237,9 +237,9 @@ def test_json_values(project):
     ],
 )
 def test_json_edits_reproduce_the_fix(project, source):
+    from xlalint.engine.config import Settings
+    from xlalint.engine.lint import lint_source
     from xlalint.fixers.apply import apply_fixes
-    from xlalint.linter.config import Settings
-    from xlalint.linter.engine import lint_source
 
     project("a.py", source)
     result = run("check", "--no-cache", "--output-format", "json", "a.py")
@@ -544,7 +544,7 @@ def test_gitignore_outside_a_repository_applies_below_the_walked_folder(project)
 
 
 def test_many_files_in_parallel_match_serial(project, monkeypatch):
-    from xlalint.linter import runner
+    from xlalint.engine import runner
 
     for i in range(20):
         project(f"m{i:02}.py", CUDA if i % 3 else "import torch\ndef f(:\n")

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import xlalint.linter.config as config_module
+import xlalint.engine.config as config_module
 from xlalint.cli import app
-from xlalint.linter.config import ConfigFinder, Settings
-from xlalint.linter.files import discover
+from xlalint.engine.config import ConfigFinder, Settings
+from xlalint.engine.files import discover
 from xlalint.rules import rules_by_code
 
 CUDA = "import torch\nx = torch.ones(2).cuda()\n"
@@ -150,7 +150,7 @@ def test_one_file_check_does_not_import_the_ignore_matcher(tmp_path):
     code = (
         "import sys\nfrom xlalint.cli import main\nsys.argv = ['xlalint', 'check', '--no-cache', 'a.py']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\nsys.stdout.flush()\n"
-        "sys.stderr.write('PATHSPEC:' + str('xlalint.linter.gitignore' in sys.modules))\n"
+        "sys.stderr.write('PATHSPEC:' + str('xlalint.engine.gitignore' in sys.modules))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert "XLA104" in result.stdout

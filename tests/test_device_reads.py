@@ -1,16 +1,16 @@
-"""The command-line options (xlalint.linter.options) and how device values are read
-(xlalint.linter.device_reads): the facts XLA104 asks before it ports a device default."""
+"""The command-line options (xlalint.analysis.options) and how device values are read
+(xlalint.analysis.device_reads): the facts XLA104 asks before it ports a device default."""
 
 from __future__ import annotations
 
 import ast
 import textwrap
 
-from xlalint.linter.config import Settings
-from xlalint.linter.context import Context
-from xlalint.linter.device_reads import DeviceReads
-from xlalint.linter.options import CommandLineOptions
-from xlalint.linter.semantic import attach_parents
+from xlalint.analysis.device_reads import DeviceReads
+from xlalint.analysis.options import CommandLineOptions
+from xlalint.analysis.semantic import attach_parents
+from xlalint.engine.config import Settings
+from xlalint.engine.context import Context
 
 
 def analyses(source: str) -> tuple[CommandLineOptions, DeviceReads]:

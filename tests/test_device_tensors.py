@@ -6,10 +6,10 @@ import ast
 
 import pytest
 
-from xlalint.linter.config import Settings
-from xlalint.linter.context import Context
-from xlalint.linter.device_tensors import DeviceTensors
-from xlalint.linter.semantic import attach_parents
+from xlalint.analysis.device_tensors import DeviceTensors
+from xlalint.analysis.semantic import attach_parents
+from xlalint.engine.config import Settings
+from xlalint.engine.context import Context
 
 
 def analysis(source: str) -> tuple[DeviceTensors, dict[str, ast.Name]]:

@@ -6,13 +6,13 @@ import textwrap
 
 import pytest
 
-from xlalint.linter import noqa
-from xlalint.linter.config import ConfigError, ConfigFinder, Settings
-from xlalint.linter.engine import lint_source
-from xlalint.linter.fixing import fix_source
-from xlalint.linter.model import Import
-from xlalint.linter.semantic import ImportTable
-from xlalint.linter.source import SourceError, decode, write_atomic
+from xlalint.analysis.semantic import ImportTable
+from xlalint.engine import noqa
+from xlalint.engine.config import ConfigError, ConfigFinder, Settings
+from xlalint.engine.fixing import fix_source
+from xlalint.engine.lint import lint_source
+from xlalint.engine.source import SourceError, decode, write_atomic
+from xlalint.model import Import
 from xlalint.rules import rules_by_code
 
 
@@ -36,7 +36,7 @@ def test_aliases_resolve(source):
 def test_import_table_qualified_names():
     import ast
 
-    from xlalint.linter.semantic import Semantic
+    from xlalint.analysis.semantic import Semantic
 
     tree = ast.parse(
         "import torch_xla.core.xla_model as xm\nfrom torch_xla.core import xla_model\nimport torch_xla.runtime\n"
@@ -66,7 +66,7 @@ def test_reference_asks_for_import_and_avoids_taken_alias():
 def test_reference_sees_the_names_bound_where_the_fix_goes():
     import ast
 
-    from xlalint.linter.semantic import Semantic, attach_parents
+    from xlalint.analysis.semantic import Semantic, attach_parents
 
     source = textwrap.dedent("""
         import torch_xla

@@ -10,11 +10,12 @@ import sys
 
 import pytest
 
-from xlalint.linter import engine, noqa
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
-from xlalint.linter.fixing import fix_source
-from xlalint.linter.model import split_lines
+from xlalint.engine import lint as engine
+from xlalint.engine import noqa
+from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
+from xlalint.engine.lint import lint_source
+from xlalint.model import split_lines
 
 
 def found(source: str, settings: Settings | None = None) -> list[tuple[int, int, str]]:
@@ -239,7 +240,7 @@ def test_text_edits_positions_with_unusual_newlines():
 
 
 def test_write_atomic_writes_through_a_symlink(tmp_path):
-    from xlalint.linter import source as sourcefile
+    from xlalint.engine import source as sourcefile
 
     real = tmp_path / "real.py"
     real.write_text("x = 1\n")

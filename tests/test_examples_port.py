@@ -18,7 +18,7 @@ SCRIPTS = sorted(p.name for p in EXAMPLES.glob("*.py"))
 
 
 def test_there_are_examples_for_every_card_rule():
-    from xlalint.linter.api import lint_source
+    from xlalint.engine.api import lint_source
 
     codes = {f.code for name in SCRIPTS for f in lint_source((EXAMPLES / name).read_text(), str(EXAMPLES / name))}
     assert {"XLA101", "XLA102", "XLA103", "XLA104", "XLA105", "XLA106"} <= codes

@@ -12,13 +12,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from xlalint.linter import fix_guard, fixing
-from xlalint.linter.api import settings_for
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
-from xlalint.linter.fix_guard import LineMap
-from xlalint.linter.model import ReplaceExpr, split_lines
-from xlalint.linter.rule import Rule
+from xlalint.engine import fix_guard, fixing
+from xlalint.engine.api import settings_for
+from xlalint.engine.config import Settings
+from xlalint.engine.fix_guard import LineMap
+from xlalint.engine.lint import lint_source
+from xlalint.engine.rule import Rule
+from xlalint.model import ReplaceExpr, split_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "fix_loop"

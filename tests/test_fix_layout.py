@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
 from xlalint.fixers.apply import apply_fixes
 from xlalint.fixers.layout import DEFAULT_LINE_LENGTH, line_length_for
-from xlalint.linter.config import Settings
-from xlalint.linter.fixing import fix_source
-from xlalint.linter.model import Fix, InsertStatement, MoveStatement, SetKeyword, Span
+from xlalint.model import Fix, InsertStatement, MoveStatement, SetKeyword, Span
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from xlalint.fixers.apply import apply_fixes, fix_edits, text_edits
-from xlalint.linter.model import (
+from xlalint.model import (
     AddParameter,
     AppendToBody,
     Fix,
@@ -732,8 +732,8 @@ def test_added_imports_pass_ruffs_isort_on_an_example(tmp_path):
     import subprocess
     from pathlib import Path
 
-    from xlalint.linter.config import Settings
-    from xlalint.linter.fixing import fix_source
+    from xlalint.engine.config import Settings
+    from xlalint.engine.fixing import fix_source
 
     ruff = shutil.which("ruff")
     if ruff is None:

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from xlalint.cli import app
-from xlalint.linter import source as sourcefile
+from xlalint.engine import source as sourcefile
 
 CUDA = "import torch\nx = torch.ones(2).cuda()\n"
 FIXED = "import torch\nimport torch_xla\n\nx = torch.ones(2).to(torch_xla.device())\n"

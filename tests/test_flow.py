@@ -1,4 +1,4 @@
-"""The flow facts every rule asks (xlalint.linter.reaching): program order, correlated
+"""The flow facts every rule asks (xlalint.analysis.reaching): program order, correlated
 branches and call order (issue 31)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from xlalint.linter.reaching import branch_facts, decided_branch, reaching_values, runs_before
-from xlalint.linter.semantic import Semantic, attach_parents
+from xlalint.analysis.reaching import branch_facts, decided_branch, reaching_values, runs_before
+from xlalint.analysis.semantic import Semantic, attach_parents
 
 
 def parse(source: str) -> ast.Module:

@@ -11,10 +11,10 @@ import warnings
 import pathspec
 import pytest
 
-from xlalint.linter import gitignore
-from xlalint.linter.config import ConfigFinder
-from xlalint.linter.files import discover
-from xlalint.linter.gitignore import IgnoreSpec
+from xlalint.engine import gitignore
+from xlalint.engine.config import ConfigFinder
+from xlalint.engine.files import discover
+from xlalint.engine.gitignore import IgnoreSpec
 from xlalint.rules import rules_by_code
 
 HOSTILE = "*a*a*a*a*a*a*a*a*a*ab"

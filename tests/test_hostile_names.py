@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 from support import run_cli
 
-from xlalint.linter.escaping import json_text, printable, uri_reference, xml_text
+from xlalint.engine.escaping import json_text, printable, uri_reference, xml_text
 
 SCHEMA = Path(__file__).resolve().parent / "data" / "sarif-schema-2.1.0.json"
 # A script with a fixable finding (line 3) and one whose message quotes source holding an

@@ -12,10 +12,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from xlalint.engine import notebook
+from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
 from xlalint.fixers import imports
-from xlalint.linter import notebook
-from xlalint.linter.config import Settings
-from xlalint.linter.fixing import fix_source
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "notebook_setup"
 

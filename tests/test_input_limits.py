@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from xlalint.cli import app
-from xlalint.linter import source as sourcefile
+from xlalint.engine import source as sourcefile
 
 
 @pytest.fixture

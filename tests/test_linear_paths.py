@@ -8,11 +8,11 @@ import ast
 import textwrap
 from collections import ChainMap
 
-from xlalint.linter.config import Settings
-from xlalint.linter.context import Context
-from xlalint.linter.engine import lint_source
-from xlalint.linter.semantic import Semantic, attach_parents
-from xlalint.linter.values import call_sites
+from xlalint.analysis.semantic import Semantic, attach_parents
+from xlalint.analysis.values import call_sites
+from xlalint.engine.config import Settings
+from xlalint.engine.context import Context
+from xlalint.engine.lint import lint_source
 
 # `é` and `\r\n`: columns are UTF-8 byte offsets in `ast`, lines end three ways.
 SOURCE = (
@@ -144,7 +144,7 @@ def test_the_device_variable_is_the_first_one_of_its_scope_assigned_before_the_c
 
 def test_the_device_variable_of_a_scope_is_looked_for_once_not_once_per_call(monkeypatch):
     """Issue 29, item 2: each `.cuda()` re-scanned every earlier statement of its scope."""
-    from xlalint.linter.devices import DeviceAnalysis
+    from xlalint.analysis.devices import DeviceAnalysis
 
     asked = []
     original = DeviceAnalysis._is_xla_device_after_port
@@ -166,7 +166,7 @@ def test_the_full_format_splits_a_file_once_and_diffs_only_around_each_fix(monke
     import difflib
     import io
 
-    from xlalint.linter import full_format
+    from xlalint.engine import full_format
 
     lines = 160
     source = "import torch\n" + "x = torch.ones(2).cuda()\n" * lines
@@ -193,8 +193,8 @@ def test_the_linear_bench_times_fix_and_every_output_format():
     import sys
     from pathlib import Path
 
-    from xlalint.linter.fixing import fix_source
-    from xlalint.linter.reporters import FORMATS
+    from xlalint.engine.fixing import fix_source
+    from xlalint.engine.reporters import FORMATS
 
     bench = Path(__file__).resolve().parent.parent / "bench"
     sys.path.insert(0, str(bench))

@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from support import run_cli
 
-from xlalint.linter.notebook import CellText, Notebook, NotebookError, split_module
+from xlalint.engine.notebook import CellText, Notebook, NotebookError, split_module
 
 
 def notebook(*cells, path=None):
@@ -212,7 +212,7 @@ def test_a_folder_walk_includes_notebooks_but_not_checkpoints(tmp_path):
 
 
 def test_many_notebooks_are_checked_and_fixed_in_the_process_pool(tmp_path):
-    from xlalint.linter.runner import PARALLEL_THRESHOLD
+    from xlalint.engine.runner import PARALLEL_THRESHOLD
 
     for i in range(PARALLEL_THRESHOLD + 2):
         notebook(*TRAIN, path=tmp_path / f"nb{i:02}.ipynb")
@@ -308,8 +308,8 @@ def test_noqa_in_a_cell_and_add_noqa_round_trip(tmp_path):
 def test_github_annotations_without_the_notebook_text_name_only_the_cell():
     # The lines of a cell are not lines of the file: with no text to find them in, the
     # annotation has no line (GitHub shows it on the file).
-    from xlalint.linter.model import Finding, Span
-    from xlalint.linter.reporters import render_github
+    from xlalint.engine.reporters import render_github
+    from xlalint.model import Finding, Span
 
     finding = Finding("XLA104", "cuda-device", "use torch_xla", "nb.ipynb", Span(2, 8, 2, 15), cell=3)
     assert render_github([finding]) == (
@@ -472,7 +472,7 @@ def test_file_region_is_the_code_in_the_json_text_whatever_the_layout(layout):
     text = json.dumps(data, ensure_ascii=layout.pop("ensure_ascii", False), **layout) + "\n"
     text = text.replace("\n", "\r\n") if crlf else text
     nb = Notebook(text)
-    from xlalint.linter.engine import lint_source
+    from xlalint.engine.lint import lint_source
 
     findings = [nb.module.to_cell(f) for f in lint_source(nb.module, "nb.ipynb")]
     regions = [nb.module.file_region(f) for f in findings]

@@ -10,8 +10,8 @@ import nbformat
 import pytest
 from support import run_cli
 
-from xlalint.linter.notebook import Notebook, NotebookError
-from xlalint.linter.notebook_json import replace_sources
+from xlalint.engine.notebook import Notebook, NotebookError
+from xlalint.engine.notebook_json import replace_sources
 
 # Everything a JSON writer would reflow: a number beyond a double (`1e400` comes back as
 # `Infinity`, which is not JSON), `1E5`, `\/` and `\u00e9` escapes, a duplicate key,

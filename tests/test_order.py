@@ -1,13 +1,11 @@
-"""The order-of-events analysis (xlalint.linter.order): paths through a step."""
+"""The order-of-events analysis (xlalint.analysis.order): paths through a step."""
 
 from __future__ import annotations
 
 import ast
 import textwrap
 
-from xlalint.linter.config import Settings
-from xlalint.linter.context import Context
-from xlalint.linter.order import (
+from xlalint.analysis.order import (
     EventFinder,
     Kind,
     OrderAnalysis,
@@ -16,7 +14,9 @@ from xlalint.linter.order import (
     loop_paths,
     same_module_resolver,
 )
-from xlalint.linter.semantic import Semantic, attach_parents
+from xlalint.analysis.semantic import Semantic, attach_parents
+from xlalint.engine.config import Settings
+from xlalint.engine.context import Context
 
 HEADER = "import torch\nimport torch_xla.core.xla_model as xm\nscaler = torch.cuda.amp.GradScaler()\n"
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from support import run_cli
 
+from xlalint.engine import reporters
 from xlalint.harness.cleanup import Leftovers
 from xlalint.harness.results import RunResult
-from xlalint.linter import reporters
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "output.md").read_text(encoding="utf-8")

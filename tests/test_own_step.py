@@ -1,5 +1,5 @@
 """The one `xm.optimizer_step(opt)` -> `opt.step()` fix that XLA209 (FSDP) and XLA210
-(SPMD) share (xlalint/linter/own_step.py): which calls it rewrites, and that both
+(SPMD) share (xlalint/analysis/own_step.py): which calls it rewrites, and that both
 rules make the same edit from it."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import ast
 
 import pytest
 
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
-from xlalint.linter.fixing import fix_source
-from xlalint.linter.model import ReplaceExpr, Span
-from xlalint.linter.own_step import own_step_fix, plain_optimizer_step, stepped_optimizer
+from xlalint.analysis.own_step import own_step_fix, plain_optimizer_step, stepped_optimizer
+from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
+from xlalint.engine.lint import lint_source
+from xlalint.model import ReplaceExpr, Span
 
 
 def call_of(code: str) -> ast.Call:

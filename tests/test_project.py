@@ -1,4 +1,4 @@
-"""The project index (xlalint/linter/project.py): local modules found as `python
+"""The project index (xlalint/analysis/project.py): local modules found as `python
 train.py` finds them, read once, never outside the project."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from xlalint.linter import project
-from xlalint.linter.engine import lint_source
-from xlalint.linter.project import ProjectIndex, ProjectView, project_root
-from xlalint.linter.semantic import Semantic
-from xlalint.linter.source import MAX_BYTES, read_module_text
+from xlalint.analysis import project
+from xlalint.analysis.project import ProjectIndex, ProjectView, project_root
+from xlalint.analysis.semantic import Semantic
+from xlalint.engine.lint import lint_source
+from xlalint.engine.source import MAX_BYTES, read_module_text
 
 TIED = """
 from torch import nn

@@ -1,4 +1,4 @@
-"""The analysis of values that differ between processes (xlalint.linter.ranks)."""
+"""The analysis of values that differ between processes (xlalint.analysis.ranks)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import textwrap
 
 import pytest
 
-from xlalint.linter.config import Settings
-from xlalint.linter.context import Context
-from xlalint.linter.ranks import RankTaint
-from xlalint.linter.semantic import Semantic, attach_parents
+from xlalint.analysis.ranks import RankTaint
+from xlalint.analysis.semantic import Semantic, attach_parents
+from xlalint.engine.config import Settings
+from xlalint.engine.context import Context
 
 
 def differs(test: str, setup: str = "") -> bool:

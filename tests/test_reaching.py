@@ -1,4 +1,4 @@
-"""The values a read can see (xlalint.linter.reaching): the last assignment on each path."""
+"""The values a read can see (xlalint.analysis.reaching): the last assignment on each path."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from xlalint.linter.reaching import reaching_values
-from xlalint.linter.semantic import attach_parents
+from xlalint.analysis.reaching import reaching_values
+from xlalint.analysis.semantic import attach_parents
 
 
 def values_at_read(source: str) -> list[str] | None:

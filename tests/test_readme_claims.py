@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from support import run_cli
 
-from xlalint.linter.config import Settings
-from xlalint.linter.fixing import fix_source
+from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -17,11 +17,11 @@ import pytest
 from typer.testing import CliRunner
 
 from xlalint.cli import app
-from xlalint.linter import findings_json, fixing
-from xlalint.linter import source as sourcefile
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
-from xlalint.linter.model import (
+from xlalint.engine import findings_json, fixing
+from xlalint.engine import source as sourcefile
+from xlalint.engine.config import Settings
+from xlalint.engine.lint import lint_source
+from xlalint.model import (
     AddParameter,
     AppendToBody,
     Finding,
@@ -74,7 +74,7 @@ def test_cache_entries_are_json_data(project):
 def test_entries_written_by_other_rule_code_are_not_used(project, monkeypatch):
     """A rule edited without a version bump (a checkout, a development install) must
     not be answered from the entries its old code wrote."""
-    from xlalint.linter import cache
+    from xlalint.engine import cache
 
     (project / "a.py").write_text(CUDA)
     [entry] = (run("check", "a.py"), cache_entries(project))[1]
@@ -87,7 +87,7 @@ def test_entries_written_by_other_rule_code_are_not_used(project, monkeypatch):
 
 
 def test_the_code_fingerprint_follows_the_rule_modules():
-    from xlalint.linter import cache
+    from xlalint.engine import cache
     from xlalint.rules import xla104_cuda_device
 
     stat = os.stat(xla104_cuda_device.__file__)
@@ -551,7 +551,7 @@ def test_fix_diff_of_a_plain_file_still_applies(project, tmp_path_factory):
 
 def test_a_config_over_the_size_limit_is_refused_in_one_line(project, monkeypatch):
     """Item 11: an 18 MB config took 23 s and 470 MB; now it is not parsed at all."""
-    from xlalint.linter import config
+    from xlalint.engine import config
 
     monkeypatch.setattr(config, "CONFIG_MAX_BYTES", 4096)
     monkeypatch.setattr("tomllib.loads", lambda *a, **k: pytest.fail("an oversized config was parsed"))
@@ -564,7 +564,7 @@ def test_a_config_over_the_size_limit_is_refused_in_one_line(project, monkeypatc
 
 
 def test_the_config_size_limit_is_far_above_real_configs():
-    from xlalint.linter import config
+    from xlalint.engine import config
 
     assert config.CONFIG_MAX_BYTES >= 1024 * 1024
 

@@ -13,9 +13,9 @@ import ast
 
 import pytest
 
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
-from xlalint.linter.fixing import fix_source
+from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
+from xlalint.engine.lint import lint_source
 from xlalint.rules import all_rules
 
 VALID = [pytest.param(rule, i, id=f"{rule.code}-valid-{i}") for rule in all_rules() for i in range(len(rule.VALID))]

@@ -104,7 +104,7 @@ def test_sarif_locates_notebook_findings_on_the_lines_of_the_ipynb_file(tmp_path
 
 
 def test_sarif_regions_of_notebooks_checked_in_the_process_pool(tmp_path, cli):
-    from xlalint.linter.runner import PARALLEL_THRESHOLD
+    from xlalint.engine.runner import PARALLEL_THRESHOLD
 
     texts = {
         f"nb{i:02}.ipynb": _notebook(tmp_path / f"nb{i:02}.ipynb", ["import torch\n" * (i + 1) + "m = x.cuda()"])

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from lint_stand_in import COMMAND
 
-from xlalint.linter.source import MAX_BYTES
+from xlalint.engine.source import MAX_BYTES
 
 ROOT = Path(__file__).resolve().parents[1]
 # About 40 bytes a function: a document of many of them takes seconds to lint.

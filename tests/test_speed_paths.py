@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
+from xlalint.engine.lint import _fix_applies, lint_source
+from xlalint.engine.reporters import finding_to_json, render, text_line
 from xlalint.fixers.apply import apply_fixes, file_edits
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import _fix_applies, lint_source
-from xlalint.linter.fixing import fix_source
-from xlalint.linter.model import Finding, Fix, InsertStatement, ReplaceExpr, Span, split_lines
-from xlalint.linter.reporters import finding_to_json, render, text_line
+from xlalint.model import Finding, Fix, InsertStatement, ReplaceExpr, Span, split_lines
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CHAIN = """\
@@ -131,7 +131,7 @@ def test_split_lines_fast_path_splits_as_python_does():
     import random
     import re
 
-    from xlalint.linter.model import line_count
+    from xlalint.model import line_count
 
     def reference(text: str, keepends: bool) -> list[str]:
         parts = re.split(r"(\r\n|\r|\n)", text)
@@ -150,7 +150,7 @@ def test_lint_source_pauses_the_collector_and_leaves_no_parent_links():
     import ast
     import gc
 
-    from xlalint.linter import engine
+    from xlalint.engine import lint as engine
 
     source = "import torch\nx = torch.ones(2).cuda()\nif not x.is_cuda and x == 1:\n    y = -x + 1\n"
     seen = {}
@@ -184,7 +184,7 @@ def test_lint_source_pauses_the_collector_and_leaves_no_parent_links():
 def test_a_warm_rerun_reads_the_cache_without_a_process_pool(tmp_path, monkeypatch):
     import concurrent.futures
 
-    from xlalint.linter.runner import PARALLEL_THRESHOLD, Job, process_all
+    from xlalint.engine.runner import PARALLEL_THRESHOLD, Job, process_all
 
     for i in range(PARALLEL_THRESHOLD + 3):
         (tmp_path / f"f{i}.py").write_text(f"import torch\nx{i} = torch.ones(2).cuda()\n")
@@ -229,7 +229,7 @@ def test_child_nodes_and_subtree_are_ast_walks_without_the_shared_nodes():
     shared contexts and operators (which may have no parent)."""
     import ast
 
-    from xlalint.linter.semantic import child_nodes, subtree
+    from xlalint.analysis.semantic import child_nodes, subtree
 
     shared = (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
     tree = ast.parse(WALK_SOURCE)
@@ -244,7 +244,7 @@ def test_child_nodes_and_subtree_are_ast_walks_without_the_shared_nodes():
 
 
 def test_the_rule_selection_is_resolved_once_per_settings_and_path_when_it_depends_on_it():
-    from xlalint.linter.engine import _selected_rules, selected_rules
+    from xlalint.engine.lint import _selected_rules, selected_rules
 
     _selected_rules.cache_clear()
     settings = Settings(select=("XLA1",), ignore=("XLA104",))

@@ -1,4 +1,4 @@
-"""The step analysis (xlalint.linter.steps): step loops, helpers, device loaders,
+"""The step analysis (xlalint.analysis.steps): step loops, helpers, device loaders,
 guards, step closures, sync points, tensors."""
 
 from __future__ import annotations
@@ -8,16 +8,16 @@ import textwrap
 
 import pytest
 
-from xlalint.linter.config import Settings
-from xlalint.linter.context import Context
-from xlalint.linter.semantic import attach_parents
-from xlalint.linter.steps import (
+from xlalint.analysis.semantic import attach_parents
+from xlalint.analysis.steps import (
     StepAnalysis,
     every_n_steps_guard,
     is_device_loader,
     is_step_closure,
     mutually_exclusive,
 )
+from xlalint.engine.config import Settings
+from xlalint.engine.context import Context
 
 
 def context(source: str) -> Context:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from xlalint.linter import stopping
+from xlalint.engine import stopping
 
 FILES = 240
 ORIGINAL = "import torch\n\n\ndef step_{i}():\n    x = torch.ones(2).cuda()\n    return x\n"
@@ -107,7 +107,7 @@ def test_interrupted_says_how_many_files():
 
 
 def test_a_closed_gate_writes_nothing(tmp_path):
-    from xlalint.linter import source as sourcefile
+    from xlalint.engine import source as sourcefile
 
     path = tmp_path / "a.py"
     path.write_text("x = 1\n")

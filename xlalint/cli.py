@@ -17,13 +17,13 @@ from typing import Annotated
 import typer
 
 from xlalint import __version__
+from xlalint.engine import reporters, stopping
+from xlalint.engine import source as sourcefile
+from xlalint.engine.config import ConfigError, ConfigFinder, Settings, parse_target_version, validate_selectors
+from xlalint.engine.escaping import printable
+from xlalint.engine.fix_output import print_diffs, print_fixes
+from xlalint.engine.runner import FileReport, Job, internal_error, process_all, process_text
 from xlalint.help_format import Command, Group
-from xlalint.linter import reporters, stopping
-from xlalint.linter import source as sourcefile
-from xlalint.linter.config import ConfigError, ConfigFinder, Settings, parse_target_version, validate_selectors
-from xlalint.linter.escaping import printable
-from xlalint.linter.fix_output import print_diffs, print_fixes
-from xlalint.linter.runner import FileReport, Job, internal_error, process_all, process_text
 
 app = typer.Typer(
     name="xlalint",
@@ -280,7 +280,7 @@ def _run(
             else None
         )
         if fmt == "full":
-            from xlalint.linter.full_format import render_full, use_color
+            from xlalint.engine.full_format import render_full, use_color
 
             out.flush()
             render_full(findings, sources or {}, unsafe=unsafe, show_fixes=show_fixes, out=out, color=use_color(out))
@@ -332,10 +332,10 @@ def _is_terminal(stream) -> bool:
 def _file_reports(
     invocation: Invocation, paths: list[str], *, fix, unsafe, write, no_cache, force_exclude, add_noqa=False
 ) -> list[FileReport]:
-    from xlalint.linter.cache import FOLDER_NAME as CACHE_FOLDER
-    from xlalint.linter.cache import project_root
-    from xlalint.linter.engine import error_finding
-    from xlalint.linter.files import discover, linked_outside
+    from xlalint.engine.cache import FOLDER_NAME as CACHE_FOLDER
+    from xlalint.engine.cache import project_root
+    from xlalint.engine.files import discover, linked_outside
+    from xlalint.engine.lint import error_finding
 
     cache_dir = None
     if not (no_cache or fix or add_noqa):
@@ -372,7 +372,7 @@ def _file_reports(
 
 def _report_add_noqa(reports: list[FileReport]) -> None:
     """As ruff: how many lines got a ``# noqa``; what could not be read is still an error."""
-    from xlalint.linter.engine import SYNTAX_ERROR
+    from xlalint.engine.lint import SYNTAX_ERROR
 
     errors = [f for r in reports for f in r.findings if f.code == SYNTAX_ERROR[0]]
     if errors:
@@ -399,13 +399,13 @@ def _stdin_report(
     try:
         original = sourcefile.decode(data, name)
     except sourcefile.SourceError as exc:
-        from xlalint.linter.engine import error_finding
+        from xlalint.engine.lint import error_finding
 
         return FileReport(name, [error_finding(name, str(exc), exc.line, exc.col)], source=None), data
     if force_exclude and stdin_filename and settings.is_excluded(Path(stdin_filename)):
         return FileReport(name, [], source=original.text, fixed_source=original.text), data
     if name.endswith(".ipynb"):
-        from xlalint.linter.notebook import process_notebook
+        from xlalint.engine.notebook import process_notebook
 
         job = Job(name, settings, fix=fix, unsafe=unsafe, write=False)
         return process_notebook(job, original, stdin=True), data
@@ -488,7 +488,7 @@ def check(
 
 
 def _show_settings(paths, select, ignore, extend_select, target_version, config) -> None:
-    from xlalint.linter.settings_view import describe
+    from xlalint.engine.settings_view import describe
     from xlalint.rules import all_rules
 
     if not paths or len(paths) != 1 or paths[0] == "-":
@@ -511,8 +511,8 @@ def _show_settings(paths, select, ignore, extend_select, target_version, config)
 @app.command(cls=Command)
 def clean() -> None:
     """Remove the check cache (.xlalint_cache) here, below here and at the project root."""
-    from xlalint.linter.cache import project_root
-    from xlalint.linter.cache_folders import cache_folders, remove
+    from xlalint.engine.cache import project_root
+    from xlalint.engine.cache_folders import cache_folders, remove
     from xlalint.rules import rules_by_code
 
     here = Path.cwd()

@@ -90,7 +90,7 @@ def explain(rule_class, level: int = 1) -> str:
 
 def explain_syntax_error(level: int = 1) -> str:
     """XLA000, the pseudo-rule of files that cannot be checked, as markdown."""
-    from xlalint.linter.reporters import SYNTAX_ERROR_DOC as doc
+    from xlalint.engine.reporters import SYNTAX_ERROR_DOC as doc
 
     return f"{'#' * level} {doc['name']} ({doc['code']})\n\n{doc['summary']}.\n\n{doc['explanation']}"
 

@@ -22,13 +22,13 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from xlalint.engine.config import ConfigError, ConfigFinder, Settings
+from xlalint.engine.fixing import describe, fix_source
+from xlalint.engine.lint import SYNTAX_ERROR, lint_source
+from xlalint.engine.notebook import CellText, NotebookError, code_cell, split_module
+from xlalint.engine.source import MAX_BYTES
 from xlalint.fixers.apply import apply_fixes, text_edits
-from xlalint.linter.config import ConfigError, ConfigFinder, Settings
-from xlalint.linter.engine import SYNTAX_ERROR, lint_source
-from xlalint.linter.fixing import describe, fix_source
-from xlalint.linter.model import Finding, split_lines
-from xlalint.linter.notebook import CellText, NotebookError, code_cell, split_module
-from xlalint.linter.source import MAX_BYTES
+from xlalint.model import Finding, split_lines
 from xlalint.rules import rules_by_code
 
 FIX_ALL = "source.fixAll.xlalint"

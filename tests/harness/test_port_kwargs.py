@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
-from xlalint.linter.fixing import fix_source
+from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
+from xlalint.engine.lint import lint_source
 
 pytestmark = pytest.mark.usefixtures("torch_xla_required")
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from xlalint.linter.config import Settings
-from xlalint.linter.fixing import fix_source
+from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
 
 # The fixture scripts of XLA104's rule tests are whole training scripts: run them too.
 XLA104_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "XLA104"

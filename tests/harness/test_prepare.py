@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from xlalint.harness.prepare import LineMap, ScriptVersion
-from xlalint.linter.model import Finding, Span
+from xlalint.model import Finding, Span
 
 ORIGINAL = """\
 import torch

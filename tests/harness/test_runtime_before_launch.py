@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
+from xlalint.engine.config import Settings
+from xlalint.engine.lint import lint_source
 
 pytestmark = pytest.mark.usefixtures("torch_xla_required")
 

@@ -11,7 +11,7 @@ from xlalint.harness.report import format_run
 from xlalint.harness.results import RunResult
 from xlalint.harness.runtime_findings import collect
 from xlalint.harness.runtime_watch import RUNTIME_PREFIX
-from xlalint.linter.model import Finding, Span
+from xlalint.model import Finding, Span
 
 SCRIPT = "import torch\nmodel = Net()\nopt = SGD(model.parameters())\nmodel.to(dev)\n"
 

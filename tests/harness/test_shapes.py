@@ -16,7 +16,7 @@ from xlalint.harness.report import HarnessReport, format_run, format_text, to_js
 from xlalint.harness.results import Cause, Metrics, RunResult
 from xlalint.harness.runner import explain_recompilations
 from xlalint.harness.shapes import ShapeChange, explaining_findings, read_shape_changes
-from xlalint.linter.model import Finding, Span
+from xlalint.model import Finding, Span
 
 SCRIPT = """\
 import torch_xla

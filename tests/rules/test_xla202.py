@@ -12,7 +12,7 @@ from rules.fixture_checks import (
     findings_of,
     fixture_positions,
 )
-from xlalint.linter.config import Settings
+from xlalint.engine.config import Settings
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA202"
 CODE = "XLA202"
@@ -49,8 +49,8 @@ def training_loader_lines(source: str) -> list[int]:
     """The lines of the DataLoader calls the multi-process analysis calls training loaders."""
     import ast
 
-    from xlalint.linter.context import Context
-    from xlalint.linter.semantic import attach_parents
+    from xlalint.analysis.semantic import attach_parents
+    from xlalint.engine.context import Context
 
     tree = ast.parse(source)
     ctx = Context(source, "f.py", tree, Settings(), attach_parents(tree))

@@ -12,8 +12,8 @@ from rules.fixture_checks import (
     findings_of,
     fixture_positions,
 )
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
+from xlalint.engine.config import Settings
+from xlalint.engine.lint import lint_source
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA205"
 CODE = "XLA205"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from rules.fixture_checks import assert_fixture_fixes, findings_of, fixture_positions
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
+from xlalint.engine.config import Settings
+from xlalint.engine.lint import lint_source
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA210"
 CODE = "XLA210"

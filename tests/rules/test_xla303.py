@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from rules.fixture_checks import assert_fixture_fixes
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
-from xlalint.linter.fixing import fix_source
+from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
+from xlalint.engine.lint import lint_source
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA303"
 CODE = "XLA303"

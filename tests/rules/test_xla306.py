@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xlalint.linter.config import Settings
-from xlalint.linter.engine import lint_source
+from xlalint.engine.config import Settings
+from xlalint.engine.lint import lint_source
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA306"
 CODE = "XLA306"

@@ -1,5 +1,5 @@
 """Lossless rewrites with libcst, imported only when a file is being fixed.
 
-Rules describe fixes as operations (``xlalint.linter.model``); ``apply`` carries
+Rules describe fixes as operations (``xlalint.model``); ``apply`` carries
 them out. Nothing on the check path imports this package's modules.
 """

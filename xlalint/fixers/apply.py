@@ -37,7 +37,7 @@ from xlalint.fixers.rewrites import (
     set_keyword,
     unwrap_with,
 )
-from xlalint.linter.model import (
+from xlalint.model import (
     AddParameter,
     AppendToBody,
     Fix,

@@ -17,7 +17,7 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.helpers import get_full_name_for_node
 
-from xlalint.linter.model import Import
+from xlalint.model import Import
 
 
 def _import_head_length(module: cst.Module) -> int:
@@ -176,7 +176,7 @@ def _at(body: list[cst.CSTNode], statement: cst.SimpleStatementLine, index: int)
 # Setup code of a notebook: IPython's lines that install (`!pip install`, `%pip`) as a
 # notebook keeps them (a marker comment), IPython's lines as an export writes them
 # (`get_ipython().system(...)`), and installs run from Python.
-# The marker is linter/notebook.py's SETUP_MAGIC_COMMENT (that module imports the fix loop:
+# The marker is engine/notebook.py's SETUP_MAGIC_COMMENT (that module imports the fix loop:
 # importing it here would close a circle).
 SETUP_MAGIC_COMMENT = "# xlalint-notebook-setup"
 _SHELL_CALLS = frozenset({"os.system", "os.popen", "subprocess.run", "subprocess.call", "subprocess.check_call"})

@@ -26,7 +26,7 @@ import libcst as cst
 import tomllib
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from xlalint.linter.model import split_lines
+from xlalint.model import split_lines
 
 DEFAULT_LINE_LENGTH = 88
 # ruff accepts 1..320.

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from xlalint.linter.model import Span
+from xlalint.model import Span
 
 
 class FixError(Exception):

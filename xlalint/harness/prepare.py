@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from xlalint.linter.model import Finding
+    from xlalint.model import Finding
 
 # When a finding spans several lines (a multi-line call), a cause on any of them joins
 # it; spans longer than this are whole blocks (a loop, a def) and join only their
@@ -224,7 +224,7 @@ _real_path = functools.lru_cache(maxsize=4096)(os.path.realpath)
 
 
 def lint(source: str, display_path: str, select: list[str] | None = None) -> list[Finding]:
-    from xlalint.linter.api import lint_source
+    from xlalint.engine.api import lint_source
 
     return list(lint_source(source, display_path, select=select))
 
@@ -282,7 +282,7 @@ def fixed_copy(
 ) -> SourceFile:
     """Fix one file (config is found from the user's path) into ``folder``; when the
     fix changes nothing, the user's own file runs (``unchanged``, already linted)."""
-    from xlalint.linter.api import fix_source
+    from xlalint.engine.api import fix_source
 
     result = fix_source(user_file.source, user_file.display_path, unsafe=unsafe, select=select)
     fixed = result.source if not result.error else user_file.source

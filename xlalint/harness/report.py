@@ -14,7 +14,7 @@ from xlalint.harness.results import Cause, RunResult, RuntimeFinding
 
 if TYPE_CHECKING:
     from xlalint.harness.prepare import ScriptVersion, SourceFile
-    from xlalint.linter.model import Finding
+    from xlalint.model import Finding
 
 MAX_CAUSE_SITES = 12
 MAX_SHAPE_CHANGES_SHOWN = 5  # inputs listed per recompiling site (all in --json)
@@ -47,7 +47,7 @@ class HarnessReport:
 
 
 def to_json(report: HarnessReport) -> dict:
-    from xlalint.linter.reporters import finding_to_json
+    from xlalint.engine.reporters import finding_to_json
 
     findings = [*report.findings, *(f for module in report.local_modules for f in module.findings)]
     record = {

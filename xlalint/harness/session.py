@@ -26,11 +26,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
+from xlalint.engine.full_format import use_color
 from xlalint.harness import cleanup, cuda_libraries, environment, prepare, report, runner, working_copy
 from xlalint.harness.environment import INSTALL_HINT, HarnessEnvironmentError
 from xlalint.harness.progress import Progress
 from xlalint.harness.results import RunResult
-from xlalint.linter.full_format import use_color
 
 EXIT_OK = 0
 EXIT_SCRIPT_FAILED = 1
@@ -266,7 +266,7 @@ def _prepare_versions(
     the port to XLA pays off. When the fixed version would run the same code as the
     baseline, it runs once and ``comparison_skipped`` says why.
     """
-    from xlalint.linter.config import ConfigError
+    from xlalint.engine.config import ConfigError
 
     user_files = [script, *modules]
     versions: list[prepare.ScriptVersion] = []

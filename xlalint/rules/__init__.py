@@ -7,7 +7,7 @@ import importlib
 import pkgutil
 from functools import cache
 
-from xlalint.linter.rule import Rule
+from xlalint.engine.rule import Rule
 
 
 @cache

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import ClassVar, Literal
 
-from xlalint.linter.model import Fix, ReplaceExpr
-from xlalint.linter.rule import Rule
-from xlalint.linter.semantic import Semantic, ancestors, string_value
+from xlalint.analysis.semantic import Semantic, ancestors, string_value
+from xlalint.engine.rule import Rule
+from xlalint.model import Fix, ReplaceExpr
 
 Version = tuple[int, int]
 # When a call is renamed to ``replacement`` (the replacement takes those arguments):

@@ -26,10 +26,10 @@ import ast
 import re
 from collections.abc import Callable
 
-from xlalint.linter.model import Import, ReplaceExpr, SetKeyword
-from xlalint.linter.rule import Invalid, Option, Rule, Valid
-from xlalint.linter.semantic import ancestors, dotted_name, enclosing_function, keyword, scope_bindings
-from xlalint.linter.tokenizers import DYNAMIC, FIXED, NONE, padding_kinds
+from xlalint.analysis.semantic import ancestors, dotted_name, enclosing_function, keyword, scope_bindings
+from xlalint.analysis.tokenizers import DYNAMIC, FIXED, NONE, padding_kinds
+from xlalint.engine.rule import Invalid, Option, Rule, Valid
+from xlalint.model import Import, ReplaceExpr, SetKeyword
 
 COLLATORS = {
     # class name -> index of `padding` when it is passed positionally

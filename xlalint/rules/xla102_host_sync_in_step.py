@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.rule import Invalid, Rule, Valid
+from xlalint.engine.rule import Invalid, Rule, Valid
 from xlalint.rules.xla102.fixes import Fixes
 from xlalint.rules.xla102.host_reads import WHY, HostReads, forces_bool, is_percent_format
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import Fix
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.scripts import uses_syncing_library
-from xlalint.linter.steps import StepLoop
+from xlalint.analysis.scripts import uses_syncing_library
+from xlalint.analysis.steps import StepLoop
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import Fix
 from xlalint.rules.xla103 import carried_state
 from xlalint.rules.xla103.sync_fix import guarded_sync, sync_fix
 

@@ -21,16 +21,16 @@ What to do with each ``torch.cuda.*`` / ``torch.accelerator.*`` name is data, in
 it flags, why, its fixes and examples, and which part handles which call. The parts, one
 concern each, are in ``xlalint/rules/xla104/``; the device facts they share (which
 expression is a device, what a variable holds, the CUDA path, import time) are the
-``ctx.devices`` analysis in ``xlalint/linter/devices.py``.
+``ctx.devices`` analysis in ``xlalint/analysis/devices.py``.
 """
 
 from __future__ import annotations
 
 import ast
 
-from xlalint.linter.devices import TORCH_DEVICE
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import method_name
+from xlalint.analysis.devices import TORCH_DEVICE
+from xlalint.analysis.semantic import method_name
+from xlalint.engine.rule import Invalid, Rule, Valid
 from xlalint.rules._cuda_api import DISTRIBUTED_DATA_PARALLEL, INIT_PROCESS_GROUP, SHARE_MEMORY_METHODS, lookup
 from xlalint.rules.xla104 import amp, availability, cuda_calls, device_args, process_groups, streams
 from xlalint.rules.xla104.amp import GENERIC_AUTOCAST, GENERIC_GRAD_SCALER, Amp

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import AddParameter, InsertStatement, ReplaceExpr
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.scripts import SPAWN, calls_to
-from xlalint.linter.semantic import keyword, string_value
+from xlalint.analysis.scripts import SPAWN, calls_to
+from xlalint.analysis.semantic import keyword, string_value
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import AddParameter, InsertStatement, ReplaceExpr
 
 # Calls that only make sense with one process per device (docs/rules.md, XLA105).
 MULTIPROCESS_APIS = frozenset(

@@ -4,7 +4,7 @@ The order that works (transformers' Trainer, accelerate, the AWS Neuron and PyTo
 docs) is in the rule's explanation below: backward, all-reduce (multi-process),
 ``unscale_``, clip, ``scaler.step``, ``scaler.update``.
 
-The order is judged along each path through the step (``xlalint.linter.order``): a
+The order is judged along each path through the step (``xlalint.analysis.order``): a
 clip in the ``else`` of ``if use_amp:`` is never compared with an ``unscale_`` in its
 ``if``, and a path that never touches the scaler is not an AMP path.
 """
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import InsertStatement, MoveStatement, ReplaceExpr
-from xlalint.linter.order import STEPS, Event, Kind, Path
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import enclosing_function, parent
-from xlalint.linter.syntax import argument
+from xlalint.analysis.order import STEPS, Event, Kind, Path
+from xlalint.analysis.semantic import enclosing_function, parent
+from xlalint.analysis.syntax import argument
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import InsertStatement, MoveStatement, ReplaceExpr
 
 # The frames most examples share, so that each example shows only the lines of its step.
 CLIP = "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"

@@ -11,9 +11,9 @@ from __future__ import annotations
 import ast
 import re
 
-from xlalint.linter.model import ReplaceExpr, SetKeyword
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import ancestors, dotted_name
+from xlalint.analysis.semantic import ancestors, dotted_name
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import ReplaceExpr, SetKeyword
 
 TORCH_SAVE = frozenset({"torch.save", "torch.serialization.save"})
 # Words that make a value "this process's rank": a save guarded by one, or to a path

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.distributed import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLERS, world_api
-from xlalint.linter.model import RemoveKeyword, SetKeyword
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import dotted_name, keyword
+from xlalint.analysis.distributed import DISTRIBUTED_SAMPLER, DISTRIBUTED_SAMPLERS, world_api
+from xlalint.analysis.semantic import dotted_name, keyword
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import RemoveKeyword, SetKeyword
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, ...)
 _SHUFFLE_POSITION = 2

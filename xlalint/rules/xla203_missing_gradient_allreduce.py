@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.distributed import OptimizerStep, world_api
-from xlalint.linter.model import InsertStatement, ReplaceExpr
-from xlalint.linter.order import OPTIMIZER_STEP, Kind
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import enclosing_function
-from xlalint.linter.steps import optimizer_closure
+from xlalint.analysis.distributed import OptimizerStep, world_api
+from xlalint.analysis.order import OPTIMIZER_STEP, Kind
+from xlalint.analysis.semantic import enclosing_function
+from xlalint.analysis.steps import optimizer_closure
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import InsertStatement, ReplaceExpr
 
 
 class MissingGradientAllreduce(Rule):

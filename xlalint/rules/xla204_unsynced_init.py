@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import InsertStatement
-from xlalint.linter.reaching import runs_before
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.scripts import SPAWN
-from xlalint.linter.semantic import dotted_name, enclosing_function, method_name, parent, string_value
-from xlalint.linter.values import walk_scope
+from xlalint.analysis.reaching import runs_before
+from xlalint.analysis.scripts import SPAWN
+from xlalint.analysis.semantic import dotted_name, enclosing_function, method_name, parent, string_value
+from xlalint.analysis.values import walk_scope
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import InsertStatement
 
 SEEDS = frozenset(
     {
@@ -261,7 +261,7 @@ xm.broadcast_master_param(model)
     # -- the model ------------------------------------------------------------------------
     def _models(self) -> list[tuple[str, ast.stmt]]:
         """(model name, the statement that builds it) for every model whose parameters an
-        optimizer of the module is given (``linter.training_objects``), when that
+        optimizer of the module is given (``analysis.training_objects``), when that
         statement gives it fresh random weights."""
         objects = self.ctx.training_objects
         found: list[tuple[str, ast.stmt]] = []

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import RemoveKeyword, ReplaceExpr
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import keyword
+from xlalint.analysis.semantic import keyword
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import RemoveKeyword, ReplaceExpr
 
 SPAWN = frozenset({"torch_xla.distributed.xla_multiprocessing.spawn"})
 # spawn(fn, args=(), nprocs=None, join=True, daemon=False, start_method="spawn")

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import ReplaceExpr
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.scripts import SPAWN
-from xlalint.linter.semantic import string_value
+from xlalint.analysis.scripts import SPAWN
+from xlalint.analysis.semantic import string_value
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import ReplaceExpr
 
 ENVIRON = frozenset({"os.environ"})
 SETDEFAULT_OR_PUTENV = frozenset({"os.environ.setdefault", "os.putenv"})

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import Fix, InsertStatement, RemoveStatement
-from xlalint.linter.ranks import paired
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import enclosing_function, enclosing_statement
-from xlalint.linter.steps import SYNC_CALLS, mutually_exclusive
+from xlalint.analysis.ranks import paired
+from xlalint.analysis.semantic import enclosing_function, enclosing_statement
+from xlalint.analysis.steps import SYNC_CALLS, mutually_exclusive
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import Fix, InsertStatement, RemoveStatement
 
 XM = "torch_xla.core.xla_model"
 DIST = "torch.distributed"

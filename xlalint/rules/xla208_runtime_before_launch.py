@@ -9,8 +9,8 @@ the device, the world size, or by making an XLA tensor) leaves every worker to f
 
 from __future__ import annotations
 
-from xlalint.linter.launch import RUNTIME_STARTERS_VERSION
-from xlalint.linter.rule import Invalid, Rule, Valid
+from xlalint.analysis.launch import RUNTIME_STARTERS_VERSION
+from xlalint.engine.rule import Invalid, Rule, Valid
 
 
 class RuntimeBeforeLaunch(Rule):

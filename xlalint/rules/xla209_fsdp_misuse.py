@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import Fix, ReplaceExpr
-from xlalint.linter.own_step import own_step_fix, stepped_optimizer
-from xlalint.linter.parallelism import XLA_FSDP_KINDS, Wrap, WrapKind
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import dotted_name, keyword_value
+from xlalint.analysis.own_step import own_step_fix, stepped_optimizer
+from xlalint.analysis.parallelism import XLA_FSDP_KINDS, Wrap, WrapKind
+from xlalint.analysis.semantic import dotted_name, keyword_value
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import Fix, ReplaceExpr
 
 OPTIMIZER_STEP = frozenset({"torch_xla.core.xla_model.optimizer_step"})
 CLIP_GRAD_NORM = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_norm_"})

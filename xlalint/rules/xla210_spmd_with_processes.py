@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.distributed import mentions_gradients
-from xlalint.linter.model import Fix
-from xlalint.linter.own_step import own_step_fix, stepped_optimizer
-from xlalint.linter.rule import Invalid, Rule, Valid
+from xlalint.analysis.distributed import mentions_gradients
+from xlalint.analysis.own_step import own_step_fix, stepped_optimizer
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import Fix
 
 XM = "torch_xla.core.xla_model"
 OPTIMIZER_STEP = f"{XM}.optimizer_step"

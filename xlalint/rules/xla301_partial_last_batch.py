@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.distributed import DISTRIBUTED_SAMPLERS
-from xlalint.linter.kwargs import unpacked_keywords
-from xlalint.linter.model import SetKeyword
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.scripts import targets_xla, uses_syncing_library
-from xlalint.linter.semantic import keyword
-from xlalint.linter.values import assigned_values, enclosing_scopes
+from xlalint.analysis.distributed import DISTRIBUTED_SAMPLERS
+from xlalint.analysis.kwargs import unpacked_keywords
+from xlalint.analysis.scripts import targets_xla, uses_syncing_library
+from xlalint.analysis.semantic import keyword
+from xlalint.analysis.values import assigned_values, enclosing_scopes
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import SetKeyword
 
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers,
 #            collate_fn, pin_memory, drop_last, ...)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import enclosing_function, method_name
-from xlalint.linter.steps import StepLoop
+from xlalint.analysis.semantic import enclosing_function, method_name
+from xlalint.analysis.steps import StepLoop
+from xlalint.engine.rule import Invalid, Rule, Valid
 
 # torch functions whose result has a data-dependent shape, and what they compute.
 DYNAMIC_FUNCTIONS = {

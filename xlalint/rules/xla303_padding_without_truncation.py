@@ -5,7 +5,7 @@ ones as they are unless ``truncation`` is on: every input longer than ``max_leng
 brings a new sequence length, hence a new XLA graph (and a batch that cannot be
 stacked with the others).
 
-Tokenizers are recognised as XLA101 recognises them (``xlalint.linter.tokenizers``: a
+Tokenizers are recognised as XLA101 recognises them (``xlalint.analysis.tokenizers``: a
 name ``tok``/``tokenizer``/``*_tokenizer``, or a variable assigned a
 transformers/tokenizers tokenizer);
 ``tokenizer.pad(...)`` takes no ``truncation`` and is not checked.
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import SetKeyword
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import enclosing_function, keyword
-from xlalint.linter.tokenizers import FIXED, padding_kinds
+from xlalint.analysis.semantic import enclosing_function, keyword
+from xlalint.analysis.tokenizers import FIXED, padding_kinds
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import SetKeyword
 from xlalint.rules.xla101_dynamic_padding import on_non_xla_path
 
 # Values of `truncation=` that switch it off; any other value (True, a strategy such as

@@ -14,8 +14,8 @@ import json
 from functools import cache
 from pathlib import Path
 
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import dotted_name, keyword, string_value
+from xlalint.analysis.semantic import dotted_name, keyword, string_value
+from xlalint.engine.rule import Invalid, Rule, Valid
 
 TABLE = Path(__file__).parent / "data" / "fallback_ops.json"
 # What to write instead, where there is a lowered way (the message names it).

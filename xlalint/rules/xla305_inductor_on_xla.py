@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import ReplaceExpr, SetKeyword
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import keyword, string_value
+from xlalint.analysis.semantic import keyword, string_value
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import ReplaceExpr, SetKeyword
 
 TORCH_COMPILE = frozenset({"torch.compile"})
 INDUCTOR = "inductor"

@@ -10,10 +10,10 @@ from __future__ import annotations
 import ast
 from functools import cached_property
 
-from xlalint.linter.device_tensors import DeviceTensors
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import Semantic, ancestors, dotted_name, subtree
-from xlalint.linter.values import FUNCTIONS, call_sites, parameter_names, passed_argument, target_names
+from xlalint.analysis.device_tensors import DeviceTensors
+from xlalint.analysis.semantic import Semantic, ancestors, dotted_name, subtree
+from xlalint.analysis.values import FUNCTIONS, call_sites, parameter_names, passed_argument, target_names
+from xlalint.engine.rule import Invalid, Rule, Valid
 
 _LOOPS = (ast.For, ast.AsyncFor)
 

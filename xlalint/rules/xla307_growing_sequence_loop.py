@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import ancestors, subtree
+from xlalint.analysis.semantic import ancestors, subtree
+from xlalint.engine.rule import Invalid, Rule, Valid
 
 CONCATENATE = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)

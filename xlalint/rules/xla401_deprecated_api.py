@@ -6,7 +6,7 @@ The names, the release that deprecated each and its replacement are the table in
 
 from __future__ import annotations
 
-from xlalint.linter.rule import Invalid, Valid
+from xlalint.engine.rule import Invalid, Valid
 from xlalint.rules._api_versions import ApiVersionRule
 
 

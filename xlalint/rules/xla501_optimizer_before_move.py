@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import MoveStatement
-from xlalint.linter.parallelism import XLA_FSDP_KINDS, Wrap
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import dotted_name, enclosing_function, enclosing_statement, method_name, parent
-from xlalint.linter.training_objects import Move, Optimizer, same_object_tree
+from xlalint.analysis.parallelism import XLA_FSDP_KINDS, Wrap
+from xlalint.analysis.semantic import dotted_name, enclosing_function, enclosing_statement, method_name, parent
+from xlalint.analysis.training_objects import Move, Optimizer, same_object_tree
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import MoveStatement
 
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef, ast.ClassDef)
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import InsertStatement
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.scripts import targets_xla
-from xlalint.linter.semantic import dotted_name, enclosing_function, enclosing_statement, method_name
-from xlalint.linter.training_objects import Move, Tie, same_object_tree
-from xlalint.linter.values import assigned_values
+from xlalint.analysis.scripts import targets_xla
+from xlalint.analysis.semantic import dotted_name, enclosing_function, enclosing_statement, method_name
+from xlalint.analysis.training_objects import Move, Tie, same_object_tree
+from xlalint.analysis.values import assigned_values
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import InsertStatement
 
 _TIE_METHOD = "tie_weights"
 

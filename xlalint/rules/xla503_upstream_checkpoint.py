@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import Import, RemoveKeyword, ReplaceExpr
-from xlalint.linter.rule import Invalid, Rule, Valid
-from xlalint.linter.semantic import keyword
+from xlalint.analysis.semantic import keyword
+from xlalint.engine.rule import Invalid, Rule, Valid
+from xlalint.model import Import, RemoveKeyword, ReplaceExpr
 
 UPSTREAM_CHECKPOINT = frozenset({"torch.utils.checkpoint.checkpoint"})
 UPSTREAM_SEQUENTIAL = frozenset({"torch.utils.checkpoint.checkpoint_sequential"})

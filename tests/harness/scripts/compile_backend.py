@@ -16,7 +16,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.05)
 x = torch.randn(32, 8).to(device)
 y = x.sum(dim=1, keepdim=True).to(device)
 losses = []
-for step in range(4):
+for _ in range(4):
     loss = nn.functional.mse_loss(compiled(x), y)
     loss.backward()
     opt.step()

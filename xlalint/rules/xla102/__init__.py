@@ -8,5 +8,5 @@ examples are in ``xlalint/rules/xla102_host_sync_in_step.py``.
   fix of a sum of ``.item()``s.
 
 Which loops are step loops, what the step is and which names hold its tensors are facts
-other rules need too: they are the ``ctx.steps`` analysis (``xlalint/linter/steps.py``).
+other rules need too: they are the ``ctx.steps`` analysis (``xlalint/analysis/steps.py``).
 """

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.context import Context
-from xlalint.linter.model import Fix, InsertStatement, RemoveStatement, ReplaceExpr
-from xlalint.linter.rule import Rule
-from xlalint.linter.semantic import dotted_name, enclosing_statement, method_name, parent
-from xlalint.linter.steps import HOST_FETCH_METHODS, StepLoop
+from xlalint.analysis.semantic import dotted_name, enclosing_statement, method_name, parent
+from xlalint.analysis.steps import HOST_FETCH_METHODS, StepLoop
+from xlalint.engine.context import Context
+from xlalint.engine.rule import Rule
+from xlalint.model import Fix, InsertStatement, RemoveStatement, ReplaceExpr
 from xlalint.rules.xla102.host_reads import HostReads
 
 # Python-level names that cannot be bound by a lambda default.

@@ -7,10 +7,10 @@ from __future__ import annotations
 import ast
 from functools import cached_property
 
-from xlalint.linter.context import Context
-from xlalint.linter.order import assigned_names
-from xlalint.linter.semantic import dotted_name, method_name, parent
-from xlalint.linter.steps import HOST_FETCH_METHODS, StepLoop
+from xlalint.analysis.order import assigned_names
+from xlalint.analysis.semantic import dotted_name, method_name, parent
+from xlalint.analysis.steps import HOST_FETCH_METHODS, StepLoop
+from xlalint.engine.context import Context
 
 # Builtins that convert a tensor to a Python value (and so read it on the host).
 CONVERSIONS = frozenset({"float", "int", "bool", "str", "repr"})

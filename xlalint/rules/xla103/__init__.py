@@ -7,5 +7,5 @@ examples are in ``xlalint/rules/xla103_missing_sync.py``.
   read it on the host every iteration.
 
 Which loops carry which device state is a fact of the ``ctx.loop_state`` analysis
-(``xlalint/linter/loop_state.py``); sync points and training loops are ``ctx.steps``.
+(``xlalint/analysis/loop_state.py``); sync points and training loops are ``ctx.steps``.
 """

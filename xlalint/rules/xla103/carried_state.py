@@ -4,7 +4,7 @@ sync point. Each read compiles the state's graph, one iteration longer than the 
 
 from __future__ import annotations
 
-from xlalint.linter.rule import Rule
+from xlalint.engine.rule import Rule
 from xlalint.rules.xla103.sync_fix import sync_fix
 
 MESSAGE = (

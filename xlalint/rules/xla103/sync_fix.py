@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import AppendToBody, Fix, InsertStatement, MoveStatement, Operation
-from xlalint.linter.rule import Rule
-from xlalint.linter.semantic import parent
-from xlalint.linter.steps import StepLoop
+from xlalint.analysis.semantic import parent
+from xlalint.analysis.steps import StepLoop
+from xlalint.engine.rule import Rule
+from xlalint.model import AppendToBody, Fix, InsertStatement, MoveStatement, Operation
 
 Loop = ast.For | ast.AsyncFor | ast.While
 

@@ -13,5 +13,5 @@ documentation and its examples are in ``xlalint/rules/xla104_cuda_device.py``.
 
 Which expression is a device, what a variable holds, whether a branch is the CUDA path
 and whether code runs at import time are facts other rules need too: they are the
-``ctx.devices`` analysis (``xlalint/linter/devices.py``).
+``ctx.devices`` analysis (``xlalint/analysis/devices.py``).
 """

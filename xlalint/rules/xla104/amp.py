@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.devices import is_cuda_string
-from xlalint.linter.model import Fix, RemoveStatement, ReplaceExpr, Span
-from xlalint.linter.rule import Invalid, Valid
-from xlalint.linter.semantic import Semantic, parent
-from xlalint.linter.syntax import ATOMIC, argument, has_star_args, whole_statement
+from xlalint.analysis.devices import is_cuda_string
+from xlalint.analysis.semantic import Semantic, parent
+from xlalint.analysis.syntax import ATOMIC, argument, has_star_args, whole_statement
+from xlalint.engine.rule import Invalid, Valid
+from xlalint.model import Fix, RemoveStatement, ReplaceExpr, Span
 from xlalint.rules.xla104.removal import ObjectRemoval
 from xlalint.rules.xla104.writer import Writer
 

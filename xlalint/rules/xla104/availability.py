@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.devices import IS_AVAILABLE, condition_holding
-from xlalint.linter.model import Fix, RemoveStatement, ReplaceExpr
-from xlalint.linter.rule import Invalid, Valid
-from xlalint.linter.semantic import ancestors, dotted_name, enclosing_statement, method_name, parent, string_value
-from xlalint.linter.syntax import is_alone_on_its_lines
+from xlalint.analysis.devices import IS_AVAILABLE, condition_holding
+from xlalint.analysis.semantic import ancestors, dotted_name, enclosing_statement, method_name, parent, string_value
+from xlalint.analysis.syntax import is_alone_on_its_lines
+from xlalint.engine.rule import Invalid, Valid
+from xlalint.model import Fix, RemoveStatement, ReplaceExpr
 from xlalint.rules._cuda_api import CUDA_BACKENDS
 from xlalint.rules.xla104.writer import Writer
 

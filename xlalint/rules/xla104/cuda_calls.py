@@ -12,11 +12,11 @@ from __future__ import annotations
 import ast
 import re
 
-from xlalint.linter.devices import CURRENT_ACCELERATOR
-from xlalint.linter.model import Fix, RemoveStatement, ReplaceExpr
-from xlalint.linter.rule import Invalid, Valid
-from xlalint.linter.semantic import ancestors, parent, string_value
-from xlalint.linter.syntax import has_star_args, is_self_attribute, whole_statement
+from xlalint.analysis.devices import CURRENT_ACCELERATOR
+from xlalint.analysis.semantic import ancestors, parent, string_value
+from xlalint.analysis.syntax import has_star_args, is_self_attribute, whole_statement
+from xlalint.engine.rule import Invalid, Valid
+from xlalint.model import Fix, RemoveStatement, ReplaceExpr
 from xlalint.rules._cuda_api import CudaApi
 from xlalint.rules.xla104.amp import Amp
 from xlalint.rules.xla104.availability import Availability

@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.devices import (
+from xlalint.analysis.devices import (
     DEVICE_KEYWORDS,
     TORCH_DEVICE,
     is_cuda_storage_lambda,
     is_cuda_string,
     is_device_index,
 )
-from xlalint.linter.model import Fix, Operation, ReplaceExpr, Span
-from xlalint.linter.options import ADD_ARGUMENT
-from xlalint.linter.rule import Invalid, Valid
-from xlalint.linter.semantic import keyword, method_name, parent, string_value
-from xlalint.linter.syntax import argument, has_star_args
+from xlalint.analysis.options import ADD_ARGUMENT
+from xlalint.analysis.semantic import keyword, method_name, parent, string_value
+from xlalint.analysis.syntax import argument, has_star_args
+from xlalint.engine.rule import Invalid, Valid
+from xlalint.model import Fix, Operation, ReplaceExpr, Span
 from xlalint.rules.xla104.writer import Writer
 
 # ...and the one whose CUDA value is replaced by "cpu": load on the host, then move.

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.devices import is_other_device_string
-from xlalint.linter.model import Fix, Import, Operation, RemoveKeyword, RemoveStatement, ReplaceExpr, SetKeyword
-from xlalint.linter.rule import Invalid, Valid
-from xlalint.linter.semantic import dotted_name, keyword, method_name, parent, string_value
-from xlalint.linter.syntax import argument, has_star_args, is_alone_on_its_lines
-from xlalint.linter.values import call_sites, passed_argument
+from xlalint.analysis.devices import is_other_device_string
+from xlalint.analysis.semantic import dotted_name, keyword, method_name, parent, string_value
+from xlalint.analysis.syntax import argument, has_star_args, is_alone_on_its_lines
+from xlalint.analysis.values import call_sites, passed_argument
+from xlalint.engine.rule import Invalid, Valid
+from xlalint.model import Fix, Import, Operation, RemoveKeyword, RemoveStatement, ReplaceExpr, SetKeyword
 from xlalint.rules._cuda_api import (
     CUDA_BACKEND_CONSTANTS,
     CUDA_BACKENDS,

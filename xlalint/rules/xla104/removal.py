@@ -7,9 +7,9 @@ from __future__ import annotations
 import ast
 from abc import ABC, abstractmethod
 
-from xlalint.linter.model import Import, Operation, RemoveStatement
-from xlalint.linter.semantic import ancestors, enclosing_statement, parent
-from xlalint.linter.syntax import is_alone_on_its_lines
+from xlalint.analysis.semantic import ancestors, enclosing_statement, parent
+from xlalint.analysis.syntax import is_alone_on_its_lines
+from xlalint.model import Import, Operation, RemoveStatement
 from xlalint.rules.xla104.writer import Writer
 
 

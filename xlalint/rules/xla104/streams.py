@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.linter.model import Fix, RemoveStatement, UnwrapWith
-from xlalint.linter.rule import Invalid, Valid
-from xlalint.linter.semantic import enclosing_statement, method_name, parent
-from xlalint.linter.syntax import whole_statement
+from xlalint.analysis.semantic import enclosing_statement, method_name, parent
+from xlalint.analysis.syntax import whole_statement
+from xlalint.engine.rule import Invalid, Valid
+from xlalint.model import Fix, RemoveStatement, UnwrapWith
 from xlalint.rules._cuda_api import CudaApi, lookup
 from xlalint.rules.xla104.removal import ObjectRemoval
 from xlalint.rules.xla104.writer import Writer

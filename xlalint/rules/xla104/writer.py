@@ -13,14 +13,14 @@ import ast
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from xlalint.linter.device_reads import DeviceReads
-from xlalint.linter.model import Fix, Import, InsertStatement, Operation, ReplaceExpr
-from xlalint.linter.options import CommandLineOptions
-from xlalint.linter.semantic import keyword, parent, string_value
-from xlalint.linter.syntax import whole_statement
+from xlalint.analysis.device_reads import DeviceReads
+from xlalint.analysis.options import CommandLineOptions
+from xlalint.analysis.semantic import keyword, parent, string_value
+from xlalint.analysis.syntax import whole_statement
+from xlalint.model import Fix, Import, InsertStatement, Operation, ReplaceExpr
 
 if TYPE_CHECKING:
-    from xlalint.linter.rule import Rule
+    from xlalint.engine.rule import Rule
 
 
 class Writer:

@@ -1,0 +1,81 @@
+"""The APIs the step analysis (``xlalint.analysis.steps``) knows by name: torch_xla's sync
+points, step closures, device loaders and ``torch_xla.compile``; what applies the
+gradients (optimizer steps, their closures) and what makes them (backward calls)."""
+
+from __future__ import annotations
+
+import ast
+
+from xlalint.analysis.semantic import Semantic, dotted_name, keyword, method_name, string_value
+
+XM = "torch_xla.core.xla_model"
+PL = "torch_xla.distributed.parallel_loader"
+ADD_STEP_CLOSURE = frozenset({f"{XM}.add_step_closure"})
+SYNC_CALLS = frozenset(
+    {
+        "torch_xla.sync",
+        "torch_xla.torch_xla.sync",
+        f"{XM}.mark_step",
+        "torch_xla._XLAC._xla_step_marker",
+    }
+)
+OPTIMIZER_STEP = frozenset({f"{XM}.optimizer_step"})
+OPTIMIZER_MODULES = ("torch.optim.", "torch_xla.amp.syncfree.")
+STEP_CONTEXT = frozenset({"torch_xla.step", "torch_xla.torch_xla.step"})
+COMPILE = frozenset({"torch_xla.compile", "torch_xla.torch_xla.compile"})
+MP_DEVICE_LOADER = frozenset({f"{PL}.MpDeviceLoader"})
+PARALLEL_LOADER = frozenset({f"{PL}.ParallelLoader"})
+AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
+# Wrappers that iterate what they wrap lazily: iterating them iterates the loader.
+ITERATOR_WRAPPERS = frozenset({"enumerate", "iter", "zip", "tqdm", "trange", "islice", "chain", "cycle"})
+
+
+def optimizer_closure(call: ast.Call, semantic: Semantic) -> ast.expr | None:
+    """The closure an optimizer step is given: ``opt.step(closure)``,
+    ``opt.step(closure=closure)``, ``xm.optimizer_step(opt, optimizer_args={"closure": closure})``.
+    The step calls it (LBFGS several times) to re-evaluate the loss, so its backward
+    makes the gradients the step uses."""
+    passed: ast.expr | None = None
+    if semantic.call_name(call) in OPTIMIZER_STEP:
+        named = keyword(call, "optimizer_args")
+        if named is not None and isinstance(named.value, ast.Dict):
+            options = named.value
+            passed = next((v for k, v in zip(options.keys, options.values) if string_value(k) == "closure"), None)
+    elif method_name(call) == "step":
+        receiver = call.func.value  # type: ignore[attr-defined]
+        if isinstance(receiver, ast.Name) and receiver.id in ("self", "cls"):
+            return None
+        if len(call.args) == 1 and not call.keywords and not isinstance(call.args[0], ast.Starred):
+            passed = call.args[0]
+        elif not call.args and (named := keyword(call, "closure")) is not None:
+            passed = named.value
+    return None if isinstance(passed, ast.Constant) and passed.value is None else passed
+
+
+def is_optimizer_step(call: ast.Call, semantic: Semantic, optimizers: frozenset[str] = frozenset()) -> bool:
+    """A call that applies the gradients: ``opt.step()`` (a name in ``optimizers`` or
+    one that says so: ``optimizer``, ``self.opt``; not a scheduler), ``scaler.step(opt)``,
+    ``xm.optimizer_step(opt)``."""
+    if semantic.call_name(call) in OPTIMIZER_STEP:
+        return True
+    if method_name(call) != "step":
+        return False
+    receiver = dotted_name(call.func.value) or ""  # type: ignore[attr-defined]
+    last = receiver.rsplit(".", 1)[-1].lower()
+    if "scaler" in last:
+        return bool(call.args)
+    return receiver in optimizers or names_an_optimizer(receiver)
+
+
+def names_an_optimizer(name: str) -> bool:
+    """The last part of a dotted name says it is an optimizer (``optimizer``, ``self.opt``,
+    ``d_optim``), not a scheduler or an options object."""
+    last = name.rsplit(".", 1)[-1].lower()
+    return "opt" in last and "sched" not in last and not last.startswith("option")
+
+
+def is_backward_call(call: ast.Call, semantic: Semantic) -> bool:
+    """``loss.backward()``, ``scaler.scale(loss).backward()``, ``torch.autograd.backward(...)``."""
+    if isinstance(call.func, ast.Attribute) and call.func.attr == "backward":
+        return True
+    return semantic.call_name(call) in AUTOGRAD_BACKWARD

@@ -1,0 +1,553 @@
+"""The step analysis (docs/rules.md, "Scope"): training loops, the step, sync points.
+
+A *training loop* is a ``for``/``while`` loop whose body calls ``.backward()``,
+directly or through same-module functions it calls (transitively). The *step loop*
+is the innermost such loop, and *the step* is its body plus the bodies of the
+same-module functions it calls (its *helpers*), minus functions passed to
+``xm.add_step_closure`` and minus code under a guard that runs every N steps
+(``if step % N == 0:``). Code after the loop is not in the step.
+
+With gradient accumulation the step loop is a micro-step loop, and the optimizer steps
+in the loop around it (``for it in ...: for micro in ...: loss.backward()`` then
+``opt.step()``): that *optimizer-step loop* (the nearest loop around a step loop that
+steps no optimizer, whose own body steps one, directly or through helpers) runs once
+per optimizer step. Its body is part of the step for the rules that ask
+``loop_running_every_step`` (XLA102's host reads); ``in_step``/``loop_of`` keep to the
+micro-step loop, where XLA103's sync goes.
+
+Everything is computed once per module, on first use (``Context.steps``), and shared
+by the rules: XLA102 (host syncs in the step), XLA103 (a step without a sync point),
+XLA106 (the AMP/clip order in the step), and others.
+
+This module is the analysis and its public names; its parts: ``step_apis`` (the APIs
+it knows by name), ``step_guards`` (every-N guards, step closures, exclusive branches,
+what a statement runs), ``device_loaders``, ``step_tensors`` (the tensors of a step,
+the names holding modules), ``step_syncs`` (values a sync of the step already computed).
+
+The analysis is flow-insensitive and stays within one file, like the rest of the
+semantic layer: a name is "a tensor" if the step assigns it a tensor anywhere, a
+name is "a device loader" if it is assigned one anywhere in its scope.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+from functools import cached_property
+
+from xlalint.analysis.device_loaders import DeviceLoaders, is_device_loader
+from xlalint.analysis.semantic import Semantic, ancestors, dotted_name, keyword, parent
+from xlalint.analysis.step_apis import (
+    ADD_STEP_CLOSURE,
+    AUTOGRAD_BACKWARD,
+    COMPILE,
+    ITERATOR_WRAPPERS,
+    MP_DEVICE_LOADER,
+    OPTIMIZER_MODULES,
+    OPTIMIZER_STEP,
+    PARALLEL_LOADER,
+    PL,
+    STEP_CONTEXT,
+    SYNC_CALLS,
+    XM,
+    is_backward_call,
+    is_optimizer_step,
+    optimizer_closure,
+)
+from xlalint.analysis.step_guards import (
+    every_n_steps_guard,
+    guard_between,
+    is_closure_function,
+    is_step_closure,
+    mutually_exclusive,
+    walk_region,
+)
+from xlalint.analysis.step_syncs import SyncedValues
+from xlalint.analysis.step_tensors import HOST_FETCH_METHODS, StepTensors, is_module_name, module_names
+from xlalint.analysis.values import FUNCTIONS, Function, enclosing, enclosing_scopes, self_and_ancestors, walk_scope
+
+# The names other modules import from here (the analysis's public interface).
+__all__ = [
+    "ADD_STEP_CLOSURE",
+    "AUTOGRAD_BACKWARD",
+    "COMPILE",
+    "HOST_FETCH_METHODS",
+    "ITERATOR_WRAPPERS",
+    "MP_DEVICE_LOADER",
+    "OPTIMIZER_STEP",
+    "PARALLEL_LOADER",
+    "PL",
+    "STEP_CONTEXT",
+    "SYNC_CALLS",
+    "XM",
+    "Loop",
+    "StepAnalysis",
+    "StepLoop",
+    "every_n_steps_guard",
+    "is_device_loader",
+    "is_optimizer_step",
+    "is_step_closure",
+    "mutually_exclusive",
+    "optimizer_closure",
+]
+
+Loop = ast.For | ast.AsyncFor | ast.While
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+# --- the analysis ----------------------------------------------------------------------
+
+
+class StepAnalysis:
+    """The step loops of a module and the facts rules ask about them."""
+
+    def __init__(self, semantic: Semantic):
+        self.semantic = semantic
+        self.tree = semantic.tree
+        self._reaches_backward: dict[int, bool] = {}
+        self._training: dict[int, bool] = {}
+        self._resolved: dict[int, Function | None] = {}
+        self._locals: dict[int, dict[str, Function]] = {}
+        self._loaders = DeviceLoaders(self.semantic)
+        self._synced = SyncedValues(self.is_sync_call, self.is_step_context)
+        # Most modules call no backward at all: then no loop trains, and no loop or
+        # function needs walking to find out.
+        self._any_backward = any(is_backward_call(call, self.semantic) for call in self.semantic.calls)
+        all_loops = sorted(self.semantic.nodes_of(*_LOOPS), key=lambda n: (n.lineno, n.col_offset))
+        training = [loop for loop in all_loops if self.is_training_loop(loop)]
+        step_loops = [loop for loop in training if not self._contains_training_loop(loop)]
+        step_loops.sort(key=lambda n: (n.lineno, n.col_offset))
+        self.loops: list[StepLoop] = [StepLoop(self, loop) for loop in step_loops]
+        self._by_node = {id(loop.node): loop for loop in self.loops}
+        self._by_helper: dict[int, list[StepLoop]] = {}
+        for loop in self.loops:
+            for helper in loop.helpers:
+                self._by_helper.setdefault(id(helper), []).append(loop)
+        # The optimizer-step loops around micro-step loops (gradient accumulation).
+        self._optimizer_loops: dict[int, StepLoop] = {}
+        self._by_optimizer_helper: dict[int, list[StepLoop]] = {}
+        for loop in self.loops:
+            outer = self._optimizer_loop_node(loop)
+            if outer is None:
+                continue
+            if id(outer) not in self._optimizer_loops:
+                self._optimizer_loops[id(outer)] = StepLoop(self, outer)
+                for helper in self._optimizer_loops[id(outer)].helpers:
+                    self._by_optimizer_helper.setdefault(id(helper), []).append(self._optimizer_loops[id(outer)])
+            loop.optimizer_loop = self._optimizer_loops[id(outer)]
+            loop.optimizer_loop.micro_step_loops.append(loop)
+
+    # -- queries ------------------------------------------------------------------
+    def loop_of(self, node: ast.AST) -> StepLoop | None:
+        """The step loop whose step holds ``node`` (its body, a helper it calls, also
+        under an every-N-steps guard, not in a step closure), else None."""
+        found = self._locate(node)
+        return found[0] if found else None
+
+    def in_step(self, node: ast.AST) -> bool:
+        """``node`` runs on every step of some step loop: in its step, not in a step
+        closure, not under an every-N-steps guard, not after the loop."""
+        found = self._locate(node)
+        return found is not None and found[1] is None
+
+    def loop_running_every_step(self, node: ast.AST) -> StepLoop | None:
+        """The loop whose step runs ``node`` on every optimizer step, not under an
+        every-N-steps guard: its step loop (``in_step``), else the optimizer-step loop
+        around a micro-step loop whose own body (or a helper it calls) holds ``node``
+        (``print(loss_accum.item())`` after the micro-steps)."""
+        found = self._locate(node) or self._locate(node, self._optimizer_loops, self._by_optimizer_helper)
+        return found[0] if found is not None and found[1] is None else None
+
+    def _locate(
+        self,
+        node: ast.AST,
+        by_node: dict[int, StepLoop] | None = None,
+        by_helper: dict[int, list[StepLoop]] | None = None,
+    ) -> tuple[StepLoop, ast.If | None] | None:
+        """(the step loop, the every-N guard the node is under or None); among the
+        optimizer-step loops when given ``by_node``/``by_helper``."""
+        by_node = self._by_node if by_node is None else by_node
+        by_helper = self._by_helper if by_helper is None else by_helper
+        guard: ast.If | None = None
+        child: ast.AST = node
+        for anc in self_and_ancestors(parent(node)):
+            if isinstance(anc, ast.Lambda) and is_closure_function(anc, self.semantic):
+                return None
+            if isinstance(anc, ast.ClassDef):
+                return None
+            if isinstance(anc, ast.If) and child in anc.body and guard is None and every_n_steps_guard(anc.test):
+                guard = anc
+            if isinstance(anc, _LOOPS) and id(anc) in by_node:
+                loop = by_node[id(anc)]
+                if child in anc.body or (isinstance(anc, ast.While) and child is anc.test):
+                    return loop, guard
+                return None
+            if isinstance(anc, FUNCTIONS):
+                if is_closure_function(anc, self.semantic):
+                    return None
+                loops = by_helper.get(id(anc))
+                if not loops:
+                    return None
+                loop = loops[0]
+                return loop, guard or loop._reach_guard.get(id(anc))
+            child = anc
+        return None
+
+    # -- building -----------------------------------------------------------------
+    def _optimizer_loop_node(self, loop: StepLoop) -> Loop | None:
+        """The optimizer-step loop around a micro-step loop: the nearest loop around it
+        in its function, when the micro-steps step no optimizer and that loop's own body
+        (outside its step loops) does."""
+        if self._steps_optimizer(loop.node.body, set(), within=loop.node):
+            return None
+        outer = next((a for a in ancestors(loop.node) if isinstance(a, (*_LOOPS, *FUNCTIONS, ast.ClassDef))), None)
+        if not isinstance(outer, _LOOPS) or id(outer) in self._by_node:
+            return None
+        return outer if self._steps_optimizer(outer.body, set()) else None
+
+    def _steps_optimizer(self, statements: list[ast.stmt], visiting: set[int], within: ast.AST | None = None) -> bool:
+        """These statements step an optimizer, directly or through same-module functions
+        they call; not in step loops other than ``within``."""
+        for call in self.region_calls(statements):
+            if any(id(anc) in self._by_node and anc is not within for anc in ancestors(call)):
+                continue
+            if is_optimizer_step(call, self.semantic, self._optimizer_names):
+                return True
+            func = self.resolve(call)
+            if func is not None and id(func) not in visiting:
+                visiting.add(id(func))
+                if self._steps_optimizer(func.body, visiting):
+                    return True
+        return False
+
+    @cached_property
+    def _optimizer_names(self) -> frozenset[str]:
+        """Dotted names assigned an optimizer built from ``torch.optim``/syncfree classes."""
+        names: set[str] = set()
+        for node in self.semantic.nodes_of(ast.Assign):
+            qualified = self.semantic.call_name(node.value) if isinstance(node.value, ast.Call) else None
+            if qualified and qualified.startswith(OPTIMIZER_MODULES) and "lr_scheduler" not in qualified:
+                names.update(n for t in node.targets if (n := dotted_name(t)))
+        return frozenset(names)
+
+    def is_training_loop(self, loop: Loop) -> bool:
+        """The loop body calls ``.backward()``, directly or through functions it calls."""
+        if not self._any_backward:
+            return False
+        key = id(loop)
+        if key not in self._training:
+            self._training[key] = False
+            self._training[key] = self._region_reaches_backward(loop.body, set())
+        return self._training[key]
+
+    def reaches_backward(self, statements: list[ast.stmt]) -> bool:
+        """These statements call ``.backward()``, directly or through functions they call."""
+        return self._any_backward and self._region_reaches_backward(statements, set())
+
+    def _region_reaches_backward(self, statements: list[ast.stmt], visiting: set[int]) -> bool:
+        for call in self.region_calls(statements):
+            if is_backward_call(call, self.semantic):
+                return True
+        for call in self.region_calls(statements):
+            func = self.resolve(call)
+            if func is not None and self._function_reaches_backward(func, visiting):
+                return True
+        return False
+
+    def _function_reaches_backward(self, func: Function, visiting: set[int]) -> bool:
+        key = id(func)
+        if key in self._reaches_backward:
+            return self._reaches_backward[key]
+        if key in visiting:
+            return False
+        visiting.add(key)
+        result = self._region_reaches_backward(func.body, visiting)
+        visiting.discard(key)
+        self._reaches_backward[key] = result
+        return result
+
+    def _contains_training_loop(self, loop: Loop) -> bool:
+        """A training loop nested in ``loop``'s body or in a function it calls."""
+        seen: set[int] = set()
+        pending: list[list[ast.stmt]] = [loop.body]
+        while pending:
+            statements = pending.pop()
+            for stmt in statements:
+                for node in walk_region(stmt, self.semantic, include_self=True):
+                    if isinstance(node, _LOOPS) and node is not loop and self.is_training_loop(node):
+                        return True
+            for call in self.region_calls(statements):
+                func = self.resolve(call)
+                if func is not None and id(func) not in seen and not _contains(func, loop):
+                    seen.add(id(func))
+                    pending.append(func.body)
+        return False
+
+    def region_calls(self, statements: Iterable[ast.stmt]) -> Iterator[ast.Call]:
+        """The calls that run when ``statements`` run (not in nested definitions or step closures)."""
+        for stmt in statements:
+            for node in walk_region(stmt, self.semantic, include_self=True):
+                if isinstance(node, ast.Call):
+                    yield node
+
+    def resolve(self, call: ast.Call) -> Function | None:
+        """The same-module function a call calls: ``f(...)`` (a module-level function,
+        or one defined in an enclosing function), ``self.m(...)`` (a method of the
+        enclosing class or of a same-module base class)."""
+        key = id(call)
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(call)
+        return self._resolved[key]
+
+    def _resolve(self, call: ast.Call) -> Function | None:
+        func = call.func
+        if isinstance(func, ast.Name):
+            return self._function_named(func.id, call)
+        closure = self.closure_passed(call)
+        if closure is not None:
+            return closure
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
+            cls = enclosing(call, ast.ClassDef)
+            seen: set[int] = set()
+            while cls is not None and id(cls) not in seen:
+                seen.add(id(cls))
+                for stmt in cls.body:
+                    if isinstance(stmt, FUNCTIONS) and stmt.name == func.attr:
+                        return stmt
+                cls = next((self._module_class(b) for b in cls.bases if self._module_class(b)), None)
+        return None
+
+    def _function_named(self, name: str, at: ast.AST) -> Function | None:
+        """The same-module function ``name`` means at ``at``: one defined in an
+        enclosing function, else a module-level one."""
+        for scope in enclosing_scopes(at):
+            if isinstance(scope, ast.Module):
+                # A def under a module-level `for`/`if`/`with` binds a module name too.
+                return self.semantic.module_functions.get(name) or self._local_functions(scope).get(name)
+            found = self._local_functions(scope).get(name)
+            if found is not None:
+                return found
+        return None
+
+    def closure_passed(self, call: ast.Call) -> Function | None:
+        """The same-module ``def`` an optimizer step runs as its closure (see
+        ``optimizer_closure``), when the closure is passed by name."""
+        passed = optimizer_closure(call, self.semantic)
+        return self._function_named(passed.id, call) if isinstance(passed, ast.Name) else None
+
+    def _local_functions(self, scope: ast.AST) -> dict[str, Function]:
+        """The functions defined in ``scope``'s own body (not in nested functions)."""
+        key = id(scope)
+        if key not in self._locals:
+            found: dict[str, Function] = {}
+            for node in walk_scope(scope, shallow=True):
+                if isinstance(node, FUNCTIONS):
+                    found.setdefault(node.name, node)
+            self._locals[key] = found
+        return self._locals[key]
+
+    def _module_class(self, base: ast.expr) -> ast.ClassDef | None:
+        if isinstance(base, ast.Name):
+            for stmt in self.tree.body:
+                if isinstance(stmt, ast.ClassDef) and stmt.name == base.id:
+                    return stmt
+        return None
+
+    def is_device_loader(self, expr: ast.AST | None) -> bool:
+        return self._loaders.check(expr)
+
+    # -- module-wide facts ----------------------------------------------------------
+    @cached_property
+    def _compiled(self) -> tuple[frozenset[str], frozenset[str]]:
+        """(names and ``self.<attr>`` names bound to ``torch_xla.compile`` results,
+        names of the functions that ``torch_xla.compile`` traces)."""
+        callables: set[str] = set()
+        traced: set[str] = set()
+        for node in self.semantic.nodes_of(*FUNCTIONS, ast.Assign):
+            if isinstance(node, FUNCTIONS):
+                for dec in node.decorator_list:
+                    target = dec.func if isinstance(dec, ast.Call) else dec
+                    if self.semantic.qualified_name(target) in COMPILE:
+                        callables.add(node.name)
+                        traced.add(node.name)
+            elif isinstance(node, ast.Assign) and self.semantic.call_name(node.value) in COMPILE:
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        callables.add(target.id)
+                    elif isinstance(target, ast.Attribute):
+                        callables.add(target.attr)
+                wrapped = node.value.args[0] if node.value.args else None  # type: ignore[attr-defined]
+                if isinstance(wrapped, (ast.Name, ast.Attribute)):
+                    traced.add(wrapped.id if isinstance(wrapped, ast.Name) else wrapped.attr)
+        return frozenset(callables), frozenset(traced)
+
+    def is_compiled_function(self, func: Function) -> bool:
+        """``func`` is traced by ``torch_xla.compile`` (decorated, or wrapped by name)."""
+        return func.name in self._compiled[1]
+
+    def is_sync_call(self, call: ast.Call) -> bool:
+        """``torch_xla.sync()``, ``xm.mark_step()``, ``xm.optimizer_step(..., barrier=True)``,
+        ``next()`` on a device loader, a call of a ``torch_xla.compile``d function."""
+        name = self.semantic.call_name(call)
+        if name in SYNC_CALLS:
+            return True
+        if name in OPTIMIZER_STEP:
+            barrier = keyword(call, "barrier")
+            value = barrier.value if barrier else (call.args[2] if len(call.args) > 2 else None)
+            return value is not None and not (isinstance(value, ast.Constant) and not value.value)
+        if isinstance(call.func, ast.Name) and call.func.id == "next" and call.args and not _shadowed("next", self):
+            return self.is_device_loader(call.args[0])
+        if isinstance(call.func, ast.Call) and self.semantic.call_name(call.func) in COMPILE:
+            return True
+        callee = call.func.id if isinstance(call.func, ast.Name) else None
+        if (
+            isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Name)
+            and call.func.value.id == "self"
+        ):
+            callee = call.func.attr
+        return callee is not None and callee in self._compiled[0]
+
+    def is_step_context(self, with_item: ast.withitem) -> bool:
+        return self.semantic.call_name(with_item.context_expr) in STEP_CONTEXT
+
+    def sync_before_read(self, read: ast.AST, value: ast.expr) -> ast.stmt | None:
+        """The statement of the step that synced ``value`` (a name or ``a.b``) before the
+        host read ``read`` of it, on every path through the iteration, with nothing in
+        between computing it again: the read then runs no graph (``step_syncs``). None
+        when there is none, or ``read`` is not in a step."""
+        if self.loop_of(read) is None:
+            return None
+        return self._synced.sync_before(read, value)
+
+    @cached_property
+    def module_names(self) -> frozenset[str]:
+        """Dotted names that hold a ``nn.Module`` (see ``step_tensors.module_names``)."""
+        return module_names(self.semantic)
+
+    def is_module(self, expr: ast.AST) -> bool:
+        return is_module_name(expr, self.module_names)
+
+
+def _shadowed(name: str, analysis: StepAnalysis) -> bool:
+    return name in analysis.semantic.imports.bindings or name in analysis.semantic.module_functions
+
+
+def _contains(outer: ast.AST, node: ast.AST) -> bool:
+    return any(anc is outer for anc in self_and_ancestors(node))
+
+
+class StepLoop:
+    """One step loop: the innermost training loop, its helpers, its sync points."""
+
+    def __init__(self, analysis: StepAnalysis, node: Loop):
+        self.analysis = analysis
+        self.node = node
+        # helper id -> the every-N guard through which it is reached (None: on every step).
+        self._reach_guard: dict[int, ast.If | None] = {}
+        self.helpers: list[Function] = self._find_helpers()
+        # A micro-step loop: the optimizer-step loop around it. That loop: its micro-step loops.
+        self.optimizer_loop: StepLoop | None = None
+        self.micro_step_loops: list[StepLoop] = []
+        self._tensors = StepTensors(self)
+
+    def __repr__(self) -> str:
+        return f"StepLoop(line {self.node.lineno})"
+
+    # -- the step ---------------------------------------------------------------------
+    def _find_helpers(self) -> list[Function]:
+        analysis = self.analysis
+        helpers: list[Function] = []
+        pending: list[tuple[list[ast.stmt], ast.If | None, ast.AST]] = [(self.node.body, None, self.node)]
+        while pending:
+            statements, reach_guard, owner = pending.pop(0)
+            for call in analysis.region_calls(statements):
+                func = analysis.resolve(call)
+                if func is None or _contains(func, self.node) or is_closure_function(func, analysis.semantic):
+                    continue
+                guard = reach_guard or guard_between(call, owner)
+                key = id(func)
+                if key in self._reach_guard:
+                    if self._reach_guard[key] is not None and guard is None:
+                        # Reached on every step after all: revisit with no guard.
+                        self._reach_guard[key] = None
+                        pending.append((func.body, None, func))
+                    continue
+                self._reach_guard[key] = guard
+                helpers.append(func)
+                pending.append((func.body, guard, func))
+        helpers.sort(key=lambda f: (f.lineno, f.col_offset))
+        return helpers
+
+    def step_statements(self) -> list[ast.stmt]:
+        """The top-level statements of the step: the loop body, then the helpers' bodies."""
+        statements = list(self.node.body)
+        for helper in self.helpers:
+            statements.extend(helper.body)
+        return statements
+
+    def contains(self, node: ast.AST, include_guarded: bool = False) -> bool:
+        """``node`` is in this loop's step: not in a step closure, not after the loop,
+        and (unless ``include_guarded``) not under an every-N-steps guard."""
+        found = self._locate(node)
+        if found is None:
+            return False
+        loop, guard = found
+        if loop is not self and not (isinstance(node, ast.AST) and self._holds(node)):
+            return False
+        return include_guarded or guard is None
+
+    def _holds(self, node: ast.AST) -> bool:
+        """``node`` is in a helper this loop shares with another step loop."""
+        return any(isinstance(anc, FUNCTIONS) and id(anc) in self._reach_guard for anc in self_and_ancestors(node))
+
+    def guard_of(self, node: ast.AST) -> ast.If | None:
+        """The every-N-steps guard ``node`` is under (in the loop body, in a helper, or at
+        the call that reaches the helper), if any."""
+        found = self._locate(node)
+        return found[1] if found else None
+
+    def _locate(self, node: ast.AST) -> tuple[StepLoop, ast.If | None] | None:
+        analysis = self.analysis
+        if self.micro_step_loops:
+            return analysis._locate(node, analysis._optimizer_loops, analysis._by_optimizer_helper)
+        return analysis._locate(node)
+
+    def _regions(self) -> Iterator[tuple[ast.AST, list[ast.stmt]]]:
+        yield self.node, self.node.body
+        for helper in self.helpers:
+            yield helper, helper.body
+
+    def nodes(self) -> Iterator[ast.AST]:
+        """Every node that runs in the step (also under guards; not in step closures)."""
+        if isinstance(self.node, ast.While):
+            yield from walk_region(self.node.test, self.analysis.semantic, include_self=True)
+        for _, statements in self._regions():
+            for stmt in statements:
+                yield from walk_region(stmt, self.analysis.semantic, include_self=True)
+
+    # -- sync points ------------------------------------------------------------------
+    def iterates_device_loader(self) -> bool:
+        return isinstance(self.node, (ast.For, ast.AsyncFor)) and self.analysis.is_device_loader(self.node.iter)
+
+    def sync_points(self) -> list[ast.AST]:
+        """The sync points of the step (also those under a guard): the loop itself when
+        it iterates a device loader, sync calls, ``torch_xla.step()`` contexts."""
+        points: list[ast.AST] = []
+        if self.iterates_device_loader():
+            points.append(self.node)
+        for node in self.nodes():
+            if isinstance(node, ast.Call) and self.analysis.is_sync_call(node):
+                points.append(node)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                points.extend(item.context_expr for item in node.items if self.analysis.is_step_context(item))
+        return points
+
+    def syncs_every_iteration(self) -> bool:
+        """Some sync point runs on every iteration (not only under an every-N guard
+        such as gradient accumulation's ``if (i + 1) % k == 0:``)."""
+        return any(point is self.node or self.guard_of(point) is None for point in self.sync_points())
+
+    # -- tensors ------------------------------------------------------------------------
+    def is_tensor(self, expr: ast.AST | None) -> bool:
+        """``expr`` is a tensor produced in the step (see ``StepTensors.is_tensor``)."""
+        return self._tensors.is_tensor(expr)

@@ -1,0 +1,168 @@
+"""What a name can hold here: the values assigned to a name or ``self.<attr>`` in a scope,
+the scopes around a node, a function's parameters and its call sites in the module.
+
+The questions every analysis and rule asks of a variable, answered flow-insensitively
+within one file (a name holds any value assigned to it anywhere in its scope).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from xlalint.analysis.semantic import Semantic, child_nodes, dotted_name, parent
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+# Nodes whose bodies do not run where they stand.
+DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def is_self_attr(target: ast.AST, attr: str) -> bool:
+    return (
+        isinstance(target, ast.Attribute)
+        and target.attr == attr
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    )
+
+
+def assigned_values(scope: ast.AST, matches, shallow: bool = False) -> Iterator[ast.expr]:
+    """Values assigned to targets that ``matches`` in ``scope`` (``a = v``, ``a: T = v``,
+    ``a, b = v1, v2``, ``with v as a``). ``shallow``: not inside nested functions."""
+    for node in _binding_statements(scope, shallow):
+        yield from _values_of_binding(node, matches)
+
+
+def assigned_values_by_name(scope: ast.AST, shallow: bool = False) -> dict[str, list[ast.expr]]:
+    """What ``assigned_values`` gives for each plain name of ``scope``, all in one pass
+    (for a question asked of many names)."""
+    found: dict[str, list[ast.expr]] = {}
+    for node in _binding_statements(scope, shallow):
+        for name, value in _name_values(node):
+            found.setdefault(name, []).append(value)
+    return found
+
+
+def _name_values(node: ast.AST) -> Iterator[tuple[str, ast.expr]]:
+    """Each plain name ``node`` binds, with its value as ``assigned_values`` pairs them."""
+    matched: list[str] = []  # the name matched last: `_match_targets` yields its value next
+
+    def is_name(target: ast.AST) -> bool:
+        if isinstance(target, ast.Name):
+            matched.append(target.id)
+            return True
+        return False
+
+    for value in _values_of_binding(node, is_name):
+        yield matched.pop(), value
+
+
+def _values_of_binding(node: ast.AST, matches) -> Iterator[ast.expr]:
+    if isinstance(node, ast.Assign):
+        for target in node.targets:
+            yield from _match_targets(target, node.value, matches)
+    elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+        yield from _match_targets(node.target, node.value, matches)
+    elif isinstance(node, (ast.With, ast.AsyncWith)):
+        for item in node.items:
+            if item.optional_vars is not None:
+                yield from _match_targets(item.optional_vars, item.context_expr, matches)
+
+
+_BINDINGS = (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.With, ast.AsyncWith)
+
+
+def _binding_statements(scope: ast.AST, shallow: bool) -> list[ast.AST]:
+    """The assignments and ``with`` statements in ``scope``, found once per scope (the
+    list is kept on the scope node: names are looked up many times per module)."""
+    key = "_xlalint_bindings_shallow" if shallow else "_xlalint_bindings"
+    found = getattr(scope, key, None)
+    if found is None:
+        found = [node for node in walk_scope(scope, shallow=shallow) if isinstance(node, _BINDINGS)]
+        setattr(scope, key, found)
+    return found
+
+
+def _match_targets(target: ast.AST, value: ast.expr, matches) -> Iterator[ast.expr]:
+    if matches(target):
+        yield value
+    elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)):
+        for t, v in zip(target.elts, value.elts):
+            yield from _match_targets(t, v, matches)
+
+
+def walk_scope(scope: ast.AST, shallow: bool = False) -> Iterator[ast.AST]:
+    """The nodes of ``scope``; ``shallow`` skips nested function and class bodies."""
+    stack = child_nodes(scope)
+    while stack:
+        node = stack.pop()
+        yield node
+        if shallow and isinstance(node, DEFINITIONS):
+            continue
+        stack.extend(child_nodes(node))
+
+
+def enclosing_scopes(node: ast.AST) -> Iterator[ast.AST]:
+    """The function scopes around ``node``, innermost first, then the module."""
+    for anc in self_and_ancestors(parent(node)):
+        if isinstance(anc, (*FUNCTIONS, ast.Module)):
+            yield anc
+
+
+def parameter_names(func: Function | ast.Lambda) -> set[str]:
+    a = func.args
+    names = {p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs)}
+    names.update(p.arg for p in (a.vararg, a.kwarg) if p is not None)
+    return names
+
+
+def call_sites(func: Function, semantic: Semantic) -> Iterator[ast.Call]:
+    """The calls of ``func`` in the module: ``func(...)``, or for a method
+    ``<x>.func(...)`` within its class."""
+    cls = enclosing(func, ast.ClassDef)
+    if cls is not None and parent(func) is cls:
+        yield from semantic.method_calls(cls, func.name)  # type: ignore[arg-type]
+    else:
+        yield from (call for call in semantic.calls_named(func.name) if isinstance(call.func, ast.Name))
+
+
+def self_and_ancestors(node: ast.AST | None) -> Iterator[ast.AST]:
+    while node is not None:
+        yield node
+        node = parent(node)
+
+
+def enclosing(node: ast.AST, kind) -> ast.AST | None:
+    for anc in self_and_ancestors(parent(node)):
+        if isinstance(anc, kind):
+            return anc
+    return None
+
+
+def passed_argument(call: ast.Call, func: Function, param: str) -> ast.expr | None:
+    """What ``call`` (a call of ``func``) passes for parameter ``param``: by keyword, or
+    by position (``self``/``cls`` of a method skipped); None when it cannot tell."""
+    for kw in call.keywords:
+        if kw.arg == param:
+            return kw.value
+    positional = [a.arg for a in (*func.args.posonlyargs, *func.args.args)]
+    if positional and positional[0] in ("self", "cls") and enclosing(func, ast.ClassDef) is not None:
+        positional = positional[1:]
+    if param not in positional:
+        return None
+    index = positional.index(param)
+    if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+        return call.args[index]
+    return None
+
+
+def target_names(target: ast.AST) -> set[str]:
+    """The dotted names an assignment target binds (``a``, ``self.x``; each of
+    ``a, (b, *c)``)."""
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(target_names(t) for t in target.elts)) if target.elts else set()
+    if isinstance(target, ast.Starred):
+        return target_names(target.value)
+    dotted = dotted_name(target)
+    return {dotted} if dotted else set()

@@ -1,0 +1,321 @@
+"""Checking one module: parse once, walk once, every selected rule on the way.
+
+``lint_source`` is a pure function of (source, path, settings, xlalint version)
+and of the local modules a rule asks about (XLA502 reads the class a model is built
+from in ``model.py``; ``analysis/project.py`` finds them from ``path`` and says which it
+read): it keeps no state, so files can be checked in parallel, and their results are
+cached when they depend on the file alone.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import gc
+import re
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+from xlalint.analysis.semantic import SCOPE_ROOTS, attach_parents
+from xlalint.engine import noqa
+from xlalint.engine.config import Settings
+from xlalint.engine.context import Context
+from xlalint.engine.rule import Rule
+from xlalint.model import (
+    AppendToBody,
+    Finding,
+    Fix,
+    InsertStatement,
+    MoveStatement,
+    ReplaceExpr,
+    Span,
+    split_lines,
+)
+
+SYNTAX_ERROR = ("XLA000", "syntax-error")
+# Cheap pre-filter: a file that never mentions a scope root is not parsed at all.
+_MENTIONS_SCOPE = re.compile("|".join(sorted(SCOPE_ROOTS)))
+
+
+def error_finding(path: str, message: str, line: int = 1, col: int = 0) -> Finding:
+    code, name = SYNTAX_ERROR
+    span = Span(line, col, line, col)
+    return Finding(code=code, name=name, message=message, path=path, span=span, noqa_row=line)
+
+
+def parse(source: str, path: str) -> ast.Module | Finding:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            return ast.parse(source, filename=path)
+    except SyntaxError as exc:
+        line = exc.lineno or 1
+        col = max((exc.offset or 1) - 1, 0)
+        return error_finding(path, f"SyntaxError: {exc.msg}", line, col)
+    except (RecursionError, MemoryError):
+        # CPython gives up on very deep nesting with a RecursionError, or a MemoryError
+        # with no message at all.
+        return error_finding(path, "cannot parse: the code is nested too deeply")
+    except ValueError as exc:
+        return error_finding(path, f"cannot parse: {exc}")
+
+
+def selected_rules(settings: Settings, path: str | None, select: Iterable[str] | None = None) -> list[type[Rule]]:
+    wanted = tuple(select) if select is not None else None
+    # The selection depends on the path only through per-file-ignores: without them one
+    # resolution serves every file checked with these settings.
+    key = (settings, path if settings.per_file_ignores else None, wanted)
+    try:
+        return list(_selected_rules(*key))
+    except TypeError:  # settings holding an unhashable option value (a list from the config)
+        return list(_selected_rules.__wrapped__(*key))
+
+
+@functools.lru_cache(maxsize=64)
+def _selected_rules(settings: Settings, path: str | None, wanted: tuple[str, ...] | None) -> tuple[type[Rule], ...]:
+    from xlalint.rules import all_rules
+
+    rules = all_rules()
+    enabled = settings.enabled_codes((r.code for r in rules), path)
+    if wanted is not None:
+        enabled = {code for code in enabled if any(code.startswith(s) or s == "ALL" for s in wanted)}
+    return tuple(rule for rule in rules if rule.code in enabled)
+
+
+def lint_source(
+    source: str,
+    path: str = "<stdin>",
+    settings: Settings | None = None,
+    *,
+    select: Iterable[str] | None = None,
+    rules: list[type[Rule]] | None = None,
+) -> list[Finding]:
+    """All findings for one module, sorted, with suppressions applied."""
+    # The analysis allocates millions of short-lived objects (the tree, with parent
+    # links that make it cyclic, and the analyses over it); left on, the cyclic
+    # collector traverses the growing tree again and again and took 40% of the time.
+    # It runs once, on the whole file's garbage, after.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _lint_source(source, path, settings, select, rules)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _lint_source(
+    source: str,
+    path: str,
+    settings: Settings | None,
+    select: Iterable[str] | None,
+    rules: list[type[Rule]] | None,
+) -> list[Finding]:
+    settings = settings or Settings()
+    if source.startswith("\ufeff"):
+        source = source[1:]  # a BOM read as text: not part of the code
+    if not _MENTIONS_SCOPE.search(source):
+        return []
+    tree = parse(source, path)
+    if isinstance(tree, Finding):
+        return [tree]
+    if noqa.file_disabled(source):
+        return []
+    chosen = rules if rules is not None else selected_rules(settings, path, select)
+    nodes: list[ast.AST] = []
+    try:
+        nodes = attach_parents(tree)
+        ctx = Context(source, path, tree, settings, nodes)
+        if not ctx.semantic.imports.imports_any():
+            return []
+        active = [rule(ctx) for rule in chosen]
+        # Whether the file is ported decides what else is reported (the findings after
+        # the port), whatever is selected: XLA104 runs in the same walk when it is not
+        # selected, and only the selected rules' findings are reported.
+        port_rule = _port_rule() if chosen and not ctx.semantic.imports.imports_module("torch_xla") else None
+        port_selected = any(rule.code == PORT_CODE for rule in chosen)
+        hidden = [port_rule(ctx)] if port_rule is not None and not port_selected else []
+        _dispatch(nodes, active + hidden)
+        if not any(rule.findings for rule in active + hidden):
+            return []  # most files: no need to tokenize them for noqa comments
+        suppressions = noqa.noqa_map(source)
+        findings, port_findings = (
+            [
+                finding
+                for rule in group
+                for finding in rule.findings
+                if not noqa.is_suppressed(finding.code, finding.noqa_lines, suppressions)
+            ]
+            for group in (active, hidden)
+        )
+        if port_rule is not None and _ports(findings + port_findings):
+            ported = Context(source, path, tree, settings, nodes)
+            findings += [
+                # Not porting (XLA104 not selected), a fix written for the ported code is not offered.
+                finding if port_selected else dataclasses.replace(finding, fix=None)
+                for finding in _after_port(ported, nodes, chosen, findings + port_findings)
+                if not noqa.is_suppressed(finding.code, finding.noqa_lines, suppressions)
+            ]
+    except RecursionError:
+        # Code that parses but is too deep for the analysis is reported, not a crash.
+        return [error_finding(path, "cannot check: the code is nested too deeply")]
+    finally:
+        # Without its parent links the tree is freed as soon as the analyses are.
+        for node in nodes:
+            del node.parent
+    if any(finding.fix is not None for finding in findings):
+        findings = _applicable_fixes(findings, source)
+    return sorted(set(findings), key=Finding.sort_key)
+
+
+# --- findings that follow from the port ------------------------------------------------
+# The fix loop re-checks the fixed code: once XLA104's fixes import torch_xla, the rules
+# of XLA scripts (XLA201's `xm.save`, XLA301's `drop_last`...) report what they did not
+# before. `check` shows those too, so that the user reviews every change `fix` makes.
+PORT_CODE = "XLA104"
+
+
+@functools.cache
+def _port_rule() -> type[Rule]:
+    from xlalint.rules import all_rules
+
+    return next(rule for rule in all_rules() if rule.code == PORT_CODE)
+
+
+def _imports_torch_xla(fix: Fix | None) -> bool:
+    return fix is not None and any(imp.module.split(".")[0] == "torch_xla" for imp in fix.imports)
+
+
+def _ports(findings: list[Finding]) -> bool:
+    """The file has XLA104 findings and its fixes make it an XLA script."""
+    return any(f.code == PORT_CODE for f in findings) and any(_imports_torch_xla(f.fix) for f in findings)
+
+
+def _after_port(
+    ported: Context, nodes: list[ast.AST], chosen: list[type[Rule]], findings: list[Finding]
+) -> list[Finding]:
+    """The findings the rules make once the file imports torch_xla, that they do not
+    make now, marked ``after_port``. The rules run again with torch_xla taken as
+    imported (the fact that makes a file an XLA script); a finding on code the port
+    rewrites is left out (that code will not be there), and its fix is unsafe when the
+    port is: it belongs with the port."""
+    ported.semantic.imports.imported_modules.add("torch_xla")
+    active = [rule(ported) for rule in chosen if rule.code != PORT_CODE]
+    _dispatch(nodes, active)
+    known = {(f.code, f.span) for f in findings}
+    porting = [f.fix for f in findings if f.fix is not None and (f.code == PORT_CODE or _imports_torch_xla(f.fix))]
+    rewritten = [op.span for fix in porting for op in fix.operations]
+    port_is_safe = any(fix.applicability == "safe" and _imports_torch_xla(fix) for fix in porting)
+    found = []
+    for rule in active:
+        for finding in rule.findings:
+            if (finding.code, finding.span) in known or any(_rewrites(span, finding.span) for span in rewritten):
+                continue
+            fix = finding.fix
+            if fix is not None and not port_is_safe and fix.applicability == "safe":
+                fix = dataclasses.replace(fix, applicability="unsafe")
+            found.append(dataclasses.replace(finding, fix=fix, after_port=True))
+    return found
+
+
+def _rewrites(rewritten: Span, reported: Span) -> bool:
+    """The port rewrites the code reported (or part of it, not only code within it:
+    `torch.save({"scaler": scaler.state_dict()}, p)` is still a `torch.save` after)."""
+    return rewritten.contains(reported) or (reported.overlaps(rewritten) and not reported.contains(rewritten))
+
+
+def _applicable_fixes(findings: list[Finding], source: str) -> list[Finding]:
+    """Findings whose fix cannot be carried out lose it: a fix is offered (``[*]``,
+    JSON ``fix``) only when it applies. Checked on `ast` by the rules the applier
+    follows, so the check path needs no libcst: each target lies in the file, and the
+    code a fix writes parses where it goes (an expression taken from a multi-line
+    chain parses inside brackets, as the applier puts it)."""
+    lines = split_lines(source)
+    verdicts: dict[Fix, bool] = {}
+    out = []
+    for finding in findings:
+        fix = finding.fix
+        if fix is not None:
+            if fix not in verdicts:
+                verdicts[fix] = _fix_applies(fix, lines)
+            if not verdicts[fix]:
+                finding = dataclasses.replace(finding, fix=None)
+        out.append(finding)
+    return out
+
+
+def _fix_applies(fix: Fix, lines: list[str]) -> bool:
+    if not fix.operations:
+        return False
+    for op in fix.operations:
+        spans = [op.span, *(span for _, span in getattr(op, "parts", ()))]
+        if isinstance(op, MoveStatement):
+            spans.append(op.anchor)
+        if not all(_in_file(span, lines) for span in spans):
+            return False
+        try:
+            if isinstance(op, ReplaceExpr):
+                code = _render(op.template, op.parts, lines)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", SyntaxWarning)
+                    ast.parse(f"(\n{code}\n)", mode="eval")
+            elif isinstance(op, (InsertStatement, AppendToBody)):
+                code = _render(op.code, getattr(op, "parts", ()), lines)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", SyntaxWarning)
+                    ast.parse(code)
+        except (SyntaxError, ValueError, KeyError, IndexError, RecursionError, MemoryError):
+            return False
+    return True
+
+
+def _in_file(span: Span, lines: list[str]) -> bool:
+    return 1 <= span.line <= span.end_line <= max(len(lines), 1) and (
+        span.line < span.end_line or span.col <= span.end_col
+    )
+
+
+def _render(template: str, parts: tuple[tuple[str, Span], ...], lines: list[str]) -> str:
+    if not parts:
+        return template.replace("{{", "{").replace("}}", "}")
+    return template.format(**{name: _text(span, lines).strip() for name, span in parts})
+
+
+def _text(span: Span, lines: list[str]) -> str:
+    if span.line == span.end_line:
+        return lines[span.line - 1][span.col : span.end_col]
+    middle = lines[span.line : span.end_line - 1]
+    return "\n".join([lines[span.line - 1][span.col :], *middle, lines[span.end_line - 1][: span.end_col]])
+
+
+@functools.cache
+def _visitors(rule: type[Rule]) -> tuple[tuple[type, str], ...]:
+    """The node types a rule class visits, and its method for each."""
+    found = []
+    for attr in dir(rule):
+        if attr.startswith("visit_"):
+            node_type = getattr(ast, attr[len("visit_") :], None)
+            if isinstance(node_type, type):
+                found.append((node_type, attr))
+    return tuple(found)
+
+
+def _dispatch(nodes: list[ast.AST], rules: list[Rule]) -> None:
+    """The one walk: each node, in source order, to every rule that visits its type."""
+    for rule in rules:
+        rule.begin()
+    dispatch: dict[type, list[Callable[[ast.AST], None]]] = defaultdict(list)
+    for rule in rules:
+        for node_type, attr in _visitors(type(rule)):
+            if node_type not in rule.skipped_visits:
+                dispatch[node_type].append(getattr(rule, attr))
+    if dispatch:
+        for node in nodes:
+            visitors = dispatch.get(type(node))
+            if visitors:
+                for visit in visitors:
+                    visit(node)
+    for rule in rules:
+        rule.finish()

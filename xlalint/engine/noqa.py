@@ -1,0 +1,165 @@
+"""Suppression comments: ``# noqa``, ``# noqa: XLA102``, ``# xlalint: disable-file``;
+and ``check --add-noqa``, which writes them.
+
+Comments are found with ``tokenize``, so a ``# noqa`` inside a string never counts,
+and only when the text mentions "noqa" at all. Codes of other tools in the same
+comment (``# noqa: E501, XLA104``) are read past and left alone; a comment that
+names only other tools' codes suppresses nothing of ours.
+
+A line that cannot end with a comment (it ends inside a multi-line string, or with a
+backslash) is suppressed by a comment at the end of the line where that string or
+continuation ends, after the closing quotes, as ruff does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import tokenize
+
+from xlalint.model import Finding, line_count, split_lines
+
+NOQA = re.compile(
+    r"#\s*noqa(?P<sep>\s*:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?",
+    re.IGNORECASE,
+)
+DISABLE_FILE = re.compile(r"#\s*xlalint\s*:\s*disable-file\b")
+ALL = frozenset({"*"})
+
+
+def file_disabled(source: str) -> bool:
+    if not DISABLE_FILE.search(source):
+        return False  # most files: no need to split them into lines
+    head = split_lines(source)[:10]
+    return any(DISABLE_FILE.search(line) for line in head)
+
+
+def _continued_lines(source: str, tokens: list[tokenize.TokenInfo]) -> set[int]:
+    """The lines that go on to the next line, so cannot end with a comment: inside a
+    string that goes on to the next line, or continued with a backslash."""
+    continued: set[int] = set()
+    for token in tokens:
+        if token.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+            continue
+        if token.end[0] > token.start[0]:  # a multi-line string (or f-string part)
+            continued.update(range(token.start[0], token.end[0]))
+    for number, line in enumerate(split_lines(source), 1):
+        if line.endswith("\\"):
+            continued.add(number)
+    return continued
+
+
+def noqa_map(source: str) -> dict[int, frozenset[str]]:
+    """Line -> suppressed codes (``{"*"}`` for a bare ``# noqa``)."""
+    if "noqa" not in source.lower():
+        return {}
+    result: dict[int, frozenset[str]] = {}
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return {}
+    continued: set[int] | None = None
+    for token in tokens:
+        if token.type != tokenize.COMMENT:
+            continue
+        match = NOQA.search(token.string)
+        if not match:
+            continue
+        if match.group("codes"):
+            codes = frozenset(c.upper() for c in re.split(r"[\s,]+", match.group("codes")) if c)
+        else:
+            codes = ALL
+        if continued is None:
+            continued = _continued_lines(source, tokens)
+        # The comment also stands for the lines before it that continue onto its line.
+        line = token.start[0]
+        while True:
+            result[line] = result.get(line, frozenset()) | codes
+            line -= 1
+            if line not in continued:
+                break
+    return result
+
+
+def is_suppressed(code: str, lines: tuple[int, ...], suppressions: dict[int, frozenset[str]]) -> bool:
+    for line in lines:
+        codes = suppressions.get(line)
+        if codes and ("*" in codes or code in codes):
+            return True
+    return False
+
+
+# --- --add-noqa ------------------------------------------------------------------------------
+
+
+def commentable_lines(source: str) -> set[int] | None:
+    """The lines that can end with a comment. None if the source does not tokenize."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return None
+    continued = _continued_lines(source, tokens)
+    return {n for n in range(1, len(split_lines(source)) + 1) if n not in continued}
+
+
+def add_noqa(source: str, findings: list[Finding]) -> tuple[str, int]:
+    """``source`` with ``# noqa: CODE`` on a line where each finding's suppression is
+    honoured (merged into a ``# noqa:`` list that is there), and how many lines changed.
+
+    A finding is suppressed on its first line or the last line of its statement
+    (``Finding.noqa_lines``); the first of those that can hold a comment is used. When
+    none can (a statement that ends on a line where a multi-line string starts), the
+    comment goes where that string ends, after its closing quotes, and
+    :func:`noqa_map` honours it there. Syntax errors (XLA000) cannot be suppressed and
+    are left as they are."""
+    candidates = commentable_lines(source)
+    if candidates is None:
+        return source, 0
+    last_line = line_count(source)
+    wanted: dict[int, set[str]] = {}
+    for finding in findings:
+        if finding.code == "XLA000" or not finding.noqa_lines:
+            continue
+        order = sorted(finding.noqa_lines, key=lambda n: (n != finding.noqa_row, n))
+        line = next((n for n in order if n in candidates), None)
+        if line is None:
+            line = order[0]
+            while line not in candidates and line < last_line:
+                line += 1
+        if line in candidates:
+            wanted.setdefault(line, set()).add(finding.code)
+    if not wanted:
+        return source, 0
+    comments = _comments(source)
+    lines = split_lines(source, keepends=True)
+    changed = 0
+    for number, codes in wanted.items():
+        text = lines[number - 1]
+        body = text.rstrip("\r\n")
+        newline = text[len(body) :]
+        comment = comments.get(number)
+        match = NOQA.search(body, comment[0]) if comment else None
+        if match and not match.group("codes"):
+            continue  # a bare noqa comment already suppresses everything
+        if match:
+            present = [c for c in re.split(r"[\s,]+", match.group("codes")) if c]
+            new = sorted(codes - {c.upper() for c in present})
+            if not new:
+                continue
+            body = body[: match.end("codes")] + ", " + ", ".join(new) + body[match.end("codes") :]
+        else:
+            body = body.rstrip() + "  # noqa: " + ", ".join(sorted(codes))
+        lines[number - 1] = body + newline
+        changed += 1
+    return "".join(lines), changed
+
+
+def _comments(source: str) -> dict[int, tuple[int, int]]:
+    """Line -> (start, end) column of its comment."""
+    result: dict[int, tuple[int, int]] = {}
+    with contextlib.suppress(tokenize.TokenError, SyntaxError, IndentationError):
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.COMMENT:
+                result[token.start[0]] = (token.start[1], token.end[1])
+    return result
