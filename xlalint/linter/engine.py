@@ -154,7 +154,7 @@ def _lint_source(
         for node in nodes:
             del node.parent
     if any(finding.fix is not None for finding in findings):
-        findings = _applicable_fixes(findings, source)
+        findings = _applicable_fixes(_controlled_fixes(findings, settings), source)
     return sorted(set(findings), key=Finding.sort_key)
 
 
@@ -205,6 +205,25 @@ def _rewrites(rewritten: Span, reported: Span) -> bool:
     """The port rewrites the code reported (or part of it, not only code within it:
     `torch.save({"scaler": scaler.state_dict()}, p)` is still a `torch.save` after)."""
     return rewritten.contains(reported) or (reported.overlaps(rewritten) and not reported.contains(rewritten))
+
+
+def _controlled_fixes(findings: list[Finding], settings: Settings) -> list[Finding]:
+    """The fix controls of the settings, as ruff's: a rule that is not ``fixable`` (or
+    is ``unfixable``) offers no fix, and ``extend-safe-fixes``/``extend-unsafe-fixes``
+    say how safe its fix is. A fix that follows from an unsafe port stays unsafe: it
+    belongs with the port."""
+    policy = settings.fix_policy({f.code for f in findings if f.fix is not None})
+    out = []
+    for finding in findings:
+        fix = finding.fix
+        if fix is not None:
+            forced = policy[finding.code]
+            if forced is None:
+                finding = dataclasses.replace(finding, fix=None)
+            elif forced and forced != fix.applicability and not (finding.after_port and forced == "safe"):
+                finding = dataclasses.replace(finding, fix=dataclasses.replace(fix, applicability=forced))
+        out.append(finding)
+    return out
 
 
 def _applicable_fixes(findings: list[Finding], source: str) -> list[Finding]:
