@@ -17,13 +17,19 @@ import contextlib
 import io
 import re
 import tokenize
+from dataclasses import dataclass
 
 from xlalint.linter.model import Finding, line_count, split_lines
 
+# The code list runs over everything shaped like a code, letters then a digit: a code
+# (`XLA104`) or a malformed one (`XLA1O4`, warned about and read past, as ruff does), so
+# that the codes after a malformed one still count and `--add-noqa` appends after them.
 NOQA = re.compile(
-    r"#\s*noqa(?P<sep>\s*:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?",
+    r"#\s*noqa(?P<sep>\s*:\s*(?P<codes>[A-Za-z]+[0-9][A-Za-z0-9]*(?:[\s,]+[A-Za-z]+[0-9][A-Za-z0-9]*)*))?",
     re.IGNORECASE,
 )
+_ITEM = re.compile(r"[A-Za-z0-9]+")
+_CODE = re.compile(r"[A-Za-z]+[0-9]+")
 DISABLE_FILE = re.compile(r"#\s*xlalint\s*:\s*disable-file\b")
 ALL = frozenset({"*"})
 
@@ -50,35 +56,92 @@ def _continued_lines(source: str, tokens: list[tokenize.TokenInfo]) -> set[int]:
     return continued
 
 
-def noqa_map(source: str) -> dict[int, frozenset[str]]:
-    """Line -> suppressed codes (``{"*"}`` for a bare ``# noqa``)."""
+@dataclass(frozen=True)
+class CodeItem:
+    """One entry of a ``# noqa:`` list: its text as written, where it is in the comment
+    (``start``/``end``, columns in the comment's text), and whether it is a well-formed code."""
+
+    text: str
+    start: int
+    end: int
+    valid: bool
+
+    @property
+    def code(self) -> str:
+        return self.text.upper()
+
+
+@dataclass(frozen=True)
+class Directive:
+    """A ``# noqa`` comment: on ``line`` from column ``col`` (``comment`` is its whole
+    text), standing for ``lines`` (its line and the lines that continue onto it);
+    ``items`` is its code list (empty for a bare ``# noqa``); ``start``/``end``: where
+    the directive itself (``# noqa: ...``, not the text around it) is in ``comment``."""
+
+    line: int
+    col: int
+    comment: str
+    start: int
+    end: int
+    items: tuple[CodeItem, ...]
+    lines: tuple[int, ...]
+
+    @property
+    def codes(self) -> frozenset[str]:
+        """The codes it suppresses: ``{"*"}`` when bare."""
+        if not self.items:
+            return ALL
+        return frozenset(item.code for item in self.items if item.valid)
+
+
+def parse_directive(comment: str) -> tuple[int, int, tuple[CodeItem, ...]] | None:
+    """Where the ``# noqa`` directive is in a comment's text and its code list, or None."""
+    match = NOQA.search(comment)
+    if not match:
+        return None
+    if not match.group("codes"):
+        return match.start(), match.end(), ()
+    offset = match.start("codes")
+    items = tuple(
+        CodeItem(m.group(), offset + m.start(), offset + m.end(), bool(_CODE.fullmatch(m.group())))
+        for m in _ITEM.finditer(match.group("codes"))
+    )
+    return match.start(), match.end(), items
+
+
+def directives(source: str) -> list[Directive]:
+    """Every ``# noqa`` comment of ``source``, in order."""
     if "noqa" not in source.lower():
-        return {}
-    result: dict[int, frozenset[str]] = {}
+        return []
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
-        return {}
+        return []
+    found: list[Directive] = []
     continued: set[int] | None = None
     for token in tokens:
         if token.type != tokenize.COMMENT:
             continue
-        match = NOQA.search(token.string)
-        if not match:
+        parsed = parse_directive(token.string)
+        if parsed is None:
             continue
-        if match.group("codes"):
-            codes = frozenset(c.upper() for c in re.split(r"[\s,]+", match.group("codes")) if c)
-        else:
-            codes = ALL
         if continued is None:
             continued = _continued_lines(source, tokens)
         # The comment also stands for the lines before it that continue onto its line.
-        line = token.start[0]
-        while True:
-            result[line] = result.get(line, frozenset()) | codes
-            line -= 1
-            if line not in continued:
-                break
+        lines = [token.start[0]]
+        while lines[-1] - 1 in continued:
+            lines.append(lines[-1] - 1)
+        start, end, items = parsed
+        found.append(Directive(token.start[0], token.start[1], token.string, start, end, items, tuple(lines)))
+    return found
+
+
+def noqa_map(source: str, found: list[Directive] | None = None) -> dict[int, frozenset[str]]:
+    """Line -> suppressed codes (``{"*"}`` for a bare ``# noqa``)."""
+    result: dict[int, frozenset[str]] = {}
+    for directive in directives(source) if found is None else found:
+        for line in directive.lines:
+            result[line] = result.get(line, frozenset()) | directive.codes
     return result
 
 
