@@ -319,6 +319,7 @@ def _run(
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         os._exit(stop.exit_code)
+    _warn_malformed_noqa(reports)
     if add_noqa:
         _report_add_noqa(reports)
         return
@@ -401,6 +402,22 @@ def _show_files(invocation: Invocation, paths: list[str], force_exclude: bool) -
     found = discover([Path(p) for p in paths], invocation, force_exclude=force_exclude, unreadable={})
     for path in sorted(str(p.absolute()) for p in found):
         typer.echo(printable(path))
+
+
+def _warn_malformed_noqa(reports: list[FileReport]) -> None:
+    """A malformed code in a ``# noqa:`` list (``XLA1O4``) suppresses nothing: said on
+    stderr, one line each, not a finding (as ruff warns)."""
+    from xlalint.linter.noqa import malformed_codes
+
+    for report in reports:
+        if report.source is None or report.path.endswith(".ipynb"):
+            continue
+        for line, code in malformed_codes(report.source):
+            typer.echo(
+                f"warning: {printable(report.path)}:{line}: malformed code `{printable(code)}` in `# noqa` "
+                "(a code is letters then digits, e.g. `XLA104`): it suppresses nothing",
+                err=True,
+            )
 
 
 def _warn_not_written(reports: list[FileReport]) -> None:

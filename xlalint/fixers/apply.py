@@ -37,6 +37,7 @@ from xlalint.fixers.rewrites import (
     set_keyword,
     unwrap_with,
 )
+from xlalint.linter.comment_edits import apply_comment_fixes, is_comment_fix
 from xlalint.linter.model import (
     AddParameter,
     AppendToBody,
@@ -376,6 +377,8 @@ def apply_fixes(source: str, fixes: Sequence[Fix], line_length: int | None = Non
     """Apply as many of ``fixes`` as do not overlap; return the new code and the
     fixes applied. A fix whose operations cannot all be carried out is skipped. With a
     ``line_length``, the calls on lines the fixes made longer than that are split."""
+    source, edited = apply_comment_fixes(source, fixes)
+    fixes = [fix for fix in fixes if not is_comment_fix(fix)]
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
@@ -384,7 +387,7 @@ def apply_fixes(source: str, fixes: Sequence[Fix], line_length: int | None = Non
     plan = _Plan()
     applied = [fix for fix in fixes if _plan_fix(index, fix, plan) is not None]
     if not applied:
-        return source, []
+        return source, edited
     new_module = add_imports(
         index.module.visit(_Rewriter(plan)),
         {imp for fix in applied for imp in fix.imports},
@@ -392,7 +395,7 @@ def apply_fixes(source: str, fixes: Sequence[Fix], line_length: int | None = Non
     )
     if line_length is not None:
         new_module = wrap_long_lines(source, new_module, line_length)
-    return new_module.code, applied
+    return new_module.code, edited + applied
 
 
 @dataclass(frozen=True)
@@ -458,6 +461,12 @@ def file_edits(source: str, fixes: Sequence[Fix]) -> dict[Fix, list[TextEdit]]:
     out: dict[Fix, list[TextEdit]] = {}
     for fix in fixes:
         if fix in out:
+            continue
+        if is_comment_fix(fix):
+            out[fix] = [
+                TextEdit(op.text, (op.span.line, op.span.col + 1), (op.span.end_line, op.span.end_col + 1))
+                for op in fix.operations
+            ]
             continue
         try:
             out[fix] = edits.of(fix)

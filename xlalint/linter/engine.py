@@ -33,6 +33,8 @@ from xlalint.linter.rule import Rule
 from xlalint.linter.semantic import SCOPE_ROOTS, attach_parents
 
 SYNTAX_ERROR = ("XLA000", "syntax-error")
+# The rule about the noqa comments themselves: it reads them after the other rules.
+UNUSED_NOQA = "XLA100"
 # Cheap pre-filter: a file that never mentions a scope root is not parsed at all.
 _MENTIONS_SCOPE = re.compile("|".join(sorted(SCOPE_ROOTS)))
 
@@ -130,22 +132,26 @@ def _lint_source(
             return []
         active = [rule(ctx) for rule in chosen]
         _dispatch(nodes, active)
-        if not any(rule.findings for rule in active):
+        reads_noqa = UNUSED_NOQA in {rule.code for rule in chosen} and "noqa" in source.lower()
+        if not reads_noqa and not any(rule.findings for rule in active):
             return []  # most files: no need to tokenize them for noqa comments
-        suppressions = noqa.noqa_map(source)
-        findings = [
-            finding
-            for rule in active
-            for finding in rule.findings
-            if not noqa.is_suppressed(finding.code, finding.noqa_lines, suppressions)
-        ]
+        suppressions = noqa.Suppressions(source)
+        findings = [finding for rule in active for finding in rule.findings if not suppressions.suppresses(finding)]
         if _ports(findings) and not ctx.semantic.imports.imports_module("torch_xla"):
             ported = Context(source, path, tree, settings, nodes)
             findings += [
                 finding
                 for finding in _after_port(ported, nodes, chosen, findings)
-                if not noqa.is_suppressed(finding.code, finding.noqa_lines, suppressions)
+                if not suppressions.suppresses(finding)
             ]
+        if reads_noqa:
+            # As ruff's RUF100: which noqa comment hid nothing is known once every other
+            # rule's findings went through them.
+            enabled = frozenset(rule.code for rule in chosen)
+            for rule in active:
+                before = len(rule.findings)
+                rule.after_suppression(suppressions, enabled)
+                findings += rule.findings[before:]
     except RecursionError:
         # Code that parses but is too deep for the analysis is reported, not a crash.
         return [error_finding(path, "cannot check: the code is nested too deeply")]

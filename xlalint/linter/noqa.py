@@ -145,6 +145,65 @@ def noqa_map(source: str, found: list[Directive] | None = None) -> dict[int, fro
     return result
 
 
+class Suppressions:
+    """The ``# noqa`` directives of a file, and which of them hid a finding: asked once
+    per finding, it records the directive and code that suppressed it (``used``), for
+    XLA100 (unused-noqa) to read after every other rule ran."""
+
+    def __init__(self, source: str):
+        self.directives = directives(source)
+        self.by_line: dict[int, list[int]] = {}
+        for index, directive in enumerate(self.directives):
+            for line in directive.lines:
+                self.by_line.setdefault(line, []).append(index)
+        #: (directive index, code) of each suppression that hid a finding.
+        self.used: set[tuple[int, str]] = set()
+
+    def suppresses(self, finding: Finding) -> bool:
+        for line in finding.noqa_lines:
+            for index in self.by_line.get(line, ()):
+                directive = self.directives[index]
+                if not directive.items:
+                    return True
+                if finding.code in directive.codes:
+                    self.used.add((index, finding.code))
+                    return True
+        return False
+
+
+def without_codes(directive: Directive, codes: set[str], line_text: str) -> tuple[int, int, str]:
+    """How to drop ``codes`` from ``directive`` on its line ``line_text``: the columns to
+    replace and the text to put there. The other codes keep their text and the
+    separators after them; when no code is left the directive goes, with the blanks
+    before it when nothing else is in the comment; the comment text after it stays."""
+    text = directive.comment
+    kept = [item for item in directive.items if item.code not in codes or not item.valid]
+    if kept:
+        items = directive.items
+        pieces = [text[: items[0].start]]
+        for number, item in enumerate(kept):
+            if number:
+                previous = kept[number - 1]
+                following = items[items.index(previous) + 1]
+                pieces.append(text[previous.end : following.start])
+            pieces.append(item.text)
+        pieces.append(text[items[-1].end :])
+        return directive.col, directive.col + len(text), "".join(pieces)
+    before, after = text[: directive.start].rstrip(), text[directive.end :].strip()
+    if after and not after.startswith("#"):
+        after = "# " + after
+    new = "  ".join(part for part in (before, after) if part)
+    start = directive.col
+    if not new:  # the whole comment goes, with the blanks before it
+        start = len(line_text[: directive.col].rstrip())
+    return start, directive.col + len(text), new
+
+
+def malformed_codes(source: str) -> list[tuple[int, str]]:
+    """(line, code) of each malformed code in a ``# noqa:`` list (``XLA1O4``)."""
+    return [(d.line, item.text) for d in directives(source) for item in d.items if not item.valid]
+
+
 def is_suppressed(code: str, lines: tuple[int, ...], suppressions: dict[int, frozenset[str]]) -> bool:
     for line in lines:
         codes = suppressions.get(line)
