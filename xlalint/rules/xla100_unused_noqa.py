@@ -30,9 +30,11 @@ comment now only misleads the reader. This is ruff's RUF100 for xlalint's codes.
 
 A code of xlalint's (`XLAnnn`) in a `# noqa:` list that suppressed no finding on its
 line (or the lines that continue onto it): one finding per comment, naming its unused
-codes, or its codes that are not checked here (`non-enabled`: not selected, or turned
-off by `per-file-ignores`) or that no rule has (`unknown`). Only when XLA100 itself is
-selected, in files xlalint checks (that import torch, transformers, ...). Other tools'
+codes and the codes no rule has (`unknown`). Only when XLA100 itself is selected, in
+files xlalint checks (that import torch, transformers, ...). A code whose rule is not
+checked in the file (not selected, or turned off by `per-file-ignores`) is not
+reported: whether it would hide a finding is not known (ruff calls it `non-enabled`;
+removing it would bring findings back when the rule is turned on again). Other tools'
 codes (`E501`) and a bare `# noqa` are left alone, and so is a comment that names
 XLA100 itself. A malformed code (`# noqa: XLA1O4`) is not a finding: `check` warns
 about it on stderr.
@@ -137,12 +139,16 @@ x = torch.ones(2)  # noqa: E501
         for index, directive in enumerate(suppressions.directives):
             if self.code in directive.codes or not directive.items:
                 continue
-            kinds: dict[str, list[str]] = {"unused": [], "non-enabled": [], "unknown": []}
+            kinds: dict[str, list[str]] = {"unused": [], "unknown": []}
             for item in directive.items:
                 code = item.code
                 if not item.valid or not code.startswith(OWN_PREFIX) or (index, code) in suppressions.used:
                     continue
-                kind = "unknown" if code not in known else "non-enabled" if code not in enabled else "unused"
+                if code in known and code not in enabled:
+                    # Not checked here (not selected, per-file-ignores): whether it
+                    # would hide a finding is not known, so it is not called unused.
+                    continue
+                kind = "unknown" if code not in known else "unused"
                 if code not in kinds[kind]:
                     kinds[kind].append(code)
             unused = {code for codes in kinds.values() for code in codes}
