@@ -134,8 +134,8 @@ UnsafeFixes = Annotated[
     bool | None,
     typer.Option(
         "--unsafe-fixes/--no-unsafe-fixes",
-        help="Include fixes that may not retain the original intent of the code. "
-        "Use --no-unsafe-fixes to disable (overrides `unsafe-fixes` in the config).",
+        help="Also apply (or offer) fixes that may change behaviour; --no-unsafe-fixes neither applies "
+        "nor mentions them. Overrides the config's `unsafe-fixes`.",
         show_default=False,
     ),
 ]
@@ -143,8 +143,7 @@ ExtendExclude = Annotated[
     list[str] | None,
     typer.Option(
         "--extend-exclude",
-        help="List of paths, used to omit files and/or directories from analysis, "
-        "in addition to those specified by exclude; comma-separated.",
+        help="Globs of files and folders to leave out, on top of `exclude`; comma-separated.",
         metavar="FILE_PATTERN",
     ),
 ]
@@ -152,15 +151,13 @@ ExitNonZeroOnFix = Annotated[
     bool,
     typer.Option(
         "--exit-non-zero-on-fix",
-        help="Exit with a non-zero status code if any files were modified via fix, even if no lint violations remain.",
+        help="Exit 1 when a fix was applied, even if no findings remain.",
         metavar="",
     ),
 ]
 ShowFiles = Annotated[
     bool,
-    typer.Option(
-        "--show-files", help="See the files xlalint will be run against with the current settings.", metavar=""
-    ),
+    typer.Option("--show-files", help="List the files that would be checked; check nothing.", metavar=""),
 ]
 ForceExclude = Annotated[
     bool,
