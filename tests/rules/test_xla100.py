@@ -99,3 +99,16 @@ def test_a_malformed_code_is_a_warning_not_a_finding(tmp_path):
         f"warning: {path}:2: malformed code `XLA1O4` in `# noqa` (a code is letters then digits, e.g. `XLA104`):"
         " it suppresses nothing"
     ]
+
+
+def test_a_long_code_list_is_read_once():
+    """A comment's codes are worked out once, not per finding that asks (a line with many
+    findings under a long list would otherwise cost their product)."""
+    from xlalint.linter.noqa import directives, without_codes
+
+    codes = [f"XLA{n:03d}" for n in range(1000)]
+    line = "x = 1  # noqa: " + ", ".join(["E501", *codes, "W291"])
+    (directive,) = directives(line + "\n")
+    assert directive.codes is directive.codes
+    start, end, text = without_codes(directive, set(codes), line)
+    assert line[:start] + text + line[end:] == "x = 1  # noqa: E501, W291"

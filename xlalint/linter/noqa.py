@@ -14,6 +14,7 @@ continuation ends, after the closing quotes, as ruff does.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import re
 import tokenize
@@ -86,7 +87,7 @@ class Directive:
     items: tuple[CodeItem, ...]
     lines: tuple[int, ...]
 
-    @property
+    @functools.cached_property
     def codes(self) -> frozenset[str]:
         """The codes it suppresses: ``{"*"}`` when bare."""
         if not self.items:
@@ -177,16 +178,16 @@ def without_codes(directive: Directive, codes: set[str], line_text: str) -> tupl
     separators after them; when no code is left the directive goes, with the blanks
     before it when nothing else is in the comment; the comment text after it stays."""
     text = directive.comment
-    kept = [item for item in directive.items if item.code not in codes or not item.valid]
+    items = directive.items
+    kept = [number for number, item in enumerate(items) if item.code not in codes or not item.valid]
     if kept:
-        items = directive.items
         pieces = [text[: items[0].start]]
-        for number, item in enumerate(kept):
-            if number:
-                previous = kept[number - 1]
-                following = items[items.index(previous) + 1]
-                pieces.append(text[previous.end : following.start])
-            pieces.append(item.text)
+        for position, number in enumerate(kept):
+            if position:
+                previous = kept[position - 1]
+                # The separator that followed the previous kept code.
+                pieces.append(text[items[previous].end : items[previous + 1].start])
+            pieces.append(items[number].text)
         pieces.append(text[items[-1].end :])
         return directive.col, directive.col + len(text), "".join(pieces)
     before, after = text[: directive.start].rstrip(), text[directive.end :].strip()

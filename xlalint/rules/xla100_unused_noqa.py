@@ -139,7 +139,8 @@ x = torch.ones(2)  # noqa: E501
         for index, directive in enumerate(suppressions.directives):
             if self.code in directive.codes or not directive.items:
                 continue
-            kinds: dict[str, list[str]] = {"unused": [], "unknown": []}
+            # dicts as ordered sets: each code named once, in the comment's order
+            kinds: dict[str, dict[str, None]] = {"unused": {}, "unknown": {}}
             for item in directive.items:
                 code = item.code
                 if not item.valid or not code.startswith(OWN_PREFIX) or (index, code) in suppressions.used:
@@ -149,8 +150,7 @@ x = torch.ones(2)  # noqa: E501
                     # would hide a finding is not known, so it is not called unused.
                     continue
                 kind = "unknown" if code not in known else "unused"
-                if code not in kinds[kind]:
-                    kinds[kind].append(code)
+                kinds[kind][code] = None
             unused = {code for codes in kinds.values() for code in codes}
             if not unused:
                 continue
