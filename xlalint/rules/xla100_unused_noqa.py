@@ -57,9 +57,15 @@ x = torch.ones(2)  # noqa: E501
 """
     fix_availability = "safe"
 
-    # The examples run XLA100 alone: a code of ours is then one no rule checks here.
-    # tests/rules/test_xla100.py has the whole catalog at work (a code that suppresses).
+    # The examples run with every rule at work: a noqa is used when it hides a finding.
     VALID = [
+        # The code suppresses a finding.
+        Valid(
+            """
+            import torch
+            x = torch.ones(2).cuda()  # noqa: XLA104
+            """
+        ),
         # Other tools' codes and a bare noqa are not ours to judge.
         Valid(
             """
@@ -95,15 +101,16 @@ x = torch.ones(2)  # noqa: E501
             x = torch.ones(2)
             """,
         ),
-        # Only our codes go; the other tools' codes and their separators stay.
+        # Only the unused code goes; the used one, the other tool's code, their
+        # separators and the text after stay.
         Invalid(
             """
             import torch
-            x = torch.ones(2)  # noqa: E501,XLA201 ,W291  # long line
+            x = torch.ones(2).cuda()  # noqa: E501,XLA201 ,XLA104  # device move
             """,
             fixed="""
             import torch
-            x = torch.ones(2)  # noqa: E501,W291  # long line
+            x = torch.ones(2).cuda()  # noqa: E501,XLA104  # device move
             """,
         ),
         # The comment text after the directive stays when the directive goes.
