@@ -123,3 +123,30 @@ def test_cli_add_noqa_then_check_passes_and_a_second_run_changes_nothing(tmp_pat
 def test_cli_add_noqa_refuses_stdin_and_fix(tmp_path):
     result = run_cli("check", "--add-noqa", "--fix", ".", cwd=tmp_path)
     assert result.returncode == 2 and "--add-noqa" in result.stderr.decode()
+
+
+def test_an_existing_comment_keeps_every_code_and_its_text_byte_for_byte():
+    """`# noqa: XLA1O4, E501` (a malformed code) once became `# noqa: XLA1, XLA104O4, E501`:
+    the new code goes after the whole list, and nothing else of the comment changes."""
+    source = textwrap.dedent(
+        """\
+        import torch
+        a = torch.ones(2).cuda()  # noqa: XLA1O4, E501
+        b = torch.ones(2).cuda()  # noqa:E501,W291   trailing words
+        c = torch.ones(2).cuda()  # type: ignore  # NOQA : e501 # why
+        """
+    )
+    new, count = add_noqa(source, lint_source(source, "t.py"))
+    assert count == 3
+    assert new.splitlines()[1:] == [
+        "a = torch.ones(2).cuda()  # noqa: XLA1O4, E501, XLA104",
+        "b = torch.ones(2).cuda()  # noqa:E501,W291, XLA104   trailing words",
+        "c = torch.ones(2).cuda()  # type: ignore  # NOQA : e501, XLA104 # why",
+    ]
+    assert lint_source(new, "t.py") == []
+    assert add_noqa(new, lint_source(new, "t.py")) == (new, 0)
+
+
+def test_the_codes_after_a_malformed_code_still_suppress():
+    source = "import torch\nx = torch.ones(2).cuda()  # noqa: XLA1O4, XLA104\n"
+    assert lint_source(source, "t.py") == []

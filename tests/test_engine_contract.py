@@ -49,7 +49,11 @@ def test_noqa_on_the_last_line_of_a_multiline_statement():
     source = "import torch\nx = torch.ones(\n    1,\n).cuda(\n)  # noqa: XLA104\n"
     assert found(source) == []
     # ...but not on a line in between, nor on the next statement.
-    assert found("import torch\nx = torch.ones(\n    1,  # noqa: XLA104\n).cuda(\n)\n") == [(2, 5, "XLA104")]
+    # (and XLA100 then says that the comment in between suppresses nothing)
+    assert found("import torch\nx = torch.ones(\n    1,  # noqa: XLA104\n).cuda(\n)\n") == [
+        (2, 5, "XLA104"),
+        (3, 9, "XLA100"),
+    ]
     assert found("import torch\nx = torch.ones(1).cuda()\ny = 1  # noqa\n") == [(2, 5, "XLA104")]
 
 
@@ -60,7 +64,7 @@ def test_noqa_on_the_colon_line_of_a_compound_header():
     assert found(source) == []
     # A noqa in the body does not hide the header's finding.
     source = "import torch\nfor x in (\n    torch.ones(2).cuda()\n):\n    pass  # noqa: XLA104\n"
-    assert found(source) == [(3, 5, "XLA104")]
+    assert found(source) == [(3, 5, "XLA104"), (5, 11, "XLA100")]
 
 
 def test_noqa_in_strings_and_docstrings_does_not_count():

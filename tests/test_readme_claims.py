@@ -78,3 +78,22 @@ def test_the_readme_run_example_is_in_the_reports_order():
     assert (
         example.index("14.00x fewer, better") < example.index("what the fix changed") < example.index("original run:")
     )
+
+
+def test_the_configuration_example_names_every_key_and_is_valid():
+    """The README's `[tool.xlalint]` example: every key the config accepts is shown, and
+    the example itself loads (so it names only keys and codes that exist)."""
+    import tomllib
+
+    from xlalint.engine.config import KNOWN_KEYS, settings_from_table
+    from xlalint.rules import rules_by_code
+
+    block = re.search(r"```toml\n(\[tool\.xlalint\].*?)```", README, re.S).group(1)
+    table = tomllib.loads(block)["tool"]["xlalint"]
+    assert set(table) == KNOWN_KEYS
+    settings_from_table(table, "README.md", None, rules_by_code())
+
+
+@pytest.mark.parametrize("option", ["--show-files", "--extend-exclude", "--exit-non-zero-on-fix", "--no-unsafe-fixes"])
+def test_the_fix_controls_on_the_command_line_are_documented(option):
+    assert f"`{option}" in README or f"{option}`" in README

@@ -16,6 +16,7 @@ import pytest
 from xlalint.engine.config import Settings
 from xlalint.engine.fixing import fix_source
 from xlalint.engine.lint import lint_source
+from xlalint.engine.rule import Rule
 from xlalint.rules import all_rules
 
 VALID = [pytest.param(rule, i, id=f"{rule.code}-valid-{i}") for rule in all_rules() for i in range(len(rule.VALID))]
@@ -31,6 +32,14 @@ def settings_for(rule, example=None) -> Settings:
     return Settings(rule_settings=((rule.code, options),), target_version=(major, minor))
 
 
+def at_work(rule) -> tuple[list | None, list[str] | None]:
+    """The rules an example runs with (``rules=``, ``select=``): the rule alone, but a
+    rule that judges the other rules' noqa codes (XLA100) with all of them at work."""
+    if rule.after_suppression is not Rule.after_suppression:
+        return None, None
+    return [rule], [rule.code]
+
+
 def test_every_rule_has_examples():
     for rule in all_rules():
         assert rule.VALID, f"{rule.code} has no VALID examples"
@@ -40,8 +49,9 @@ def test_every_rule_has_examples():
 @pytest.mark.parametrize("rule, index", VALID)
 def test_valid(rule, index):
     example = rule.VALID[index]
+    rules, _ = at_work(rule)
     findings = [
-        f for f in lint_source(example.code, "example.py", settings_for(rule), rules=[rule]) if f.code == rule.code
+        f for f in lint_source(example.code, "example.py", settings_for(rule), rules=rules) if f.code == rule.code
     ]
     assert findings == [], f"{rule.code} flagged VALID example {index}:\n{example.code}"
 
@@ -50,22 +60,23 @@ def test_valid(rule, index):
 def test_invalid(rule, index):
     example = rule.INVALID[index]
     settings = settings_for(rule, example)
-    findings = [f for f in lint_source(example.code, "example.py", settings, rules=[rule]) if f.code == rule.code]
+    rules, select = at_work(rule)
+    findings = [f for f in lint_source(example.code, "example.py", settings, rules=rules) if f.code == rule.code]
     assert findings, f"{rule.code} missed INVALID example {index}:\n{example.code}"
     if example.count is not None:
         assert len(findings) == example.count, [f.message for f in findings]
 
-    safe = fix_source(example.code, "example.py", settings, select=[rule.code])
+    safe = fix_source(example.code, "example.py", settings, select=select)
     assert safe.error is None, safe.error
     expected_safe = example.fixed if example.fixed is not None else example.code
     assert safe.source == expected_safe
 
-    unsafe = fix_source(example.code, "example.py", settings, unsafe=True, select=[rule.code])
+    unsafe = fix_source(example.code, "example.py", settings, unsafe=True, select=select)
     assert unsafe.error is None, unsafe.error
     expected_unsafe = example.unsafe_fixed if example.unsafe_fixed is not None else expected_safe
     assert unsafe.source == expected_unsafe
 
     for fixed, is_unsafe in ((safe.source, False), (unsafe.source, True)):
         ast.parse(fixed)
-        again = fix_source(fixed, "example.py", settings, unsafe=is_unsafe, select=[rule.code])
+        again = fix_source(fixed, "example.py", settings, unsafe=is_unsafe, select=select)
         assert again.source == fixed, "a second fix changed the code"

@@ -66,6 +66,10 @@ def fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+def _patterns(values: list[str] | None) -> tuple[str, ...]:
+    return tuple(p.strip() for value in values or () for p in value.split(",") if p.strip())
+
+
 def _codes(values: list[str] | None) -> tuple[str, ...] | None:
     if not values:
         return None
@@ -127,7 +131,33 @@ ConfigFile = Annotated[
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.", metavar="")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print findings only: no summary.", metavar="")]
 UnsafeFixes = Annotated[
-    bool, typer.Option("--unsafe-fixes", help="Also apply (or offer) fixes that may change behaviour.", metavar="")
+    bool | None,
+    typer.Option(
+        "--unsafe-fixes/--no-unsafe-fixes",
+        help="Also apply (or offer) fixes that may change behaviour; --no-unsafe-fixes neither applies "
+        "nor mentions them. Overrides the config's `unsafe-fixes`.",
+        show_default=False,
+    ),
+]
+ExtendExclude = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--extend-exclude",
+        help="Globs of files and folders to leave out, on top of `exclude`; comma-separated.",
+        metavar="FILE_PATTERN",
+    ),
+]
+ExitNonZeroOnFix = Annotated[
+    bool,
+    typer.Option(
+        "--exit-non-zero-on-fix",
+        help="Exit 1 when a fix was applied, even if no findings remain.",
+        metavar="",
+    ),
+]
+ShowFiles = Annotated[
+    bool,
+    typer.Option("--show-files", help="List the files that would be checked; check nothing.", metavar=""),
 ]
 ForceExclude = Annotated[
     bool,
@@ -140,9 +170,23 @@ ForceExclude = Annotated[
 class Invocation:
     """What one check/fix run was asked to do."""
 
-    def __init__(self, *, select, ignore, extend_select, target_version, config: Path | None, need_rules=True):
+    def __init__(
+        self,
+        *,
+        select,
+        ignore,
+        extend_select,
+        target_version,
+        config: Path | None,
+        need_rules=True,
+        unsafe_fixes: bool | None = None,
+        extend_exclude: list[str] | None = None,
+    ):
         self.need_rules = need_rules
         self.overrides = {
+            "unsafe_fixes": unsafe_fixes,
+            "extend_exclude": _patterns(extend_exclude),
+            "cwd": str(Path.cwd()),
             "select": _codes(select),
             "ignore": _codes(ignore),
             "extend_select": _codes(extend_select),
@@ -158,6 +202,14 @@ class Invocation:
         self.finder = ConfigFinder(config, known)
         self._with_overrides: dict[int, tuple[Settings, Settings]] = {}
 
+    def unsafe_fixes(self) -> bool | None:
+        """Whether unsafe fixes are applied (True), hinted at (None) or neither (False):
+        the command line's flag, else the config's ``unsafe-fixes`` where the command
+        runs (a run-wide setting, as in ruff)."""
+        if self.overrides["unsafe_fixes"] is not None:
+            return self.overrides["unsafe_fixes"]
+        return self.finder.for_path(Path.cwd()).unsafe_fixes
+
     def settings(self, path: Path) -> Settings:
         found = self.finder.for_path(path.absolute())
         # One object per config file: the cache keys jobs that share it at the cost of one.
@@ -167,6 +219,11 @@ class Invocation:
                 raise ConfigError(no_rule_selected(settings))
             self._with_overrides[id(found)] = (found, settings)
         return self._with_overrides[id(found)][1]
+
+    def for_path(self, path: Path) -> Settings:
+        """As ``ConfigFinder.for_path``, with the command line on top: the walk then
+        honours ``--extend-exclude`` as it does the config's excludes."""
+        return self.settings(path)
 
 
 def no_rule_selected(settings: Settings) -> str:
@@ -182,7 +239,7 @@ def _run(
     paths: list[str] | None,
     *,
     fix: bool,
-    unsafe: bool,
+    unsafe: bool | None,
     diff: bool,
     select,
     ignore,
@@ -198,13 +255,28 @@ def _run(
     quiet: bool,
     force_exclude: bool,
     add_noqa: bool = False,
+    extend_exclude: list[str] | None = None,
+    show_files: bool = False,
+    exit_non_zero_on_fix: bool = False,
 ) -> None:
     paths = paths or []
     use_stdin = paths == ["-"] or (stdin_filename is not None and not paths)
     try:
         invocation = Invocation(
-            select=select, ignore=ignore, extend_select=extend_select, target_version=target_version, config=config
+            select=select,
+            ignore=ignore,
+            extend_select=extend_select,
+            target_version=target_version,
+            config=config,
+            unsafe_fixes=unsafe,
+            extend_exclude=extend_exclude,
         )
+        # Unsafe fixes: applied (True), hinted at (None, the default) or neither (False).
+        unsafe_setting = invocation.unsafe_fixes()
+        unsafe = bool(unsafe_setting)
+        if show_files:
+            _show_files(invocation, paths or ["."], force_exclude)
+            return
         if "-" in paths and not use_stdin:
             raise ConfigError("`-` (stdin) cannot be combined with other paths")
         if add_noqa and (use_stdin or fix or diff):
@@ -244,6 +316,7 @@ def _run(
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         os._exit(stop.exit_code)
+    _warn_malformed_noqa(reports)
     if add_noqa:
         _report_add_noqa(reports)
         return
@@ -300,6 +373,7 @@ def _run(
                     fixed=len(fixed),
                     command="fix" if fix else "check",
                     after_port=sum(f.after_port for f in fixed),
+                    hint_unsafe=unsafe_setting is None,
                 ),
                 file=out,
             )
@@ -316,6 +390,33 @@ def _run(
         raise typer.Exit(1 if any(r.changed for r in reports) and not exit_zero else 0)
     if findings and not exit_zero:
         raise typer.Exit(1)
+    if exit_non_zero_on_fix and fixed and not exit_zero:
+        raise typer.Exit(1)
+
+
+def _show_files(invocation: Invocation, paths: list[str], force_exclude: bool) -> None:
+    """As ``ruff check --show-files``: the files that would be checked, sorted, one a line."""
+    from xlalint.engine.files import discover
+
+    found = discover([Path(p) for p in paths], invocation, force_exclude=force_exclude, unreadable={})
+    for path in sorted(str(p.absolute()) for p in found):
+        typer.echo(printable(path))
+
+
+def _warn_malformed_noqa(reports: list[FileReport]) -> None:
+    """A malformed code in a ``# noqa:`` list (``XLA1O4``) suppresses nothing: said on
+    stderr, one line each, not a finding (as ruff warns)."""
+    from xlalint.engine.noqa import malformed_codes
+
+    for report in reports:
+        if report.source is None or report.path.endswith(".ipynb"):
+            continue
+        for line, code in malformed_codes(report.source):
+            typer.echo(
+                f"warning: {printable(report.path)}:{line}: malformed code `{printable(code)}` in `# noqa` "
+                "(a code is letters then digits, e.g. `XLA104`): it suppresses nothing",
+                err=True,
+            )
 
 
 def _warn_not_written(reports: list[FileReport]) -> None:
@@ -342,7 +443,7 @@ def _file_reports(
         root = project_root(invocation.finder.for_path(Path.cwd()).root, Path.cwd())
         cache_dir = str(root / CACHE_FOLDER)
     jobs, not_written, unreadable = [], {}, {}
-    found = discover([Path(p) for p in paths], invocation.finder, force_exclude=force_exclude, unreadable=unreadable)
+    found = discover([Path(p) for p in paths], invocation, force_exclude=force_exclude, unreadable=unreadable)
     for path in found:
         settings = invocation.settings(path)
         target = linked_outside(path, settings) if (fix or add_noqa) and write else None
@@ -455,8 +556,11 @@ def check(
     config: ConfigFile = None,
     no_cache: NoCache = False,
     quiet: Quiet = False,
-    unsafe_fixes: UnsafeFixes = False,
+    unsafe_fixes: UnsafeFixes = None,
     force_exclude: ForceExclude = False,
+    extend_exclude: ExtendExclude = None,
+    show_files: ShowFiles = False,
+    exit_non_zero_on_fix: ExitNonZeroOnFix = False,
     fix: Annotated[bool, typer.Option("--fix", help="Apply fixes (same as `xlalint fix`).", metavar="")] = False,
     add_noqa: Annotated[
         bool,
@@ -477,17 +581,20 @@ def check(
 ) -> None:
     """Check files and report findings."""
     if show_settings:
-        _show_settings(paths, select, ignore, extend_select, target_version, config)
+        _show_settings(paths, select, ignore, extend_select, target_version, config, unsafe_fixes, extend_exclude)
         return
     _run(
         paths, fix=fix, unsafe=unsafe_fixes, diff=False, select=select, ignore=ignore, extend_select=extend_select,
         output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
         stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
-        quiet=quiet, force_exclude=force_exclude, add_noqa=add_noqa,
+        quiet=quiet, force_exclude=force_exclude, add_noqa=add_noqa, extend_exclude=extend_exclude,
+        show_files=show_files, exit_non_zero_on_fix=exit_non_zero_on_fix,
     )  # fmt: skip
 
 
-def _show_settings(paths, select, ignore, extend_select, target_version, config) -> None:
+def _show_settings(
+    paths, select, ignore, extend_select, target_version, config, unsafe_fixes=None, extend_exclude=None
+) -> None:
     from xlalint.engine.settings_view import describe
     from xlalint.rules import all_rules
 
@@ -501,6 +608,8 @@ def _show_settings(paths, select, ignore, extend_select, target_version, config)
             target_version=target_version,
             config=config,
             need_rules=False,  # the settings are shown whatever they select
+            unsafe_fixes=unsafe_fixes,
+            extend_exclude=extend_exclude,
         )
         path = Path(paths[0])
         typer.echo(describe(path, invocation.settings(path), list(all_rules())))
@@ -535,7 +644,7 @@ def clean() -> None:
 @app.command("fix", cls=Command)
 def fix_command(
     paths: Paths = None,
-    unsafe_fixes: UnsafeFixes = False,
+    unsafe_fixes: UnsafeFixes = None,
     diff: Annotated[
         bool, typer.Option("--diff", help="Print the changes as a diff; write nothing.", metavar="")
     ] = False,
@@ -552,13 +661,17 @@ def fix_command(
     no_cache: NoCache = False,
     quiet: Quiet = False,
     force_exclude: ForceExclude = False,
+    extend_exclude: ExtendExclude = None,
+    show_files: ShowFiles = False,
+    exit_non_zero_on_fix: ExitNonZeroOnFix = False,
 ) -> None:
     """Apply fixes in place (safe ones; --unsafe-fixes adds the rest), then report what remains."""
     _run(
         paths, fix=True, unsafe=unsafe_fixes, diff=diff, select=select, ignore=ignore, extend_select=extend_select,
         output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
         stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
-        quiet=quiet, force_exclude=force_exclude,
+        quiet=quiet, force_exclude=force_exclude, extend_exclude=extend_exclude, show_files=show_files,
+        exit_non_zero_on_fix=exit_non_zero_on_fix,
     )  # fmt: skip
 
 

@@ -190,6 +190,16 @@ class UnwrapWith:
     span: Span
 
 
+@dataclass(frozen=True)
+class ReplaceComment:
+    """Replace the text at ``span``, within one line, with ``text``: a comment (and the
+    blanks before it, when it goes). Carried out on the text, not on libcst's tree: it
+    changes nothing but the end of the line, where no other operation's span reaches."""
+
+    span: Span
+    text: str
+
+
 Operation = (
     ReplaceExpr
     | SetKeyword
@@ -200,6 +210,7 @@ Operation = (
     | AppendToBody
     | AddParameter
     | UnwrapWith
+    | ReplaceComment
 )
 
 

@@ -13,12 +13,30 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+Applicability = Literal["safe", "unsafe", ""]
 
 DEFAULT_TARGET = (2, 9)
 # Real config files are a few KiB; parsing and checking one of 18 MB took 23 s and 470 MB.
 CONFIG_MAX_BYTES = 1024 * 1024
-KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "per-file-ignores", "target-version", "rules"}
+KNOWN_KEYS = {
+    "select",
+    "ignore",
+    "extend-select",
+    "exclude",
+    "extend-exclude",
+    "per-file-ignores",
+    "target-version",
+    "rules",
+    "unsafe-fixes",
+    "fixable",
+    "unfixable",
+    "extend-safe-fixes",
+    "extend-unsafe-fixes",
+}
+# The fix controls that take rule selectors, as ruff's.
+FIX_SELECTOR_KEYS = ("fixable", "unfixable", "extend-safe-fixes", "extend-unsafe-fixes")
 
 # Folders never walked into (as ruff's default `exclude`).
 DEFAULT_EXCLUDE = (
@@ -72,6 +90,20 @@ class Settings:
     #: Later selections (the command line's) as ``(select or None, extend_select, ignore)``,
     #: applied on top of the file's, as ruff does.
     overrides: tuple[tuple[tuple[str, ...] | None, tuple[str, ...], tuple[str, ...]], ...] = ()
+    #: ``extend-exclude``: globs excluded on top of ``exclude`` (relative to ``root``).
+    extend_exclude: tuple[str, ...] = ()
+    #: ``--extend-exclude``: globs relative to the folder the command was run in.
+    command_line_exclude: tuple[str, ...] = ()
+    command_line_root: str | None = None
+    #: ``unsafe-fixes``: True applies unsafe fixes, False also hides the hint that there
+    #: are some, None (not set) hints at them, as ruff's.
+    unsafe_fixes: bool | None = None
+    #: Which rules' fixes are offered at all (``fixable`` minus ``unfixable``), and the
+    #: rules whose fixes count as safe or unsafe whatever the rule says.
+    fixable: tuple[str, ...] = ("ALL",)
+    unfixable: tuple[str, ...] = ()
+    extend_safe_fixes: tuple[str, ...] = ()
+    extend_unsafe_fixes: tuple[str, ...] = ()
 
     # -- which rules run -------------------------------------------------------------
     def enabled_codes(self, all_codes: Iterable[str], path: str | None = None) -> set[str]:
@@ -114,10 +146,28 @@ class Settings:
                 values[key] = declared[key].validate(key, value)
         return values
 
+    def fix_policy(self, all_codes: Iterable[str]) -> dict[str, Applicability | None]:
+        """Code -> how its fixes are offered: None when the rule is not fixable
+        (``fixable``/``unfixable``, resolved as select/ignore are: the more specific
+        selector wins, ``unfixable`` a tie), else the applicability that
+        ``extend-safe-fixes``/``extend-unsafe-fixes`` force ("safe"/"unsafe"; the more
+        specific selector wins, ``extend-unsafe-fixes`` a tie), or "" for the rule's own."""
+        codes = sorted(all_codes)
+        fixable = _resolve(codes, [(s, True) for s in self.fixable] + [(s, False) for s in self.unfixable])
+        forced = _resolve(
+            codes, [(s, "safe") for s in self.extend_safe_fixes] + [(s, "unsafe") for s in self.extend_unsafe_fixes]
+        )
+        return {code: forced.get(code, "") if fixable.get(code) else None for code in codes}
+
     def is_excluded(self, path: Path) -> bool:
-        if not self.exclude:
+        if self.command_line_exclude and _globs(self.command_line_exclude).matches(
+            PathNames(str(path), self.command_line_root)
+        ):
+            return True
+        globs = self.exclude + self.extend_exclude
+        if not globs:
             return False
-        return _globs(self.exclude).matches(PathNames(str(path), self.root))
+        return _globs(globs).matches(PathNames(str(path), self.root))
 
     def with_overrides(
         self,
@@ -126,6 +176,9 @@ class Settings:
         ignore: Iterable[str] | None = None,
         extend_select: Iterable[str] | None = None,
         target_version: tuple[int, int] | None = None,
+        unsafe_fixes: bool | None = None,
+        extend_exclude: Iterable[str] | None = None,
+        cwd: str | None = None,
     ) -> Settings:
         """These settings with the command line's options on top: ``--select`` replaces
         the file's selection, ``--ignore``/``--extend-select`` adjust it."""
@@ -135,6 +188,11 @@ class Settings:
             changes["overrides"] = (*self.overrides, layer)
         if target_version is not None:
             changes["target_version"] = target_version
+        if unsafe_fixes is not None:
+            changes["unsafe_fixes"] = unsafe_fixes
+        if extend_exclude:
+            changes["command_line_exclude"] = (*self.command_line_exclude, *extend_exclude)
+            changes["command_line_root"] = cwd
         return replace(self, **changes)
 
 
@@ -178,6 +236,17 @@ class GlobSet:
 @functools.lru_cache(maxsize=256)
 def _globs(globs: tuple[str, ...]) -> GlobSet:
     return GlobSet(globs)
+
+
+def _resolve(codes: list[str], entries: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Code -> the value of the most specific selector that matches it; of two as
+    specific, the later entry wins."""
+    decided: dict[str, Any] = {}
+    for _, (selector, value) in sorted(enumerate(entries), key=lambda item: (_specificity(item[1][0]), item[0])):
+        for code in codes:
+            if _matches_any(code, (selector,)):
+                decided[code] = value
+    return decided
 
 
 def _specificity(selector: str) -> int:
@@ -246,12 +315,21 @@ def settings_from_table(
     for code, options in rules.items():
         if not isinstance(options, dict):
             raise ConfigError(f"{source}: `rules.{code}` must be a table of options, got {_kind(options)}")
+    unsafe_fixes = table.get("unsafe-fixes")
+    if unsafe_fixes is not None and not isinstance(unsafe_fixes, bool):
+        raise ConfigError(f"{source}: `unsafe-fixes` must be true or false, got {_kind(unsafe_fixes)}")
     settings = Settings(
         # `select = []` selects nothing (as in ruff); only a missing `select` means ALL.
         select=codes("select", table["select"]) if "select" in table else ("ALL",),
         ignore=codes("ignore", table.get("ignore", [])),
         extend_select=codes("extend-select", table.get("extend-select", [])),
         exclude=codes("exclude", table.get("exclude", [])),
+        extend_exclude=codes("extend-exclude", table.get("extend-exclude", [])),
+        unsafe_fixes=unsafe_fixes,
+        fixable=codes("fixable", table.get("fixable", ["ALL"])),
+        unfixable=codes("unfixable", table.get("unfixable", [])),
+        extend_safe_fixes=codes("extend-safe-fixes", table.get("extend-safe-fixes", [])),
+        extend_unsafe_fixes=codes("extend-unsafe-fixes", table.get("extend-unsafe-fixes", [])),
         per_file_ignores=per_file_ignores,
         target_version=_target_version(table, source),
         rule_settings=tuple((code, tuple(opts.items())) for code, opts in rules.items()),
@@ -291,6 +369,7 @@ def _validate_rule_tables(settings: Settings, source: str, known: Mapping[str, D
         ("select", settings.select),
         ("ignore", settings.ignore),
         ("extend-select", settings.extend_select),
+        *((key, getattr(settings, key.replace("-", "_"))) for key in FIX_SELECTOR_KEYS),
         *((f'per-file-ignores."{glob}"', codes) for glob, codes in settings.per_file_ignores),
     ):
         validate_selectors(selectors, known, f"{source}: {sel_key}")

@@ -35,6 +35,8 @@ from xlalint.model import (
 )
 
 SYNTAX_ERROR = ("XLA000", "syntax-error")
+# The rule about the noqa comments themselves: it reads them after the other rules.
+UNUSED_NOQA = "XLA100"
 # Cheap pre-filter: a file that never mentions a scope root is not parsed at all.
 _MENTIONS_SCOPE = re.compile("|".join(sorted(SCOPE_ROOTS)))
 
@@ -138,16 +140,12 @@ def _lint_source(
         port_selected = any(rule.code == PORT_CODE for rule in chosen)
         hidden = [port_rule(ctx)] if port_rule is not None and not port_selected else []
         _dispatch(nodes, active + hidden)
-        if not any(rule.findings for rule in active + hidden):
+        reads_noqa = UNUSED_NOQA in {rule.code for rule in chosen} and "noqa" in source.lower()
+        if not reads_noqa and not any(rule.findings for rule in active + hidden):
             return []  # most files: no need to tokenize them for noqa comments
-        suppressions = noqa.noqa_map(source)
+        suppressions = noqa.Suppressions(source)
         findings, port_findings = (
-            [
-                finding
-                for rule in group
-                for finding in rule.findings
-                if not noqa.is_suppressed(finding.code, finding.noqa_lines, suppressions)
-            ]
+            [finding for rule in group for finding in rule.findings if not suppressions.suppresses(finding)]
             for group in (active, hidden)
         )
         if port_rule is not None and _ports(findings + port_findings):
@@ -156,8 +154,16 @@ def _lint_source(
                 # Not porting (XLA104 not selected), a fix written for the ported code is not offered.
                 finding if port_selected else dataclasses.replace(finding, fix=None)
                 for finding in _after_port(ported, nodes, chosen, findings + port_findings)
-                if not noqa.is_suppressed(finding.code, finding.noqa_lines, suppressions)
+                if not suppressions.suppresses(finding)
             ]
+        if reads_noqa:
+            # As ruff's RUF100: which noqa comment hid nothing is known once every other
+            # rule's findings went through them.
+            enabled = frozenset(rule.code for rule in chosen)
+            for rule in active:
+                before = len(rule.findings)
+                rule.after_suppression(suppressions, enabled)
+                findings += rule.findings[before:]
     except RecursionError:
         # Code that parses but is too deep for the analysis is reported, not a crash.
         return [error_finding(path, "cannot check: the code is nested too deeply")]
@@ -166,7 +172,7 @@ def _lint_source(
         for node in nodes:
             del node.parent
     if any(finding.fix is not None for finding in findings):
-        findings = _applicable_fixes(findings, source)
+        findings = _applicable_fixes(_controlled_fixes(findings, settings), source)
     return sorted(set(findings), key=Finding.sort_key)
 
 
@@ -224,6 +230,25 @@ def _rewrites(rewritten: Span, reported: Span) -> bool:
     """The port rewrites the code reported (or part of it, not only code within it:
     `torch.save({"scaler": scaler.state_dict()}, p)` is still a `torch.save` after)."""
     return rewritten.contains(reported) or (reported.overlaps(rewritten) and not reported.contains(rewritten))
+
+
+def _controlled_fixes(findings: list[Finding], settings: Settings) -> list[Finding]:
+    """The fix controls of the settings, as ruff's: a rule that is not ``fixable`` (or
+    is ``unfixable``) offers no fix, and ``extend-safe-fixes``/``extend-unsafe-fixes``
+    say how safe its fix is. A fix that follows from an unsafe port stays unsafe: it
+    belongs with the port."""
+    policy = settings.fix_policy({f.code for f in findings if f.fix is not None})
+    out = []
+    for finding in findings:
+        fix = finding.fix
+        if fix is not None:
+            forced = policy[finding.code]
+            if forced is None:
+                finding = dataclasses.replace(finding, fix=None)
+            elif forced and forced != fix.applicability and not (finding.after_port and forced == "safe"):
+                finding = dataclasses.replace(finding, fix=dataclasses.replace(fix, applicability=forced))
+        out.append(finding)
+    return out
 
 
 def _applicable_fixes(findings: list[Finding], source: str) -> list[Finding]:

@@ -14,16 +14,23 @@ continuation ends, after the closing quotes, as ruff does.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import re
 import tokenize
+from dataclasses import dataclass
 
 from xlalint.model import Finding, line_count, split_lines
 
+# The code list runs over everything shaped like a code, letters then a digit: a code
+# (`XLA104`) or a malformed one (`XLA1O4`, warned about and read past, as ruff does), so
+# that the codes after a malformed one still count and `--add-noqa` appends after them.
 NOQA = re.compile(
-    r"#\s*noqa(?P<sep>\s*:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?",
+    r"#\s*noqa(?P<sep>\s*:\s*(?P<codes>[A-Za-z]+[0-9][A-Za-z0-9]*(?:[\s,]+[A-Za-z]+[0-9][A-Za-z0-9]*)*))?",
     re.IGNORECASE,
 )
+_ITEM = re.compile(r"[A-Za-z0-9]+")
+_CODE = re.compile(r"[A-Za-z]+[0-9]+")
 DISABLE_FILE = re.compile(r"#\s*xlalint\s*:\s*disable-file\b")
 ALL = frozenset({"*"})
 
@@ -50,36 +57,152 @@ def _continued_lines(source: str, tokens: list[tokenize.TokenInfo]) -> set[int]:
     return continued
 
 
-def noqa_map(source: str) -> dict[int, frozenset[str]]:
-    """Line -> suppressed codes (``{"*"}`` for a bare ``# noqa``)."""
+@dataclass(frozen=True)
+class CodeItem:
+    """One entry of a ``# noqa:`` list: its text as written, where it is in the comment
+    (``start``/``end``, columns in the comment's text), and whether it is a well-formed code."""
+
+    text: str
+    start: int
+    end: int
+    valid: bool
+
+    @property
+    def code(self) -> str:
+        return self.text.upper()
+
+
+@dataclass(frozen=True)
+class Directive:
+    """A ``# noqa`` comment: on ``line`` from column ``col`` (``comment`` is its whole
+    text), standing for ``lines`` (its line and the lines that continue onto it);
+    ``items`` is its code list (empty for a bare ``# noqa``); ``start``/``end``: where
+    the directive itself (``# noqa: ...``, not the text around it) is in ``comment``."""
+
+    line: int
+    col: int
+    comment: str
+    start: int
+    end: int
+    items: tuple[CodeItem, ...]
+    lines: tuple[int, ...]
+
+    @functools.cached_property
+    def codes(self) -> frozenset[str]:
+        """The codes it suppresses: ``{"*"}`` when bare."""
+        if not self.items:
+            return ALL
+        return frozenset(item.code for item in self.items if item.valid)
+
+
+def parse_directive(comment: str) -> tuple[int, int, tuple[CodeItem, ...]] | None:
+    """Where the ``# noqa`` directive is in a comment's text and its code list, or None."""
+    match = NOQA.search(comment)
+    if not match:
+        return None
+    if not match.group("codes"):
+        return match.start(), match.end(), ()
+    offset = match.start("codes")
+    items = tuple(
+        CodeItem(m.group(), offset + m.start(), offset + m.end(), bool(_CODE.fullmatch(m.group())))
+        for m in _ITEM.finditer(match.group("codes"))
+    )
+    return match.start(), match.end(), items
+
+
+def directives(source: str) -> list[Directive]:
+    """Every ``# noqa`` comment of ``source``, in order."""
     if "noqa" not in source.lower():
-        return {}
-    result: dict[int, frozenset[str]] = {}
+        return []
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
-        return {}
+        return []
+    found: list[Directive] = []
     continued: set[int] | None = None
     for token in tokens:
         if token.type != tokenize.COMMENT:
             continue
-        match = NOQA.search(token.string)
-        if not match:
+        parsed = parse_directive(token.string)
+        if parsed is None:
             continue
-        if match.group("codes"):
-            codes = frozenset(c.upper() for c in re.split(r"[\s,]+", match.group("codes")) if c)
-        else:
-            codes = ALL
         if continued is None:
             continued = _continued_lines(source, tokens)
         # The comment also stands for the lines before it that continue onto its line.
-        line = token.start[0]
-        while True:
-            result[line] = result.get(line, frozenset()) | codes
-            line -= 1
-            if line not in continued:
-                break
+        lines = [token.start[0]]
+        while lines[-1] - 1 in continued:
+            lines.append(lines[-1] - 1)
+        start, end, items = parsed
+        found.append(Directive(token.start[0], token.start[1], token.string, start, end, items, tuple(lines)))
+    return found
+
+
+def noqa_map(source: str, found: list[Directive] | None = None) -> dict[int, frozenset[str]]:
+    """Line -> suppressed codes (``{"*"}`` for a bare ``# noqa``)."""
+    result: dict[int, frozenset[str]] = {}
+    for directive in directives(source) if found is None else found:
+        for line in directive.lines:
+            result[line] = result.get(line, frozenset()) | directive.codes
     return result
+
+
+class Suppressions:
+    """The ``# noqa`` directives of a file, and which of them hid a finding: asked once
+    per finding, it records the directive and code that suppressed it (``used``), for
+    XLA100 (unused-noqa) to read after every other rule ran."""
+
+    def __init__(self, source: str):
+        self.directives = directives(source)
+        self.by_line: dict[int, list[int]] = {}
+        for index, directive in enumerate(self.directives):
+            for line in directive.lines:
+                self.by_line.setdefault(line, []).append(index)
+        #: (directive index, code) of each suppression that hid a finding.
+        self.used: set[tuple[int, str]] = set()
+
+    def suppresses(self, finding: Finding) -> bool:
+        for line in finding.noqa_lines:
+            for index in self.by_line.get(line, ()):
+                directive = self.directives[index]
+                if not directive.items:
+                    return True
+                if finding.code in directive.codes:
+                    self.used.add((index, finding.code))
+                    return True
+        return False
+
+
+def without_codes(directive: Directive, codes: set[str], line_text: str) -> tuple[int, int, str]:
+    """How to drop ``codes`` from ``directive`` on its line ``line_text``: the columns to
+    replace and the text to put there. The other codes keep their text and the
+    separators after them; when no code is left the directive goes, with the blanks
+    before it when nothing else is in the comment; the comment text after it stays."""
+    text = directive.comment
+    items = directive.items
+    kept = [number for number, item in enumerate(items) if item.code not in codes or not item.valid]
+    if kept:
+        pieces = [text[: items[0].start]]
+        for position, number in enumerate(kept):
+            if position:
+                previous = kept[position - 1]
+                # The separator that followed the previous kept code.
+                pieces.append(text[items[previous].end : items[previous + 1].start])
+            pieces.append(items[number].text)
+        pieces.append(text[items[-1].end :])
+        return directive.col, directive.col + len(text), "".join(pieces)
+    before, after = text[: directive.start].rstrip(), text[directive.end :].strip()
+    if after and not after.startswith("#"):
+        after = "# " + after
+    new = "  ".join(part for part in (before, after) if part)
+    start = directive.col
+    if not new:  # the whole comment goes, with the blanks before it
+        start = len(line_text[: directive.col].rstrip())
+    return start, directive.col + len(text), new
+
+
+def malformed_codes(source: str) -> list[tuple[int, str]]:
+    """(line, code) of each malformed code in a ``# noqa:`` list (``XLA1O4``)."""
+    return [(d.line, item.text) for d in directives(source) for item in d.items if not item.valid]
 
 
 def is_suppressed(code: str, lines: tuple[int, ...], suppressions: dict[int, frozenset[str]]) -> bool:

@@ -141,9 +141,16 @@ def location(finding: Finding) -> str:
 
 
 def summary(
-    findings: Sequence[Finding], unsafe: bool, fixed: int = 0, command: str = "check", after_port: int = 0
+    findings: Sequence[Finding],
+    unsafe: bool,
+    fixed: int = 0,
+    command: str = "check",
+    after_port: int = 0,
+    hint_unsafe: bool = True,
 ) -> str:
-    """ruff's summary; ``after_port``: how many of the ``fixed`` followed from the port."""
+    """ruff's summary; ``after_port``: how many of the ``fixed`` followed from the port;
+    ``hint_unsafe``: say how many unsafe fixes ``--unsafe-fixes`` would add (not when
+    the settings turn unsafe fixes off: ``unsafe-fixes = false``, ``--no-unsafe-fixes``)."""
     lines = []
     if not findings:
         lines.append(
@@ -164,7 +171,7 @@ def summary(
     hidden = sum(1 for f in findings if f.fix is not None and not applicable(f, unsafe))
     if safe and command == "check":
         lines.append(f"[*] {safe} fixable with `xlalint fix`{' --unsafe-fixes' if unsafe else ''}.")
-    if hidden:
+    if hidden and hint_unsafe:
         lines.append(
             f"No fixes available ({hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with `--unsafe-fixes`)."
             if not safe

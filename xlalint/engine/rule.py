@@ -31,6 +31,7 @@ from typing import Any, ClassVar, Literal
 
 from xlalint.analysis.semantic import ancestors
 from xlalint.engine.context import Context
+from xlalint.engine.noqa import Suppressions
 from xlalint.model import Applicability, Finding, Fix, Import, Operation, Span
 
 
@@ -115,6 +116,11 @@ class Rule:
 
     def finish(self) -> None:
         """Called once after the walk."""
+
+    def after_suppression(self, suppressions: Suppressions, enabled: frozenset[str]) -> None:
+        """Called once the other rules' findings went through the ``# noqa`` comments
+        (``suppressions.used`` says which hid one), with the codes checked here. For a
+        rule about the comments themselves (XLA100); its findings are not suppressed again."""
 
     # -- helpers for subclasses ---------------------------------------------------
     def option(self, key: str) -> Any:

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from xlalint.engine.config import Settings
+from xlalint.engine.config import FIX_SELECTOR_KEYS, Settings
 from xlalint.engine.escaping import printable
 
 
@@ -42,6 +42,12 @@ def describe(path: Path, settings: Settings, rules: list) -> str:
         parts += [f"--ignore {','.join(ignore)}"] if ignore else []
         lines.append(f"command line: {' '.join(parts)}")
     lines.append(f"exclude = {toml_value(settings.exclude)}")
+    lines.append(f"extend-exclude = {toml_value(settings.extend_exclude)}")
+    if settings.command_line_exclude:
+        lines.append(f"command line: --extend-exclude {','.join(settings.command_line_exclude)}")
+    unsafe = settings.unsafe_fixes
+    lines.append(f"unsafe-fixes = {toml_value(unsafe) if unsafe is not None else 'hint (not set)'}")
+    lines += [f"{key} = {toml_value(getattr(settings, key.replace('-', '_')))}" for key in FIX_SELECTOR_KEYS]
     if settings.per_file_ignores:
         lines.append("per-file-ignores:")
         lines += [f"  {toml_value(glob)} = {toml_value(list(codes))}" for glob, codes in settings.per_file_ignores]

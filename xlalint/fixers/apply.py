@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # to print a node at its indentation
 
+from xlalint.fixers.comment_edits import apply_comment_fixes, is_comment_fix
 from xlalint.fixers.imports import add_imports
 from xlalint.fixers.layout import Written, wrap_long_lines
 from xlalint.fixers.node_index import FixError, NodeIndex
@@ -423,6 +424,8 @@ def apply_fixes(source: str, fixes: Sequence[Fix], line_length: int | None = Non
     """Apply as many of ``fixes`` as do not overlap; return the new code and the
     fixes applied. A fix whose operations cannot all be carried out is skipped. With a
     ``line_length``, the calls on lines the fixes made longer than that are split."""
+    source, edited = apply_comment_fixes(source, fixes)
+    fixes = [fix for fix in fixes if not is_comment_fix(fix)]
     try:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
@@ -431,7 +434,7 @@ def apply_fixes(source: str, fixes: Sequence[Fix], line_length: int | None = Non
     plan = _Plan()
     applied = [fix for fix in fixes if _plan_fix(index, fix, plan) is not None]
     if not applied:
-        return source, []
+        return source, edited
     rewriter = _Rewriter(plan)
     new_module = index.module.visit(rewriter)
     if line_length is not None:
@@ -441,7 +444,7 @@ def apply_fixes(source: str, fixes: Sequence[Fix], line_length: int | None = Non
         {imp for fix in applied for imp in fix.imports},
         {imp for fix in applied for imp in fix.unused_imports},
     )
-    return new_module.code, applied
+    return new_module.code, edited + applied
 
 
 @dataclass(frozen=True)
@@ -507,6 +510,12 @@ def file_edits(source: str, fixes: Sequence[Fix]) -> dict[Fix, list[TextEdit]]:
     out: dict[Fix, list[TextEdit]] = {}
     for fix in fixes:
         if fix in out:
+            continue
+        if is_comment_fix(fix):
+            out[fix] = [
+                TextEdit(op.text, (op.span.line, op.span.col + 1), (op.span.end_line, op.span.end_col + 1))
+                for op in fix.operations
+            ]
             continue
         try:
             out[fix] = edits.of(fix)
