@@ -15,7 +15,8 @@ from xlalint.linter.model import MoveStatement
 from xlalint.linter.parallelism import XLA_FSDP_KINDS, Wrap
 from xlalint.linter.rule import Invalid, Rule, Valid
 from xlalint.linter.semantic import dotted_name, enclosing_function, enclosing_statement, method_name, parent
-from xlalint.linter.training_objects import Move, Optimizer, same_object_tree
+from xlalint.linter.training_objects import CarriedMove, Move, Optimizer, same_object_tree
+from xlalint.linter.values import enclosing
 
 _COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef, ast.ClassDef)
 
@@ -297,10 +298,15 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         for optimizer in objects.optimizers:
             found = self._late_move(optimizer)
             if found is None:
+                carried = None if self._moved_before(optimizer) else objects.carried_move(optimizer)
+                if carried is not None:
+                    self.report(optimizer.call, self._carried_message(optimizer, carried))
                 continue
             model, move = found
             line = move.statement.lineno
             where = f"`{self.ctx.source_of(move.call)}` (line {line})"
+            if move.wrapper is not None:
+                where += f", which moves `{model}` with the module that holds it"
             if _position(optimizer.statement) > _position(move.statement):
                 built = f"from `{model}`'s parameters taken at line {optimizer.taken[0].lineno}, before {where}"
             else:
@@ -319,6 +325,21 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             else:
                 fix = self._fix(optimizer, model, move)
             self.report(optimizer.call, message, fix=fix)
+
+    def _carried_message(self, optimizer: Optimizer, carried: CarriedMove) -> str:
+        """Where the optimizer is built, where the move is and how the model got there,
+        and what to do: no text moves a statement across functions safely."""
+        move = carried.move
+        function = _function_name(move.statement)
+        through = ", ".join(f"`{_callee_text(self.ctx.source_of(c))}` (line {c.lineno})" for c in carried.calls)
+        moved = _assigned_target(move.statement) or move.model
+        return (
+            f"`{optimizer.name or 'this optimizer'}` is built from the parameters of `{', '.join(optimizer.models)}`, "
+            f"which is moved to the XLA device later, in {function} by `{self.ctx.source_of(move.call)}` "
+            f"(line {move.statement.lineno}), reached through {through}: the move makes new parameters on the XLA "
+            "device, the optimizer steps the old CPU ones, and the model never trains; build the optimizer after "
+            f"the move, in {function} from `{moved}.parameters()`"
+        )
 
     # -- what is flagged -------------------------------------------------------------------
     def _late_move(self, optimizer: Optimizer) -> tuple[str, Move] | None:
@@ -351,6 +372,16 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
                 continue
             return model, move
         return None
+
+    def _moved_before(self, optimizer: Optimizer) -> bool:
+        """A model the optimizer holds is on the device before its parameters are taken."""
+        scope = enclosing_function(optimizer.statement)
+        taken_at = _position(optimizer.taken[0] if optimizer.taken else optimizer.statement)
+        return any(
+            _position(move.statement) < taken_at
+            for model in optimizer.models
+            for move in self.ctx.training_objects.moves_of(model, scope)
+        )
 
     def _prepared_anywhere(self, optimizer: Optimizer) -> bool:
         return optimizer.name is not None and any(
@@ -390,7 +421,12 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         takers, between = found
         uses = {optimizer.name} if optimizer.name else set()
         uses |= set(optimizer.models)
-        used = _reads_any(between, uses)
+        # What the move binds (`trainer = Wrapper(model).to(dev)`): read in between, it
+        # was another value there.
+        uses |= _paths_bound([move.statement])
+        # A wrapper's construction runs the user's `__init__` earlier: only across the
+        # statements that take the parameters is that known to change nothing.
+        used = _reads_any(between, uses) or (move.wrapper is not None and bool(between))
         if not _reads_any([move.statement], _paths_bound([*takers, *between])):
             return self.fix(
                 "unsafe" if used else "safe",
@@ -510,6 +546,27 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
 def _position(node: ast.AST) -> tuple[int, int]:
     return node.lineno, node.col_offset  # type: ignore[attr-defined]
+
+
+def _function_name(node: ast.AST) -> str:
+    """``Trainer.__init__``, ``main``, or "the module's code"."""
+    function = enclosing_function(node)
+    if function is None:
+        return "the module's code"
+    cls = enclosing(function, ast.ClassDef)
+    return f"`{cls.name}.{function.name}`" if cls is not None else f"`{function.name}`"  # type: ignore[attr-defined]
+
+
+def _callee_text(source: str) -> str:
+    """A call as a name: ``Trainer(...)``."""
+    head, paren, _ = source.partition("(")
+    return f"{head}(...)" if paren else source
+
+
+def _assigned_target(statement: ast.stmt) -> str | None:
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        return dotted_name(statement.targets[0])
+    return None
 
 
 def _top_statement(statement: ast.stmt, owner: ast.AST | None) -> ast.stmt | None:
