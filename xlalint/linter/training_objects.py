@@ -178,6 +178,7 @@ class TrainingObjects:
         self._module_class_answers: dict[int, bool] = {}
         self._callee_moves: dict[tuple, CarriedMove | None] = {}
         self._returns_of: dict[int, list[ast.Return]] = {}
+        self._wrapper_names: dict[tuple[int, str], bool] = {}
 
     # -- optimizers -------------------------------------------------------------------------
     @cached_property
@@ -431,7 +432,7 @@ class TrainingObjects:
         is one (``w = Wrapper(model)`` ... ``w.to(dev)``)."""
         if isinstance(receiver, ast.Call):
             return [(held, receiver) for held in self.held_submodules(receiver)]
-        if not isinstance(receiver, ast.Name):
+        if not isinstance(receiver, ast.Name) or not self._may_hold_wrapper(receiver):
             return []
         values = reaching_values(receiver)
         if not values:
@@ -443,6 +444,22 @@ class TrainingObjects:
             held = {name: value for name in self.held_submodules(value)} if isinstance(value, ast.Call) else {}
             common = held if common is None else {name: common[name] for name in common if name in held}
         return sorted((common or {}).items())
+
+    def _may_hold_wrapper(self, name: ast.Name) -> bool:
+        """A cheap first test, once per name and scope: some value assigned to the name
+        builds a module that holds another."""
+        key = (id(enclosing_function(name)), name.id)
+        known = self._wrapper_names.get(key)
+        if known is None:
+            known = False
+            for value in self._values_of(name):
+                while isinstance(value, ast.Call) and method_name(value) in MOVES:
+                    value = value.func.value  # type: ignore[attr-defined]
+                if isinstance(value, ast.Call) and self.held_submodules(value):
+                    known = True
+                    break
+            self._wrapper_names[key] = known
+        return known
 
     def held_submodules(self, call: ast.Call) -> list[str]:
         """The dotted names of the modules that the module ``call`` builds holds as

@@ -53,9 +53,27 @@ An optimizer (`torch.optim.*`, HF `AdamW`/`Adafactor`, any import, also through
 `model.named_parameters()`, parameter groups built from them, a variable holding them,
 a same-file helper given the model), built (or its parameters taken: `groups = [...]`
 before the move, `AdamW(groups)` after it) before `model.to(<XLA device>)`,
-`model = model.to(...)` or `accelerator.prepare(model)` in the same function (or both at
-module level). The device is followed through variables, `self.<attr>` and the
-arguments of the function. Not flagged: a model already moved before its parameters are
+`model = model.to(...)`, `net = model.to(...)` or `accelerator.prepare(model)` in the
+same function (or both at module level). The device is followed through variables,
+`self.<attr>` and the arguments of the function.
+
+Moving a module moves its submodules: `Wrapper(model).to(device)` (and `w =
+Wrapper(model)` ... `w.to(device)`) is a move of `model` when the wrapper holds it: a
+class of the file derived from `nn.Module` whose `__init__` stores the argument as an
+attribute (`self.model = model`, `self.add_module("m", model)`), or torch's containers
+and data-parallel wrappers given it positionally (`nn.Sequential(model, head)`,
+`nn.ModuleList([model])`, `nn.DataParallel(model)`). Other imported classes are not
+assumed to hold what they are given, nor is a class that keeps a copy or a number read
+from it (the DDPM pattern: `trainer = GaussianDiffusionTrainer(net_model, ...).to(device)`
+after `optim = Adam(net_model.parameters())`, measured: the loss stays flat).
+
+The model and its optimizer are also followed across the file's functions, up to three
+calls away: returned together (`train_set, model, optimizer = load_train_objs()`, then
+moved by the caller) or passed together to a function or class of the file that moves
+the model (the DDP tutorial's `Trainer(model, train_data, optimizer, ...)` whose
+`__init__` does `self.model = model.to(gpu_id)`), unless that function builds an
+optimizer again after the move. A model passed without its optimizer is not followed.
+Not flagged: a model already moved before its parameters are
 taken, an optimizer built again after the move, an optimizer passed to the same
 `accelerator.prepare(...)` call as its model (accelerate re-points it at the moved
 parameters), a move to a device that is not known to be XLA.
@@ -72,6 +90,13 @@ When the move reads a name assigned between them (`device = torch_xla.device()` 
 the optimizer), those statements move down, in their order, right after the move instead
 (safe, when nothing between them and the move reads what they assign, and they read
 nothing assigned there). No fix when they are in different blocks or functions.
+
+A wrapper's move (`trainer = Wrapper(model).to(device)`) goes up the same way; it runs
+the wrapper's `__init__` earlier, so the fix is safe only when nothing but the
+statements that take the parameters lies between. Across functions there is no fix: the
+message says where the optimizer is built, where the model is moved and through which
+calls, and to build the optimizer after the move (in `Trainer.__init__`, from
+`self.model.parameters()`).
 
 When torch_xla's FSDP wraps the model after the optimizer is built, the wrap moves (and
 shards) the model too, so the optimizer is built after the wrap, from the wrapped model:
@@ -158,6 +183,36 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
             model = model.to(torch_xla.device())
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            """
+        ),
+        # The wrapper keeps a copy of the model, not the model: moving it moves the copy.
+        Valid(
+            """
+            import copy
+            import torch
+            import torch_xla
+            from torch import nn
+            class Ema(nn.Module):
+                def __init__(self, model):
+                    super().__init__()
+                    self.model = copy.deepcopy(model)
+            model = Net()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            ema = Ema(model).to(torch_xla.device())
+            """
+        ),
+        # Passed to a class that builds its own optimizer after the move.
+        Valid(
+            """
+            import torch
+            import torch_xla
+            class Trainer:
+                def __init__(self, model, optimizer):
+                    self.model = model.to(torch_xla.device())
+                    self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            model = Net()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            trainer = Trainer(model, optimizer)
             """
         ),
     ]
@@ -287,6 +342,56 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             model.to(torch_xla.device())
             optimizer = make_optimizer(model, 1e-3)
             """,
+            count=1,
+        ),
+        # A wrapper module that holds the model: moving it moves the model (issue 28, DDPM).
+        Invalid(
+            """
+            import torch
+            import torch_xla
+            from torch import nn
+            class DiffusionTrainer(nn.Module):
+                def __init__(self, model, T):
+                    super().__init__()
+                    self.model = model
+                    self.T = T
+            net_model = Net()
+            optim = torch.optim.Adam(net_model.parameters(), lr=2e-4)
+            trainer = DiffusionTrainer(net_model, 1000).to(torch_xla.device())
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+            from torch import nn
+            class DiffusionTrainer(nn.Module):
+                def __init__(self, model, T):
+                    super().__init__()
+                    self.model = model
+                    self.T = T
+            net_model = Net()
+            trainer = DiffusionTrainer(net_model, 1000).to(torch_xla.device())
+            optim = torch.optim.Adam(net_model.parameters(), lr=2e-4)
+            """,
+            count=1,
+        ),
+        # Built in one function, moved in the class the caller gives both to: no fix.
+        Invalid(
+            """
+            import torch
+            import torch_xla
+            class Trainer:
+                def __init__(self, model, optimizer, device):
+                    self.model = model.to(device)
+                    self.optimizer = optimizer
+            def load_train_objs():
+                model = Net()
+                optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+                return model, optimizer
+            def main():
+                model, optimizer = load_train_objs()
+                trainer = Trainer(model, optimizer, torch_xla.device())
+            """,
+            unsafe_fixed=None,
             count=1,
         ),
     ]
