@@ -178,7 +178,8 @@ class TrainingObjects:
         self._module_class_answers: dict[int, bool] = {}
         self._callee_moves: dict[tuple, CarriedMove | None] = {}
         self._returns_of: dict[int, list[ast.Return]] = {}
-        self._wrapper_names: dict[tuple[int, str], bool] = {}
+        self._wrapper_names: dict[tuple[int, str], tuple[list[tuple[str, ast.Call]], bool]] = {}
+        self._values_by_scope: dict[int, dict[str, list[ast.expr]]] = {}
 
     # -- optimizers -------------------------------------------------------------------------
     @cached_property
@@ -279,23 +280,51 @@ class TrainingObjects:
 
     def _receivers_in(self, expr: ast.AST, depth: int, seen: set[int]) -> list[ast.expr]:
         found: list[ast.expr] = []
-        for node in ast.walk(expr):
+        stack = [expr]
+        while stack:
+            node = stack.pop()
             if isinstance(node, ast.Call) and method_name(node) in PARAMETER_METHODS:
+                # Its receiver is the model: what the model's name holds is not followed.
                 found.append(node.func.value)  # type: ignore[attr-defined]
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and depth < _MAX_DEPTH:
+                stack.extend([*node.args, *node.keywords])
+                continue
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and depth < _MAX_DEPTH:
                 if id(node) in seen:
                     continue
                 seen.add(id(node))
-                for value in self._values_of(node):
+                values = self._values_of(node)
+                if len(values) > 1:
+                    # A name assigned many times: the assignments that reach this read.
+                    values = reaching_values(node) or values
+                for value in values:
                     found.extend(self._receivers_in(value, depth + 1, seen))
+            stack.extend(ast.iter_child_nodes(node))
         return found
 
     def _values_of(self, name: ast.Name) -> list[ast.expr]:
         for scope in enclosing_scopes(name):
-            values = list(assigned_values(scope, lambda t, n=name.id: _is_name(t, n), shallow=True))
+            values = self._scope_values(scope).get(name.id)
             if values:
                 return values
         return []
+
+    def _scope_values(self, scope: ast.AST) -> dict[str, list[ast.expr]]:
+        """The values assigned to each plain name of ``scope`` (not in nested functions),
+        found once per scope: many names are looked up in each."""
+        found = self._values_by_scope.get(id(scope))
+        if found is None:
+            found = self._values_by_scope[id(scope)] = {}
+            matched: list[str] = []  # `assigned_values` yields a target's value right after matching it
+
+            def is_name(target: ast.AST) -> bool:
+                if isinstance(target, ast.Name):
+                    matched.append(target.id)
+                    return True
+                return False
+
+            for value in assigned_values(scope, is_name, shallow=True):
+                found.setdefault(matched.pop(), []).append(value)
+        return found
 
     @cached_property
     def _parameter_reads_by_scope(self) -> dict[ast.AST | None, list[ast.Call]]:
@@ -428,38 +457,39 @@ class TrainingObjects:
 
     def _held_by_receiver(self, receiver: ast.expr) -> list[tuple[str, ast.Call]]:
         """The submodules a moved module holds, with the wrapper construction that gave
-        them: ``Wrapper(model)`` itself, or a name every value reaching the move of which
-        is one (``w = Wrapper(model)`` ... ``w.to(dev)``)."""
+        them: ``Wrapper(model)`` itself, or a name whose every value is one holding the
+        same model (``w = Wrapper(model)`` ... ``w.to(dev)``), else every value reaching
+        the move is."""
         if isinstance(receiver, ast.Call):
             return [(held, receiver) for held in self.held_submodules(receiver)]
-        if not isinstance(receiver, ast.Name) or not self._may_hold_wrapper(receiver):
+        if not isinstance(receiver, ast.Name):
             return []
-        values = reaching_values(receiver)
-        if not values:
-            return []
-        common: dict[str, ast.Call] | None = None
-        for value in values:
-            while isinstance(value, ast.Call) and method_name(value) in MOVES:
-                value = value.func.value  # type: ignore[attr-defined]
-            held = {name: value for name in self.held_submodules(value)} if isinstance(value, ast.Call) else {}
-            common = held if common is None else {name: common[name] for name in common if name in held}
-        return sorted((common or {}).items())
-
-    def _may_hold_wrapper(self, name: ast.Name) -> bool:
-        """A cheap first test, once per name and scope: some value assigned to the name
-        builds a module that holds another."""
-        key = (id(enclosing_function(name)), name.id)
+        key = (id(enclosing_function(receiver)), receiver.id)
         known = self._wrapper_names.get(key)
         if known is None:
-            known = False
-            for value in self._values_of(name):
-                while isinstance(value, ast.Call) and method_name(value) in MOVES:
-                    value = value.func.value  # type: ignore[attr-defined]
-                if isinstance(value, ast.Call) and self.held_submodules(value):
-                    known = True
-                    break
-            self._wrapper_names[key] = known
-        return known
+            # Once per name and scope: most moves are of names no wrapper is assigned to.
+            values = self._values_of(receiver)
+            held_by_all = self._held_by_all(values)
+            known = self._wrapper_names[key] = (held_by_all, not held_by_all and self._held_by_any(values))
+        held_by_all, some = known
+        if held_by_all or not some:
+            return held_by_all
+        return self._held_by_all(reaching_values(receiver) or [])
+
+    def _held_by_all(self, values: list[ast.expr]) -> list[tuple[str, ast.Call]]:
+        """The submodules every one of ``values`` (wrapper constructions, possibly moved)
+        holds, with the first construction that holds each."""
+        common: dict[str, ast.Call] | None = None
+        for value in values:
+            built = _unmoved(value)
+            held = {name: built for name in self.held_submodules(built)} if isinstance(built, ast.Call) else {}
+            common = held if common is None else {name: common[name] for name in common if name in held}
+            if not common:
+                return []
+        return sorted((common or {}).items())
+
+    def _held_by_any(self, values: list[ast.expr]) -> bool:
+        return any(isinstance(v := _unmoved(value), ast.Call) and self.held_submodules(v) for value in values)
 
     def held_submodules(self, call: ast.Call) -> list[str]:
         """The dotted names of the modules that the module ``call`` builds holds as
@@ -568,14 +598,35 @@ class TrainingObjects:
 
     def moves_of(self, model: str, scope: ast.AST | None) -> list[Move]:
         """The moves in ``scope`` (a function, or None: module level) of ``model``, of what
-        it is part of, or of a part of it."""
-        return [m for m in self._moves_by_scope.get(id(scope), []) if same_object_tree(model, m.model)]
+        it is part of, or of a part of it, in source order."""
+        _, moves = self._moves_by_root.get((id(scope), model.split(".", 1)[0]), ((), []))
+        return [m for m in moves if same_object_tree(model, m.model)]
+
+    def move_before(self, model: str, scope: ast.AST | None, at: tuple[int, int]) -> Move | None:
+        """The last move of ``model`` (as in ``moves_of``) in ``scope`` whose statement
+        starts before ``at``."""
+        positions, moves = self._moves_by_root.get((id(scope), model.split(".", 1)[0]), ((), []))
+        index = bisect.bisect_left(positions, at)
+        return next((m for m in reversed(moves[:index]) if same_object_tree(model, m.model)), None)
+
+    def move_after(self, model: str, scope: ast.AST | None, at: tuple[int, int]) -> Move | None:
+        """The first move of ``model`` (as in ``moves_of``) in ``scope`` whose statement
+        starts after ``at``."""
+        positions, moves = self._moves_by_root.get((id(scope), model.split(".", 1)[0]), ((), []))
+        index = bisect.bisect_right(positions, at)
+        return next((m for m in moves[index:] if same_object_tree(model, m.model)), None)
 
     @cached_property
-    def _moves_by_scope(self) -> dict[int, list[Move]]:
-        found: dict[int, list[Move]] = {}
-        for move in self.moves:
-            found.setdefault(id(enclosing_function(move.statement)), []).append(move)
+    def _moves_by_root(self) -> dict[tuple[int, str], tuple[list[tuple[int, int]], list[Move]]]:
+        """(id of the function, or of None at module level; the first name of the moved
+        model) -> the moves there, with their statements' positions, in source order: a
+        move is asked for by position, once per optimizer."""
+        found: dict[tuple[int, str], tuple[list[tuple[int, int]], list[Move]]] = {}
+        for move in sorted(self.moves, key=lambda m: _position(m.statement)):
+            key = (id(enclosing_function(move.statement)), move.model.split(".", 1)[0])
+            positions, moves = found.setdefault(key, ([], []))
+            positions.append(_position(move.statement))
+            moves.append(move)
         return found
 
     # -- across functions -------------------------------------------------------------------
@@ -607,9 +658,9 @@ class TrainingObjects:
         is not followed."""
         if depth > 0 and optimizers:
             for model in sorted(models):
-                for move in self.moves_of(model, scope):
-                    if _position(move.statement) > end and not self._built_again(move, scope):
-                        return CarriedMove(move, calls)
+                move = self.move_after(model, scope, end)
+                if move is not None and not self._built_again(move, scope):
+                    return CarriedMove(move, calls)
         if depth >= CALL_DEPTH:
             return None
         for call in self._calls_passing(scope, models, end):
@@ -659,8 +710,12 @@ class TrainingObjects:
         return any(
             _position(other.statement) > at
             and any(same_object_tree(name, held) for name in names for held in other.models)
-            for other in self._optimizers_by_scope.get(id(scope), [])
+            for other in self.optimizers_in(scope)
         )
+
+    def optimizers_in(self, scope: ast.AST | None) -> list[Optimizer]:
+        """The optimizers built in ``scope`` (a function, or None: module level)."""
+        return self._optimizers_by_scope.get(id(scope), [])
 
     @cached_property
     def _optimizers_by_scope(self) -> dict[int, list[Optimizer]]:
@@ -918,6 +973,13 @@ def _position(node: ast.AST) -> tuple[int, int]:
 
 def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     return next((stmt for stmt in cls.body if isinstance(stmt, FUNCTIONS) and stmt.name == name), None)
+
+
+def _unmoved(value: ast.expr) -> ast.expr:
+    """``Wrapper(model)`` for ``Wrapper(model).to(dev)``."""
+    while isinstance(value, ast.Call) and method_name(value) in MOVES:
+        value = value.func.value  # type: ignore[attr-defined]
+    return value
 
 
 def _end(node: ast.AST) -> tuple[int, int]:

@@ -455,15 +455,11 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         scope = enclosing_function(optimizer.statement)
         taken_at = _position(optimizer.taken[0] if optimizer.taken else optimizer.statement)
         for model in optimizer.models:
-            moves = objects.moves_of(model, scope)
-            if any(_position(m.statement) < taken_at for m in moves):
+            if objects.move_before(model, scope, taken_at) is not None:
                 continue
-            later = sorted(
-                (m for m in moves if _position(m.statement) > taken_at), key=lambda m: _position(m.statement)
-            )
-            if not later:
+            move = objects.move_after(model, scope, taken_at)
+            if move is None:
                 continue
-            move = later[0]
             moved_at = _position(move.statement)
             if _position(optimizer.statement) > moved_at and any(
                 _position(taken) > moved_at for taken in optimizer.taken
@@ -483,9 +479,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         scope = enclosing_function(optimizer.statement)
         taken_at = _position(optimizer.taken[0] if optimizer.taken else optimizer.statement)
         return any(
-            _position(move.statement) < taken_at
-            for model in optimizer.models
-            for move in self.ctx.training_objects.moves_of(model, scope)
+            self.ctx.training_objects.move_before(model, scope, taken_at) is not None for model in optimizer.models
         )
 
     def _prepared_anywhere(self, optimizer: Optimizer) -> bool:
@@ -497,9 +491,8 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         return optimizer.name is not None and any(
             other.name == optimizer.name
             and other.statement is not optimizer.statement
-            and enclosing_function(other.statement) is scope
             and _position(other.statement) > _position(move.statement)
-            for other in self.ctx.training_objects.optimizers
+            for other in self.ctx.training_objects.optimizers_in(scope)
         )
 
     def _fsdp_wrap_after(self, model: str, optimizer: Optimizer) -> Wrap | None:
