@@ -176,3 +176,17 @@ def test_following_calls_is_bounded():
     far = source + "def main():\n    m = Net()\n    o = torch.optim.SGD(m.parameters())\n    step0(m, o)\n"
     assert len(findings(near, "f.py")) == 1
     assert not findings(far, "f.py")
+
+
+def test_moves_under_another_name_or_in_a_wrapper_are_not_xla502s_moves():
+    """`moves` (XLA502's) keeps each model's own name; `all_moves` adds the wrapper's and
+    the renamed ones, which XLA501 asks: `net.tie_weights()` after `net = model.to(dev)`
+    ties the moved model again."""
+    source = (
+        "import torch_xla\n"
+        "from transformers import GPT2LMHeadModel\n"
+        "model = GPT2LMHeadModel(config)\n"
+        "net = model.to(torch_xla.device())\n"
+        "net.tie_weights()\n"
+    )
+    assert not findings_of("XLA502", source, "f.py")

@@ -156,6 +156,8 @@ class Move:
     #: The construction of the wrapper module whose move moves ``model`` with it
     #: (``DiffusionTrainer(model, ...)`` in ``DiffusionTrainer(model, ...).to(dev)``).
     wrapper: ast.Call | None = None
+    #: The move binds the moved model to another name (``self.model = model.to(dev)``).
+    renamed: bool = False
 
 
 @dataclass(frozen=True)
@@ -418,7 +420,16 @@ class TrainingObjects:
     @cached_property
     def moves(self) -> list[Move]:
         """Every move of a named object to the XLA device (a model or not: callers match
-        the names they know to be models)."""
+        the names they know to be models) under its own name: not the moves of a model
+        inside a wrapper, nor under another name (``net = model.to(dev)``), which
+        ``all_moves`` adds."""
+        return [move for move in self.all_moves if move.wrapper is None and not move.renamed]
+
+    @cached_property
+    def all_moves(self) -> list[Move]:
+        """``moves``, and the moves of a model inside a wrapper module that holds it
+        (``Wrapper(model).to(dev)``) or that give it another name (``self.model =
+        model.to(dev)``): what ``moves_of``, ``move_before`` and ``move_after`` ask."""
         found: list[Move] = []
         for call in self.semantic.calls_of("to", ACCELERATE_PREPARE):
             name = method_name(call)
@@ -447,7 +458,7 @@ class TrainingObjects:
         found: list[Move] = []
         if name is not None:
             # `model.to(dev)`, `model = model.to(dev)`, `self.model = model.to(dev)`.
-            found.append(Move(call, statement, name, "to"))
+            found.append(Move(call, statement, name, "to", renamed=target is not None and target != name))
         if target is not None and target != name:
             # `model = Net().to(dev)`: the new model is on the device from the start.
             found.append(Move(call, statement, target, "to"))
@@ -622,7 +633,7 @@ class TrainingObjects:
         model) -> the moves there, with their statements' positions, in source order: a
         move is asked for by position, once per optimizer."""
         found: dict[tuple[int, str], tuple[list[tuple[int, int]], list[Move]]] = {}
-        for move in sorted(self.moves, key=lambda m: _position(m.statement)):
+        for move in sorted(self.all_moves, key=lambda m: _position(m.statement)):
             key = (id(enclosing_function(move.statement)), move.model.split(".", 1)[0])
             positions, moves = found.setdefault(key, ([], []))
             positions.append(_position(move.statement))

@@ -398,7 +398,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
     def finish(self) -> None:
         objects = self.ctx.training_objects
-        if not objects.optimizers or not objects.moves:
+        if not objects.optimizers or not objects.all_moves:
             return
         for optimizer in objects.optimizers:
             found = self._late_move(optimizer)
