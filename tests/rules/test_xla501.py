@@ -13,6 +13,7 @@ from rules.fixture_checks import (
     findings_of,
     fixture_positions,
 )
+from xlalint.analysis.training_objects import CALL_DEPTH
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA501"
 CODE = "XLA501"
@@ -31,6 +32,13 @@ EXPECTED = {
     # name (unsafe: FSDP renames the parameters); no fix with a scheduler in between or
     # a wrap bound to another name.
     "fsdp_wrap": [(12, 11, CODE), (24, 11, CODE), (33, 11, CODE), (42, 11, CODE)],
+    # Issue 28: moved inside a wrapper module that holds the model (a class of the file,
+    # `add_module`, `nn.Sequential`), directly or through the wrapper's name; not for a
+    # wrapper that holds no module it is given, or an optimizer built after the move.
+    "wrapper_move": [(51, 13, CODE), (61, 13, CODE), (69, 13, CODE), (78, 13, CODE), (86, 13, CODE)],
+    # Issue 28: built in one function, moved in another that receives both (the DDP
+    # tutorial's Trainer), or in the caller the helper returns both to; no fix.
+    "cross_function": [(29, 17, CODE), (56, 11, CODE), (68, 17, CODE)],
 }
 
 
@@ -91,3 +99,94 @@ def _after_wrap(source: str) -> str:
 def test_fsdp_fixed_script_keeps_only_the_unfixable_findings():
     fixed = expected_fixed(FIXTURES, "fsdp_wrap", unsafe=True)
     assert [(f.span.line, f.fix) for f in findings(fixed, "f.py")] == [(33, None), (42, None)]
+
+
+def test_a_wrapper_move_goes_above_the_optimizer():
+    """Issue 28 (DDPM): `DiffusionTrainer(net_model, ...).to(device)` moves `net_model`;
+    the fix moves that statement above the optimizer, unsafe across the scheduler."""
+    source = expected_fixed(FIXTURES, "wrapper_move", unsafe=False)
+    ddpm = source[source.index("def ddpm") : source.index("def right_after")]
+    assert ddpm.index("optim = torch.optim.Adam") < ddpm.index("trainer = DiffusionTrainer")
+    fixed = expected_fixed(FIXTURES, "wrapper_move", unsafe=True)
+    ddpm = fixed[fixed.index("def ddpm") : fixed.index("def right_after")]
+    assert ddpm.index("trainer = DiffusionTrainer") < ddpm.index("optim = torch.optim.Adam")
+    # The wrapper built and moved apart (`w = W(model)`, `w.to(dev)`): no fix.
+    assert [(f.span.line, f.fix) for f in findings(fixed, "f.py")] == [(69, None), (86, None)]
+
+
+def test_a_wrapper_read_before_its_move_is_not_moved_up():
+    """The move binds `trainer`: a statement in between that reads the earlier `trainer`
+    would see the new one."""
+    source = (
+        "import torch\n"
+        "import torch_xla\n"
+        "from torch import nn\n"
+        "class Wrapper(nn.Module):\n"
+        "    def __init__(self, model):\n"
+        "        super().__init__()\n"
+        "        self.model = model\n"
+        "def main(trainer):\n"
+        "    model = nn.Linear(2, 2)\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "    print(trainer)\n"
+        "    trainer = Wrapper(model).to(torch_xla.device())\n"
+    )
+    (finding,) = findings(source, "f.py")
+    assert finding.fix is not None and finding.fix.applicability == "unsafe"
+
+
+def test_a_model_moved_under_another_name_is_moved():
+    """`self.model = model.to(dev)` and `net = model.to(dev)` move `model` itself."""
+    source = (
+        "import torch\n"
+        "import torch_xla\n"
+        "model = Net()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "net = model.to(torch_xla.device())\n"
+    )
+    expected = source.replace(
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nnet = model.to(torch_xla.device())\n",
+        "net = model.to(torch_xla.device())\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+    )
+    assert_fixes_to(CODE, source, "f.py", expected, unsafe=False)
+
+
+def test_across_functions_the_message_says_where_and_what_to_do():
+    path = FIXTURES / "cross_function.py"
+    first = findings(path.read_text(), str(path))[0]
+    assert first.fix is None
+    for words in (
+        "in `Trainer.__init__` by `model.to(gpu_id)` (line 12)",
+        "reached through `load_train_objs(...)` (line 48), `Trainer(...)` (line 50)",
+        "build the optimizer after the move, in `Trainer.__init__` from `self.model.parameters()`",
+    ):
+        assert words in first.message
+
+
+def test_following_calls_is_bounded():
+    """A chain of helpers longer than the depth followed is not reported (and each
+    helper is looked at once, however many optimizers reach it)."""
+    helpers = "".join(f"def step{i}(model, opt):\n    step{i + 1}(model, opt)\n" for i in range(CALL_DEPTH + 1))
+    source = (
+        "import torch\nimport torch_xla\n"
+        + helpers
+        + f"def step{CALL_DEPTH + 1}(model, opt):\n    model.to(torch_xla.device())\n"
+    )
+    near = source + "def main():\n    m = Net()\n    o = torch.optim.SGD(m.parameters())\n    step2(m, o)\n"
+    far = source + "def main():\n    m = Net()\n    o = torch.optim.SGD(m.parameters())\n    step0(m, o)\n"
+    assert len(findings(near, "f.py")) == 1
+    assert not findings(far, "f.py")
+
+
+def test_moves_under_another_name_or_in_a_wrapper_are_not_xla502s_moves():
+    """`moves` (XLA502's) keeps each model's own name; `all_moves` adds the wrapper's and
+    the renamed ones, which XLA501 asks: `net.tie_weights()` after `net = model.to(dev)`
+    ties the moved model again."""
+    source = (
+        "import torch_xla\n"
+        "from transformers import GPT2LMHeadModel\n"
+        "model = GPT2LMHeadModel(config)\n"
+        "net = model.to(torch_xla.device())\n"
+        "net.tie_weights()\n"
+    )
+    assert not findings_of("XLA502", source, "f.py")

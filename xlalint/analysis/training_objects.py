@@ -16,7 +16,14 @@ The facts XLA204, XLA501 and XLA502 share (flow-insensitive, one file, as the re
   assigned (``m = m.to(dev)``, ``m = Net().to(dev)``), the device followed through
   variables, ``self.<attr>`` and the arguments of every call of the function; and
   ``accelerator.prepare(m, ...)`` (accelerate moves what it prepares, and on XLA re-points
-  the optimizers prepared in the *same* call at the new parameters);
+  the optimizers prepared in the *same* call at the new parameters). Moving a module
+  moves its submodules: ``Wrapper(model).to(dev)`` (or ``w = Wrapper(model)`` then
+  ``w.to(dev)``) is a move of ``model`` too, when the wrapper holds it (see
+  :meth:`TrainingObjects.held_submodules`), and ``self.model = model.to(dev)`` is a move
+  of ``model``;
+- the moves *in other functions* of a model whose optimizer was built before them: the
+  model and its optimizer followed through the returns and the calls of the module's
+  functions and classes, a few calls deep (:meth:`TrainingObjects.carried_move`);
 - the *tied models*: those built from an HF class that ties its input and output
   embeddings (``*ForCausalLM``, ``*LMHeadModel``, ``*ForMaskedLM``,
   ``*ForConditionalGeneration``, their ``Auto*`` forms), or from a class whose
@@ -34,6 +41,7 @@ Built once per module on first use (``Context.training_objects``).
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,6 +49,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from xlalint.analysis.order import is_optimizer_class
+from xlalint.analysis.reaching import reaching_values
 from xlalint.analysis.semantic import (
     ancestors,
     dotted_name,
@@ -58,6 +67,8 @@ from xlalint.analysis.values import (
     enclosing_scopes,
     is_self_attr,
     parameter_names,
+    passed_argument,
+    walk_scope,
 )
 
 if TYPE_CHECKING:
@@ -87,6 +98,36 @@ HEAD_ARGUMENTS = frozenset({"num_labels", "id2label", "label2id"})
 NOT_BUILT = frozenset({"from_pretrained", "load", "deepcopy", "to", "cuda", "train", "eval", "float", "half"})
 MOVES = frozenset({"to", "cuda"})
 _MAX_DEPTH = 4
+# Bases that make a class of the module an ``nn.Module`` (by qualified name).
+MODULE_BASES = frozenset(
+    {
+        "torch.nn.Module",
+        "torch.nn.modules.module.Module",
+        "lightning.LightningModule",
+        "lightning.pytorch.LightningModule",
+        "pytorch_lightning.LightningModule",
+        "transformers.PreTrainedModel",
+        "transformers.modeling_utils.PreTrainedModel",
+    }
+)
+# torch's module classes that hold the modules given to them positionally (a list's for
+# `ModuleList`): moving the container moves them.
+TORCH_CONTAINERS = frozenset(
+    {
+        "torch.nn.Sequential",
+        "torch.nn.ModuleList",
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.DistributedDataParallel",
+        "torch.nn.parallel.data_parallel.DataParallel",
+    }
+)
+# Methods that register their argument as a submodule.
+ADD_MODULE = frozenset({"add_module", "register_module"})
+# How many calls (or returns) a model and its optimizer are followed across, and how many
+# calls of each function are looked at: a bounded amount of work per optimizer.
+CALL_DEPTH = 3
+CALLS_PER_STEP = 16
 
 
 @dataclass(frozen=True)
@@ -117,6 +158,21 @@ class Move:
     kind: str  # "to" | "prepare"
     #: For ``prepare``: the dotted names of every argument prepared in the same call.
     prepared: tuple[str, ...] = ()
+    #: The construction of the wrapper module whose move moves ``model`` with it
+    #: (``DiffusionTrainer(model, ...)`` in ``DiffusionTrainer(model, ...).to(dev)``).
+    wrapper: ast.Call | None = None
+    #: The move binds the moved model to another name (``self.model = model.to(dev)``).
+    renamed: bool = False
+
+
+@dataclass(frozen=True)
+class CarriedMove:
+    """A move, in another function than the one that built the optimizer, of a model
+    the optimizer holds: the model and the optimizer got there through ``calls`` (each
+    call of a function that received them, or whose return gave them), in order."""
+
+    move: Move
+    calls: tuple[ast.Call, ...]
 
 
 class TrainingObjects:
@@ -128,6 +184,12 @@ class TrainingObjects:
         self.project = project
         self._device_names: dict[tuple[int, str], bool] = {}
         self._held_models: dict[int, list[ast.expr]] = {}
+        self._stored_parameters: dict[int, frozenset[str]] = {}
+        self._module_class_answers: dict[int, bool] = {}
+        self._callee_moves: dict[tuple, CarriedMove | None] = {}
+        self._returns_of: dict[int, list[ast.Return]] = {}
+        self._wrapper_names: dict[tuple[int, str], tuple[list[tuple[str, ast.Call]], bool]] = {}
+        self._values_by_scope: dict[int, dict[str, list[ast.expr]]] = {}
 
     # -- optimizers -------------------------------------------------------------------------
     @cached_property
@@ -233,23 +295,51 @@ class TrainingObjects:
 
     def _receivers_in(self, expr: ast.AST, depth: int, seen: set[int]) -> list[ast.expr]:
         found: list[ast.expr] = []
-        for node in ast.walk(expr):
+        stack = [expr]
+        while stack:
+            node = stack.pop()
             if isinstance(node, ast.Call) and method_name(node) in PARAMETER_METHODS:
+                # Its receiver is the model: what the model's name holds is not followed.
                 found.append(node.func.value)  # type: ignore[attr-defined]
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and depth < _MAX_DEPTH:
+                stack.extend([*node.args, *node.keywords])
+                continue
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and depth < _MAX_DEPTH:
                 if id(node) in seen:
                     continue
                 seen.add(id(node))
-                for value in self._values_of(node):
+                values = self._values_of(node)
+                if len(values) > 1:
+                    # A name assigned many times: the assignments that reach this read.
+                    values = reaching_values(node) or values
+                for value in values:
                     found.extend(self._receivers_in(value, depth + 1, seen))
+            stack.extend(ast.iter_child_nodes(node))
         return found
 
     def _values_of(self, name: ast.Name) -> list[ast.expr]:
         for scope in enclosing_scopes(name):
-            values = list(assigned_values(scope, lambda t, n=name.id: _is_name(t, n), shallow=True))
+            values = self._scope_values(scope).get(name.id)
             if values:
                 return values
         return []
+
+    def _scope_values(self, scope: ast.AST) -> dict[str, list[ast.expr]]:
+        """The values assigned to each plain name of ``scope`` (not in nested functions),
+        found once per scope: many names are looked up in each."""
+        found = self._values_by_scope.get(id(scope))
+        if found is None:
+            found = self._values_by_scope[id(scope)] = {}
+            matched: list[str] = []  # `assigned_values` yields a target's value right after matching it
+
+            def is_name(target: ast.AST) -> bool:
+                if isinstance(target, ast.Name):
+                    matched.append(target.id)
+                    return True
+                return False
+
+            for value in assigned_values(scope, is_name, shallow=True):
+                found.setdefault(matched.pop(), []).append(value)
+        return found
 
     @cached_property
     def _parameter_reads_by_scope(self) -> dict[ast.AST | None, list[ast.Call]]:
@@ -343,7 +433,16 @@ class TrainingObjects:
     @cached_property
     def moves(self) -> list[Move]:
         """Every move of a named object to the XLA device (a model or not: callers match
-        the names they know to be models)."""
+        the names they know to be models) under its own name: not the moves of a model
+        inside a wrapper, nor under another name (``net = model.to(dev)``), which
+        ``all_moves`` adds."""
+        return [move for move in self.all_moves if move.wrapper is None and not move.renamed]
+
+    @cached_property
+    def all_moves(self) -> list[Move]:
+        """``moves``, and the moves of a model inside a wrapper module that holds it
+        (``Wrapper(model).to(dev)``) or that give it another name (``self.model =
+        model.to(dev)``): what ``moves_of``, ``move_before`` and ``move_after`` ask."""
         found: list[Move] = []
         for call in self.semantic.calls_of("to", ACCELERATE_PREPARE):
             name = method_name(call)
@@ -369,12 +468,134 @@ class TrainingObjects:
         receiver = call.func.value  # type: ignore[attr-defined]
         target = _assigned_name(statement, call)
         name = dotted_name(receiver)
-        if name is not None and (target is None or target == name):
-            return [Move(call, statement, name, "to")]
-        if target is not None:
+        found: list[Move] = []
+        if name is not None:
+            # `model.to(dev)`, `model = model.to(dev)`, `self.model = model.to(dev)`.
+            found.append(Move(call, statement, name, "to", renamed=target is not None and target != name))
+        if target is not None and target != name:
             # `model = Net().to(dev)`: the new model is on the device from the start.
-            return [Move(call, statement, target, "to")]
-        return []
+            found.append(Move(call, statement, target, "to"))
+        for held, wrapper in self._held_by_receiver(receiver):
+            found.append(Move(call, statement, held, "to", wrapper=wrapper))
+        return found
+
+    def _held_by_receiver(self, receiver: ast.expr) -> list[tuple[str, ast.Call]]:
+        """The submodules a moved module holds, with the wrapper construction that gave
+        them: ``Wrapper(model)`` itself, or a name whose every value is one holding the
+        same model (``w = Wrapper(model)`` ... ``w.to(dev)``), else every value reaching
+        the move is."""
+        if isinstance(receiver, ast.Call):
+            return [(held, receiver) for held in self.held_submodules(receiver)]
+        if not isinstance(receiver, ast.Name):
+            return []
+        key = (id(enclosing_function(receiver)), receiver.id)
+        known = self._wrapper_names.get(key)
+        if known is None:
+            # Once per name and scope: most moves are of names no wrapper is assigned to.
+            values = self._values_of(receiver)
+            held_by_all = self._held_by_all(values)
+            known = self._wrapper_names[key] = (held_by_all, not held_by_all and self._held_by_any(values))
+        held_by_all, some = known
+        if held_by_all or not some:
+            return held_by_all
+        return self._held_by_all(reaching_values(receiver) or [])
+
+    def _held_by_all(self, values: list[ast.expr]) -> list[tuple[str, ast.Call]]:
+        """The submodules every one of ``values`` (wrapper constructions, possibly moved)
+        holds, with the first construction that holds each."""
+        common: dict[str, ast.Call] | None = None
+        for value in values:
+            built = _unmoved(value)
+            held = {name: built for name in self.held_submodules(built)} if isinstance(built, ast.Call) else {}
+            common = held if common is None else {name: common[name] for name in common if name in held}
+            if not common:
+                return []
+        return sorted((common or {}).items())
+
+    def _held_by_any(self, values: list[ast.expr]) -> bool:
+        return any(isinstance(v := _unmoved(value), ast.Call) and self.held_submodules(v) for value in values)
+
+    def held_submodules(self, call: ast.Call) -> list[str]:
+        """The dotted names of the modules that the module ``call`` builds holds as
+        submodules, so that moving it moves them: the arguments a class of this module
+        (an ``nn.Module``) stores as attributes in its ``__init__`` (``self.model =
+        model``, ``self.add_module("m", model)``), and the positional arguments (a list's
+        items for ``ModuleList``) of torch's containers and data-parallel wrappers
+        (``nn.Sequential(model, head)``, ``nn.DataParallel(model)``). Other imported
+        classes are not known to hold what they are given."""
+        qualified = self.semantic.call_name(call)
+        if qualified in TORCH_CONTAINERS:
+            given = [
+                item
+                for argument in call.args
+                for item in (argument.elts if isinstance(argument, (ast.List, ast.Tuple)) else [argument])
+            ]
+            return [name for name in (dotted_name(a) for a in given) if name]
+        cls = self._module_class_of(call.func) if qualified is None else None
+        if cls is None or not self._is_module_class(cls, 0):
+            return []
+        init = _method(cls, "__init__")
+        if init is None:
+            return []
+        found = []
+        for parameter in sorted(self._parameters_stored(init)):
+            argument = passed_argument(call, init, parameter)
+            name = dotted_name(argument) if argument is not None else None
+            if name:
+                found.append(name)
+        return found
+
+    @cached_property
+    def _module_classes(self) -> dict[str, ast.ClassDef]:
+        return {stmt.name: stmt for stmt in self.semantic.tree.body if isinstance(stmt, ast.ClassDef)}
+
+    def _module_class_of(self, func: ast.expr) -> ast.ClassDef | None:
+        return self._module_classes.get(func.id) if isinstance(func, ast.Name) else None
+
+    def _is_module_class(self, cls: ast.ClassDef, depth: int) -> bool:
+        """``cls`` derives from ``nn.Module`` (directly, or through classes of the module)."""
+        known = self._module_class_answers.get(id(cls))
+        if known is None:
+            self._module_class_answers[id(cls)] = False  # a cycle of bases is not a module
+            known = depth <= _MAX_DEPTH and any(
+                self.semantic.qualified_name(base) in MODULE_BASES
+                or (
+                    (base_class := self._module_class_of(base)) is not None
+                    and self._is_module_class(base_class, depth + 1)
+                )
+                for base in cls.bases
+            )
+            self._module_class_answers[id(cls)] = known
+        return known
+
+    def _parameters_stored(self, init: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+        """The parameters of ``__init__`` it stores as attributes of ``self``."""
+        known = self._stored_parameters.get(id(init))
+        if known is not None:
+            return known
+        positional = [a.arg for a in (*init.args.posonlyargs, *init.args.args)]
+        me = positional[0] if positional else None
+        parameters = parameter_names(init) - {me}
+        stored: set[str] = set()
+        for node in walk_scope(init, shallow=True):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in parameters:
+                if any(
+                    isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == me
+                    for t in node.targets
+                ):
+                    stored.add(node.value.id)
+            elif (
+                isinstance(node, ast.Call)
+                and method_name(node) in ADD_MODULE
+                and isinstance(node.func.value, ast.Name)  # type: ignore[attr-defined]
+                and node.func.value.id == me  # type: ignore[attr-defined]
+                and len(node.args) == 2
+                and isinstance(node.args[1], ast.Name)
+                and node.args[1].id in parameters
+            ):
+                stored.add(node.args[1].id)
+        known = self._stored_parameters[id(init)] = frozenset(stored)
+        return known
 
     def _prepare_move(self, call: ast.Call) -> list[Move]:
         """``accelerator.prepare(model, opt, ...)`` on an ``accelerate.Accelerator``."""
@@ -401,8 +622,209 @@ class TrainingObjects:
 
     def moves_of(self, model: str, scope: ast.AST | None) -> list[Move]:
         """The moves in ``scope`` (a function, or None: module level) of ``model``, of what
-        it is part of, or of a part of it."""
-        return [m for m in self.moves if enclosing_function(m.statement) is scope and same_object_tree(model, m.model)]
+        it is part of, or of a part of it, in source order."""
+        _, moves = self._moves_by_root.get((id(scope), model.split(".", 1)[0]), ((), []))
+        return [m for m in moves if same_object_tree(model, m.model)]
+
+    def move_before(self, model: str, scope: ast.AST | None, at: tuple[int, int]) -> Move | None:
+        """The last move of ``model`` (as in ``moves_of``) in ``scope`` whose statement
+        starts before ``at``."""
+        positions, moves = self._moves_by_root.get((id(scope), model.split(".", 1)[0]), ((), []))
+        index = bisect.bisect_left(positions, at)
+        return next((m for m in reversed(moves[:index]) if same_object_tree(model, m.model)), None)
+
+    def move_after(self, model: str, scope: ast.AST | None, at: tuple[int, int]) -> Move | None:
+        """The first move of ``model`` (as in ``moves_of``) in ``scope`` whose statement
+        starts after ``at``."""
+        positions, moves = self._moves_by_root.get((id(scope), model.split(".", 1)[0]), ((), []))
+        index = bisect.bisect_right(positions, at)
+        return next((m for m in moves[index:] if same_object_tree(model, m.model)), None)
+
+    @cached_property
+    def _moves_by_root(self) -> dict[tuple[int, str], tuple[list[tuple[int, int]], list[Move]]]:
+        """(id of the function, or of None at module level; the first name of the moved
+        model) -> the moves there, with their statements' positions, in source order: a
+        move is asked for by position, once per optimizer."""
+        found: dict[tuple[int, str], tuple[list[tuple[int, int]], list[Move]]] = {}
+        for move in sorted(self.all_moves, key=lambda m: _position(m.statement)):
+            key = (id(enclosing_function(move.statement)), move.model.split(".", 1)[0])
+            positions, moves = found.setdefault(key, ([], []))
+            positions.append(_position(move.statement))
+            moves.append(move)
+        return found
+
+    # -- across functions -------------------------------------------------------------------
+    def carried_move(self, optimizer: Optimizer) -> CarriedMove | None:
+        """The first move, in another function, of a model ``optimizer`` holds, that the
+        model reaches together with the optimizer after it is built: returned with it
+        (``model, opt = load_train_objs()`` then ``model.to(dev)``), or passed with it to
+        a function or class of the module that moves the model (``Trainer(model, opt)``
+        whose ``__init__`` does ``self.model = model.to(dev)``), and in that function
+        no optimizer is built again after the move. At most ``CALL_DEPTH`` calls away."""
+        scope = enclosing_function(optimizer.statement)
+        optimizers = {optimizer.name} if optimizer.name else set()
+        return self._carried_from(scope, _end(optimizer.statement), set(optimizer.models), optimizers, 0, ())
+
+    def _carried_from(
+        self,
+        scope: ast.AST | None,
+        end: tuple[int, int],
+        models: set[str],
+        optimizers: set[str],
+        depth: int,
+        calls: tuple[ast.Call, ...],
+        returns: bool = True,
+    ) -> CarriedMove | None:
+        """What ``scope`` does, after ``end``, with ``models`` and ``optimizers`` (names
+        it holds there): moves them itself (not at depth 0: that is the rule's own
+        question), passes both to a function that does, or (``returns``) returns both to
+        the callers. A function entered through a call returns to that call only, which
+        is not followed."""
+        if depth > 0 and optimizers:
+            for model in sorted(models):
+                move = self.move_after(model, scope, end)
+                if move is not None and not self._built_again(move, scope):
+                    return CarriedMove(move, calls)
+        if depth >= CALL_DEPTH:
+            return None
+        for call in self._calls_passing(scope, models, end):
+            found = self._moves_in_callee(call, models, optimizers, depth + 1)
+            if found is not None:
+                return CarriedMove(found.move, (*calls, call, *found.calls))
+        if returns and isinstance(scope, FUNCTIONS):
+            for site, returned_models, returned_optimizers in self._returned_to(scope, models, optimizers, end):
+                statement = enclosing_statement(site)
+                if statement is None:
+                    continue
+                found = self._carried_from(
+                    enclosing_function(site), _end(statement), returned_models, returned_optimizers, depth + 1, ()
+                )
+                if found is not None:
+                    return CarriedMove(found.move, (*calls, site, *found.calls))
+        return None
+
+    def _moves_in_callee(
+        self, call: ast.Call, models: set[str], optimizers: set[str], depth: int
+    ) -> CarriedMove | None:
+        """A move in the function ``call`` calls (or deeper) of a model it is passed,
+        when the optimizer is passed with it. Kept per callee and what it receives."""
+        function = self._callee(call)
+        if function is None:
+            return None
+        received_models = _receiving(call, function, models)
+        received_optimizers = _receiving(call, function, optimizers)
+        if not received_models or not received_optimizers:
+            return None
+        key = (id(function), frozenset(received_models), frozenset(received_optimizers), depth)
+        if key not in self._callee_moves:
+            self._callee_moves[key] = None  # a recursive call finds nothing more
+            self._callee_moves[key] = self._carried_from(
+                function, _position(function), received_models, received_optimizers, depth, (), returns=False
+            )
+        return self._callee_moves[key]
+
+    def _built_again(self, move: Move, scope: ast.AST | None) -> bool:
+        """An optimizer is built in ``scope`` after ``move`` from the moved model (or the
+        name the move binds it to: ``self.model = model.to(dev)``)."""
+        names = {move.model}
+        target = _assigned_name(move.statement, move.call)
+        if target:
+            names.add(target)
+        at = _position(move.statement)
+        return any(
+            _position(other.statement) > at
+            and any(same_object_tree(name, held) for name in names for held in other.models)
+            for other in self.optimizers_in(scope)
+        )
+
+    def optimizers_in(self, scope: ast.AST | None) -> list[Optimizer]:
+        """The optimizers built in ``scope`` (a function, or None: module level)."""
+        return self._optimizers_by_scope.get(id(scope), [])
+
+    @cached_property
+    def _optimizers_by_scope(self) -> dict[int, list[Optimizer]]:
+        found: dict[int, list[Optimizer]] = {}
+        for optimizer in self.optimizers:
+            found.setdefault(id(enclosing_function(optimizer.statement)), []).append(optimizer)
+        return found
+
+    @cached_property
+    def _passing_calls(self) -> dict[tuple[int, str], tuple[list[tuple[int, int]], list[ast.Call]]]:
+        """(id of the function, or of None at module level; a dotted name) -> the calls
+        of the module's functions and classes there given that name as an argument, with
+        their positions, in source order."""
+        found: dict[tuple[int, str], tuple[list[tuple[int, int]], list[ast.Call]]] = {}
+        for call in sorted(self.semantic.calls, key=_position):
+            arguments = [*call.args, *(k.value for k in call.keywords)]
+            names = {dotted_name(a) for a in arguments if isinstance(a, (ast.Name, ast.Attribute))}
+            names.discard(None)
+            if names and self._callee(call) is not None:
+                scope = id(enclosing_function(call))
+                for name in names:
+                    positions, calls = found.setdefault((scope, name), ([], []))  # type: ignore[arg-type]
+                    positions.append(_position(call))
+                    calls.append(call)
+        return found
+
+    def _calls_passing(self, scope: ast.AST | None, names: set[str], end: tuple[int, int]) -> list[ast.Call]:
+        """The first ``CALLS_PER_STEP`` calls of the module's functions and classes in
+        ``scope`` after ``end`` that are given one of ``names``."""
+        found: list[ast.Call] = []
+        for name in sorted(names):
+            positions, calls = self._passing_calls.get((id(scope), name), ([], []))
+            start = bisect.bisect_right(positions, end)
+            found.extend(calls[start : start + CALLS_PER_STEP])
+        return sorted(found, key=_position)[:CALLS_PER_STEP]
+
+    def _returns(self, function: ast.AST) -> list[ast.Return]:
+        """The ``return <value>`` statements of ``function`` (not of nested ones)."""
+        found = self._returns_of.get(id(function))
+        if found is None:
+            found = self._returns_of[id(function)] = [
+                node for node in walk_scope(function, shallow=True) if isinstance(node, ast.Return) and node.value
+            ]
+        return found
+
+    def _callee(self, call: ast.Call) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The function of the module a call runs: ``f(...)`` (a module-level function),
+        ``Cls(...)`` (the ``__init__`` of a module-level class), ``self.m(...)`` (a
+        method of the enclosing class)."""
+        func = call.func
+        if isinstance(func, ast.Name):
+            function = self.semantic.module_functions.get(func.id)
+            if function is not None:
+                return function
+            cls = self._module_classes.get(func.id)
+            return _method(cls, "__init__") if cls is not None else None
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            cls = enclosing(call, ast.ClassDef)
+            return _method(cls, func.attr) if cls is not None else None  # type: ignore[arg-type]
+        return None
+
+    def _returned_to(
+        self, function: ast.AST, models: set[str], optimizers: set[str], end: tuple[int, int]
+    ) -> Iterator[tuple[ast.Call, set[str], set[str]]]:
+        """For the first ``CALLS_PER_STEP`` calls of ``function`` whose value is
+        unpacked into names, the names that receive ``models`` and ``optimizers`` from a
+        ``return`` after ``end`` (``return model, optimizer``;
+        ``model, optimizer = load_train_objs()``), when both are returned."""
+        model_positions: set[int | None] = set()
+        optimizer_positions: set[int | None] = set()
+        for node in self._returns(function):
+            if _position(node) > end:
+                model_positions |= _returned_positions(node.value, models)
+                optimizer_positions |= _returned_positions(node.value, optimizers)
+        if not model_positions or not optimizer_positions:
+            return
+        for site in list(call_sites(function, self.semantic))[:CALLS_PER_STEP]:  # type: ignore[arg-type]
+            statement = enclosing_statement(site)
+            if not isinstance(statement, ast.Assign) or statement.value is not site or len(statement.targets) != 1:
+                continue
+            target = statement.targets[0]
+            received_models = _unpacked(target, model_positions)
+            received_optimizers = _unpacked(target, optimizer_positions)
+            if received_models and received_optimizers:
+                yield site, received_models, received_optimizers
 
     # -- building models ----------------------------------------------------------------------
     def build_of(self, name: str, use: ast.AST) -> tuple[ast.stmt, ast.expr] | None:
@@ -691,6 +1113,60 @@ def _argument(call: ast.Call, parameter: str, positional: list[str]) -> ast.expr
         if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
             value = call.args[index]
     return value
+
+
+def _position(node: ast.AST) -> tuple[int, int]:
+    return node.lineno, node.col_offset  # type: ignore[attr-defined]
+
+
+def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    return next((stmt for stmt in cls.body if isinstance(stmt, FUNCTIONS) and stmt.name == name), None)
+
+
+def _unmoved(value: ast.expr) -> ast.expr:
+    """``Wrapper(model)`` for ``Wrapper(model).to(dev)``."""
+    while isinstance(value, ast.Call) and method_name(value) in MOVES:
+        value = value.func.value  # type: ignore[attr-defined]
+    return value
+
+
+def _end(node: ast.AST) -> tuple[int, int]:
+    return node.end_lineno or node.lineno, node.end_col_offset or 0  # type: ignore[attr-defined]
+
+
+def _receiving(call: ast.Call, function: ast.FunctionDef | ast.AsyncFunctionDef, names: set[str]) -> set[str]:
+    """The parameters of ``function`` that ``call`` passes one of ``names``."""
+    positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    if positional and positional[0] in ("self", "cls") and enclosing(function, ast.ClassDef) is not None:
+        positional = positional[1:]
+    return {
+        parameter
+        for parameter in (*positional, *(a.arg for a in function.args.kwonlyargs))
+        if (argument := passed_argument(call, function, parameter)) is not None and dotted_name(argument) in names
+    }
+
+
+def _returned_positions(value: ast.expr, names: set[str]) -> set[int | None]:
+    """Where a returned value holds one of ``names``: None for the whole value, the index
+    for an item of a returned tuple."""
+    if dotted_name(value) in names:
+        return {None}
+    if isinstance(value, ast.Tuple) and not any(isinstance(item, ast.Starred) for item in value.elts):
+        return {index for index, item in enumerate(value.elts) if dotted_name(item) in names}
+    return set()
+
+
+def _unpacked(target: ast.expr, positions: set[int | None]) -> set[str]:
+    """The names an assignment target binds to the returned value's ``positions``."""
+    if None in positions and isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)) and not any(isinstance(t, ast.Starred) for t in target.elts):
+        return {
+            name
+            for index, item in enumerate(target.elts)
+            if index in positions and (name := dotted_name(item)) is not None
+        }
+    return set()
 
 
 def _assigned_name(statement: ast.stmt, value: ast.expr) -> str | None:

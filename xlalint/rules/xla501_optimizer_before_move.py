@@ -13,7 +13,8 @@ import ast
 
 from xlalint.analysis.parallelism import XLA_FSDP_KINDS, Wrap
 from xlalint.analysis.semantic import dotted_name, enclosing_function, enclosing_statement, method_name, parent
-from xlalint.analysis.training_objects import Move, Optimizer, same_object_tree
+from xlalint.analysis.training_objects import CarriedMove, Move, Optimizer, same_object_tree
+from xlalint.analysis.values import enclosing
 from xlalint.engine.rule import Invalid, Rule, Valid
 from xlalint.model import MoveStatement
 
@@ -52,9 +53,27 @@ An optimizer (`torch.optim.*`, HF `AdamW`/`Adafactor`, any import, also through
 `model.named_parameters()`, parameter groups built from them, a variable holding them,
 a same-file helper given the model), built (or its parameters taken: `groups = [...]`
 before the move, `AdamW(groups)` after it) before `model.to(<XLA device>)`,
-`model = model.to(...)` or `accelerator.prepare(model)` in the same function (or both at
-module level). The device is followed through variables, `self.<attr>` and the
-arguments of the function. Not flagged: a model already moved before its parameters are
+`model = model.to(...)`, `net = model.to(...)` or `accelerator.prepare(model)` in the
+same function (or both at module level). The device is followed through variables,
+`self.<attr>` and the arguments of the function.
+
+Moving a module moves its submodules: `Wrapper(model).to(device)` (and `w =
+Wrapper(model)` ... `w.to(device)`) is a move of `model` when the wrapper holds it: a
+class of the file derived from `nn.Module` whose `__init__` stores the argument as an
+attribute (`self.model = model`, `self.add_module("m", model)`), or torch's containers
+and data-parallel wrappers given it positionally (`nn.Sequential(model, head)`,
+`nn.ModuleList([model])`, `nn.DataParallel(model)`). Other imported classes are not
+assumed to hold what they are given, nor is a class that keeps a copy or a number read
+from it (the DDPM pattern: `trainer = GaussianDiffusionTrainer(net_model, ...).to(device)`
+after `optim = Adam(net_model.parameters())`, measured: the loss stays flat).
+
+The model and its optimizer are also followed across the file's functions, up to three
+calls away: returned together (`train_set, model, optimizer = load_train_objs()`, then
+moved by the caller) or passed together to a function or class of the file that moves
+the model (the DDP tutorial's `Trainer(model, train_data, optimizer, ...)` whose
+`__init__` does `self.model = model.to(gpu_id)`), unless that function builds an
+optimizer again after the move. A model passed without its optimizer is not followed.
+Not flagged: a model already moved before its parameters are
 taken, an optimizer built again after the move, an optimizer passed to the same
 `accelerator.prepare(...)` call as its model (accelerate re-points it at the moved
 parameters), a move to a device that is not known to be XLA.
@@ -71,6 +90,13 @@ When the move reads a name assigned between them (`device = torch_xla.device()` 
 the optimizer), those statements move down, in their order, right after the move instead
 (safe, when nothing between them and the move reads what they assign, and they read
 nothing assigned there). No fix when they are in different blocks or functions.
+
+A wrapper's move (`trainer = Wrapper(model).to(device)`) goes up the same way; it runs
+the wrapper's `__init__` earlier, so the fix is safe only when nothing but the
+statements that take the parameters lies between. Across functions there is no fix: the
+message says where the optimizer is built, where the model is moved and through which
+calls, and to build the optimizer after the move (in `Trainer.__init__`, from
+`self.model.parameters()`).
 
 When torch_xla's FSDP wraps the model after the optimizer is built, the wrap moves (and
 shards) the model too, so the optimizer is built after the wrap, from the wrapped model:
@@ -157,6 +183,36 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
             model = model.to(torch_xla.device())
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            """
+        ),
+        # The wrapper keeps a copy of the model, not the model: moving it moves the copy.
+        Valid(
+            """
+            import copy
+            import torch
+            import torch_xla
+            from torch import nn
+            class Ema(nn.Module):
+                def __init__(self, model):
+                    super().__init__()
+                    self.model = copy.deepcopy(model)
+            model = Net()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            ema = Ema(model).to(torch_xla.device())
+            """
+        ),
+        # Passed to a class that builds its own optimizer after the move.
+        Valid(
+            """
+            import torch
+            import torch_xla
+            class Trainer:
+                def __init__(self, model, optimizer):
+                    self.model = model.to(torch_xla.device())
+                    self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.1)
+            model = Net()
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            trainer = Trainer(model, optimizer)
             """
         ),
     ]
@@ -288,19 +344,74 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             """,
             count=1,
         ),
+        # A wrapper module that holds the model: moving it moves the model (issue 28, DDPM).
+        Invalid(
+            """
+            import torch
+            import torch_xla
+            from torch import nn
+            class DiffusionTrainer(nn.Module):
+                def __init__(self, model, T):
+                    super().__init__()
+                    self.model = model
+                    self.T = T
+            net_model = Net()
+            optim = torch.optim.Adam(net_model.parameters(), lr=2e-4)
+            trainer = DiffusionTrainer(net_model, 1000).to(torch_xla.device())
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+            from torch import nn
+            class DiffusionTrainer(nn.Module):
+                def __init__(self, model, T):
+                    super().__init__()
+                    self.model = model
+                    self.T = T
+            net_model = Net()
+            trainer = DiffusionTrainer(net_model, 1000).to(torch_xla.device())
+            optim = torch.optim.Adam(net_model.parameters(), lr=2e-4)
+            """,
+            count=1,
+        ),
+        # Built in one function, moved in the class the caller gives both to: no fix.
+        Invalid(
+            """
+            import torch
+            import torch_xla
+            class Trainer:
+                def __init__(self, model, optimizer, device):
+                    self.model = model.to(device)
+                    self.optimizer = optimizer
+            def load_train_objs():
+                model = Net()
+                optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+                return model, optimizer
+            def main():
+                model, optimizer = load_train_objs()
+                trainer = Trainer(model, optimizer, torch_xla.device())
+            """,
+            unsafe_fixed=None,
+            count=1,
+        ),
     ]
 
     def finish(self) -> None:
         objects = self.ctx.training_objects
-        if not objects.optimizers or not objects.moves:
+        if not objects.optimizers or not objects.all_moves:
             return
         for optimizer in objects.optimizers:
             found = self._late_move(optimizer)
             if found is None:
+                carried = None if self._moved_before(optimizer) else objects.carried_move(optimizer)
+                if carried is not None:
+                    self.report(optimizer.call, self._carried_message(optimizer, carried))
                 continue
             model, move = found
             line = move.statement.lineno
             where = f"`{self.ctx.source_of(move.call)}` (line {line})"
+            if move.wrapper is not None:
+                where += f", which moves `{model}` with the module that holds it"
             if _position(optimizer.statement) > _position(move.statement):
                 built = f"from `{model}`'s parameters taken at line {optimizer.taken[0].lineno}, before {where}"
             else:
@@ -320,6 +431,21 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
                 fix = self._fix(optimizer, model, move)
             self.report(optimizer.call, message, fix=fix)
 
+    def _carried_message(self, optimizer: Optimizer, carried: CarriedMove) -> str:
+        """Where the optimizer is built, where the move is and how the model got there,
+        and what to do: no text moves a statement across functions safely."""
+        move = carried.move
+        function = _function_name(move.statement)
+        through = ", ".join(f"`{_callee_text(self.ctx.source_of(c))}` (line {c.lineno})" for c in carried.calls)
+        moved = _assigned_target(move.statement) or move.model
+        return (
+            f"`{optimizer.name or 'this optimizer'}` is built from the parameters of `{', '.join(optimizer.models)}`, "
+            f"which is moved to the XLA device later, in {function} by `{self.ctx.source_of(move.call)}` "
+            f"(line {move.statement.lineno}), reached through {through}: the move makes new parameters on the XLA "
+            "device, the optimizer steps the old CPU ones, and the model never trains; build the optimizer after "
+            f"the move, in {function} from `{moved}.parameters()`"
+        )
+
     # -- what is flagged -------------------------------------------------------------------
     def _late_move(self, optimizer: Optimizer) -> tuple[str, Move] | None:
         """(model, its first move to the XLA device after the optimizer's parameters are
@@ -329,15 +455,11 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         scope = enclosing_function(optimizer.statement)
         taken_at = _position(optimizer.taken[0] if optimizer.taken else optimizer.statement)
         for model in optimizer.models:
-            moves = objects.moves_of(model, scope)
-            if any(_position(m.statement) < taken_at for m in moves):
+            if objects.move_before(model, scope, taken_at) is not None:
                 continue
-            later = sorted(
-                (m for m in moves if _position(m.statement) > taken_at), key=lambda m: _position(m.statement)
-            )
-            if not later:
+            move = objects.move_after(model, scope, taken_at)
+            if move is None:
                 continue
-            move = later[0]
             moved_at = _position(move.statement)
             if _position(optimizer.statement) > moved_at and any(
                 _position(taken) > moved_at for taken in optimizer.taken
@@ -352,6 +474,14 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             return model, move
         return None
 
+    def _moved_before(self, optimizer: Optimizer) -> bool:
+        """A model the optimizer holds is on the device before its parameters are taken."""
+        scope = enclosing_function(optimizer.statement)
+        taken_at = _position(optimizer.taken[0] if optimizer.taken else optimizer.statement)
+        return any(
+            self.ctx.training_objects.move_before(model, scope, taken_at) is not None for model in optimizer.models
+        )
+
     def _prepared_anywhere(self, optimizer: Optimizer) -> bool:
         return optimizer.name is not None and any(
             m.kind == "prepare" and optimizer.name in m.prepared for m in self.ctx.training_objects.moves
@@ -361,9 +491,8 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         return optimizer.name is not None and any(
             other.name == optimizer.name
             and other.statement is not optimizer.statement
-            and enclosing_function(other.statement) is scope
             and _position(other.statement) > _position(move.statement)
-            for other in self.ctx.training_objects.optimizers
+            for other in self.ctx.training_objects.optimizers_in(scope)
         )
 
     def _fsdp_wrap_after(self, model: str, optimizer: Optimizer) -> Wrap | None:
@@ -390,7 +519,12 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         takers, between = found
         uses = {optimizer.name} if optimizer.name else set()
         uses |= set(optimizer.models)
-        used = _reads_any(between, uses)
+        # What the move binds (`trainer = Wrapper(model).to(dev)`): read in between, it
+        # was another value there.
+        uses |= _paths_bound([move.statement])
+        # A wrapper's construction runs the user's `__init__` earlier: only across the
+        # statements that take the parameters is that known to change nothing.
+        used = _reads_any(between, uses) or (move.wrapper is not None and bool(between))
         if not _reads_any([move.statement], _paths_bound([*takers, *between])):
             return self.fix(
                 "unsafe" if used else "safe",
@@ -510,6 +644,27 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
 def _position(node: ast.AST) -> tuple[int, int]:
     return node.lineno, node.col_offset  # type: ignore[attr-defined]
+
+
+def _function_name(node: ast.AST) -> str:
+    """``Trainer.__init__``, ``main``, or "the module's code"."""
+    function = enclosing_function(node)
+    if function is None:
+        return "the module's code"
+    cls = enclosing(function, ast.ClassDef)
+    return f"`{cls.name}.{function.name}`" if cls is not None else f"`{function.name}`"  # type: ignore[attr-defined]
+
+
+def _callee_text(source: str) -> str:
+    """A call as a name: ``Trainer(...)``."""
+    head, paren, _ = source.partition("(")
+    return f"{head}(...)" if paren else source
+
+
+def _assigned_target(statement: ast.stmt) -> str | None:
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        return dotted_name(statement.targets[0])
+    return None
 
 
 def _top_statement(statement: ast.stmt, owner: ast.AST | None) -> ast.stmt | None:
