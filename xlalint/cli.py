@@ -129,6 +129,15 @@ Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print findings only:
 UnsafeFixes = Annotated[
     bool, typer.Option("--unsafe-fixes", help="Also apply (or offer) fixes that may change behaviour.", metavar="")
 ]
+FollowImports = Annotated[
+    bool | None,
+    typer.Option(
+        "--follow-imports/--no-follow-imports",
+        help="Also check (and fix) the local modules the files import "
+        "(default: on; overrides `follow-imports` in the config).",
+        show_default=False,
+    ),
+]
 ForceExclude = Annotated[
     bool,
     typer.Option(
@@ -198,6 +207,7 @@ def _run(
     quiet: bool,
     force_exclude: bool,
     add_noqa: bool = False,
+    follow_imports: bool | None = None,
 ) -> None:
     paths = paths or []
     use_stdin = paths == ["-"] or (stdin_filename is not None and not paths)
@@ -225,6 +235,7 @@ def _run(
                     no_cache=no_cache,
                     force_exclude=force_exclude,
                     add_noqa=add_noqa,
+                    follow_imports=follow_imports,
                 )
     except ConfigError as exc:
         if use_stdin and fix and not diff:
@@ -303,6 +314,9 @@ def _run(
                 ),
                 file=out,
             )
+            followed = sum(r.followed for r in reports)
+            if followed:
+                print(f"{followed} imported local module{'s' if followed != 1 else ''} checked too", file=out)
     for report in reports:
         if report.error:
             typer.echo(f"xlalint: error: {report.path}: {report.error}", err=True)
@@ -328,7 +342,16 @@ def _is_terminal(stream) -> bool:
 
 
 def _file_reports(
-    invocation: Invocation, paths: list[str], *, fix, unsafe, write, no_cache, force_exclude, add_noqa=False
+    invocation: Invocation,
+    paths: list[str],
+    *,
+    fix,
+    unsafe,
+    write,
+    no_cache,
+    force_exclude,
+    add_noqa=False,
+    follow_imports: bool | None = None,
 ) -> list[FileReport]:
     from xlalint.linter.cache import FOLDER_NAME as CACHE_FOLDER
     from xlalint.linter.cache import project_root
@@ -356,11 +379,21 @@ def _file_reports(
                 write=write,
                 cache_dir=cache_dir,
                 add_noqa=add_noqa and fixing,
+                # `--add-noqa` edits only the files it is given.
+                follow=(settings.follow_imports if follow_imports is None else follow_imports) and not add_noqa,
             )
         )
     reports = process_all(jobs)
     for index, reason in not_written.items():
         reports[index].not_written = reason
+    if any(job.follow for job in jobs):
+        from xlalint.linter.follow import cap_warning
+        from xlalint.linter.follow import follow_imports as follow
+
+        followed = follow(jobs, reports, invocation.settings)
+        if cap_warning(followed):
+            typer.echo(f"warning: {cap_warning(followed)}", err=True)
+        reports += followed.reports
     # A folder that could not be read is reported as a file that could not be (XLA000, exit 2).
     return reports + [
         FileReport(str(folder), [error_finding(str(folder), f"cannot read the folder: {reason}")])
@@ -455,6 +488,7 @@ def check(
     quiet: Quiet = False,
     unsafe_fixes: UnsafeFixes = False,
     force_exclude: ForceExclude = False,
+    follow_imports: FollowImports = None,
     fix: Annotated[bool, typer.Option("--fix", help="Apply fixes (same as `xlalint fix`).", metavar="")] = False,
     add_noqa: Annotated[
         bool,
@@ -482,6 +516,7 @@ def check(
         output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
         stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
         quiet=quiet, force_exclude=force_exclude, add_noqa=add_noqa,
+        follow_imports=follow_imports,
     )  # fmt: skip
 
 
@@ -550,6 +585,7 @@ def fix_command(
     no_cache: NoCache = False,
     quiet: Quiet = False,
     force_exclude: ForceExclude = False,
+    follow_imports: FollowImports = None,
 ) -> None:
     """Apply fixes in place (safe ones; --unsafe-fixes adds the rest), then report what remains."""
     _run(
@@ -557,6 +593,7 @@ def fix_command(
         output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
         stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
         quiet=quiet, force_exclude=force_exclude,
+        follow_imports=follow_imports,
     )  # fmt: skip
 
 

@@ -19,6 +19,8 @@ DEFAULT_TARGET = (2, 9)
 # Real config files are a few KiB; parsing and checking one of 18 MB took 23 s and 470 MB.
 CONFIG_MAX_BYTES = 1024 * 1024
 KNOWN_KEYS = {"select", "ignore", "extend-select", "exclude", "per-file-ignores", "target-version", "rules"}
+# `follow-imports`: whether `check`/`fix` also check the local modules a checked file imports.
+KNOWN_KEYS.add("follow-imports")
 
 # Folders never walked into (as ruff's default `exclude`).
 DEFAULT_EXCLUDE = (
@@ -72,6 +74,9 @@ class Settings:
     #: Later selections (the command line's) as ``(select or None, extend_select, ignore)``,
     #: applied on top of the file's, as ruff does.
     overrides: tuple[tuple[tuple[str, ...] | None, tuple[str, ...], tuple[str, ...]], ...] = ()
+    #: ``follow-imports``: `check`/`fix` also check (and fix) the local modules the
+    #: checked files import (``linter/follow.py``).
+    follow_imports: bool = True
 
     # -- which rules run -------------------------------------------------------------
     def enabled_codes(self, all_codes: Iterable[str], path: str | None = None) -> set[str]:
@@ -246,6 +251,9 @@ def settings_from_table(
     for code, options in rules.items():
         if not isinstance(options, dict):
             raise ConfigError(f"{source}: `rules.{code}` must be a table of options, got {_kind(options)}")
+    follow_imports = table.get("follow-imports", True)
+    if not isinstance(follow_imports, bool):
+        raise ConfigError(f"{source}: `follow-imports` must be true or false, got {_kind(follow_imports)}")
     settings = Settings(
         # `select = []` selects nothing (as in ruff); only a missing `select` means ALL.
         select=codes("select", table["select"]) if "select" in table else ("ALL",),
@@ -254,6 +262,7 @@ def settings_from_table(
         exclude=codes("exclude", table.get("exclude", [])),
         per_file_ignores=per_file_ignores,
         target_version=_target_version(table, source),
+        follow_imports=follow_imports,
         rule_settings=tuple((code, tuple(opts.items())) for code, opts in rules.items()),
         root=root,
         source=source,

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import os
+import re
 import sys
 import warnings
 from collections.abc import Iterator
@@ -156,6 +157,36 @@ class ProjectIndex:
             if found is None and not locations:
                 return None
         return self._load(found) if found is not None else None
+
+    def module_files(self, dotted: str, folders: list[Path] | None = None) -> list[Path]:
+        """The files ``import dotted`` runs when it is a local module: each package's
+        ``__init__.py`` on the way, then the module's file, as found on the search path
+        (a symbolic link is not resolved: the caller decides what it may write). Empty
+        when the last part is not found (``from pkg import name`` asks for a submodule
+        that may be a plain name)."""
+        locations = self.search_path if folders is None else folders
+        files: list[Path] = []
+        for part in dotted.split("."):
+            if not part.isidentifier() or not locations:
+                return []
+            found, locations = _find_in(part, locations)
+            if found is None and not locations:
+                return []
+            if found is not None:
+                files.append(found)
+        return files
+
+    def relative_files(self, folder: Path, level: int, dotted: str) -> list[Path]:
+        """``module_files`` for ``from <level dots><dotted> import ...`` in a module of
+        ``folder``: the package itself when ``dotted`` is empty."""
+        for _ in range(level - 1):
+            folder = folder.parent
+        if not folder.is_relative_to(self.area):
+            return []
+        if not dotted:
+            init = folder / "__init__.py"
+            return [init] if init.is_file() else []
+        return self.module_files(dotted, [folder])
 
     def relative_module(self, folder: Path, level: int, dotted: str) -> LocalModule | None:
         """``from <level dots><dotted> import ...`` in a module of ``folder``."""
@@ -321,3 +352,80 @@ class ProjectView:
     @cached_property
     def _classes(self) -> dict[tuple[int, str], LocalClass | None]:
         return {}
+
+
+# An import statement's module part: `import a.b, c as d` / `from .x import ...`, at the
+# start of a line or after `;`/`:` (`try: import model`).
+_IMPORT_LINE = re.compile(r"(?:^|[;:])[ \t]*(import|from)(?=[ \t.])[ \t]*([^\n#;]*)", re.MULTILINE)
+
+
+def _may_import_local(text: str) -> bool:
+    """A cheap first test on the text: some import names a module outside ``NOT_LOCAL``
+    (or a relative one). It may say yes wrongly (a docstring line), never no: a line it
+    cannot read (a continuation) counts as yes."""
+    for match in _IMPORT_LINE.finditer(text):
+        kind, rest = match.groups()
+        if "\\" in rest or rest.startswith("."):
+            return True
+        if kind == "from":
+            modules = rest.split()[:1]
+        else:
+            modules = [piece.split()[0] for piece in rest.split(",") if piece.split()]
+        if any(module.split(".", 1)[0] not in NOT_LOCAL for module in modules):
+            return True
+    return False
+
+
+# What a module imports, from its text alone: (level, dotted) for each module an import
+# may run (level 0: absolute; ``from pkg import name`` also asks for ``pkg.name``).
+ImportSpec = tuple[int, str]
+
+
+def import_specs(text: str, path: str) -> list[ImportSpec]:
+    """The modules the module ``text`` may import from its project: every import in it,
+    also inside functions (the training loop runs them), in order, each once; none of
+    the libraries in ``NOT_LOCAL``. Cheap when the text imports only those."""
+    if not _may_import_local(text):
+        return []
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(text.removeprefix("\ufeff"), filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    specs: dict[ImportSpec, None] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            specs.update(dict.fromkeys((0, a.name) for a in node.names if a.name.split(".", 1)[0] not in NOT_LOCAL))
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if not node.level and module.split(".", 1)[0] in NOT_LOCAL:
+                continue
+            specs[(node.level, module)] = None
+            # `from pkg import trainer` runs pkg/trainer.py when it is a submodule.
+            for alias in node.names:
+                if alias.name != "*":
+                    specs[(node.level, f"{module}.{alias.name}" if module else alias.name)] = None
+    return list(specs)
+
+
+def resolve_imports(specs: list[ImportSpec], path: str, script: str | None, config_root: str | None) -> list[Path]:
+    """The local module files ``specs`` (imported by the module at ``path``) name, as
+    ``python script`` would find them (``script``: the program run, ``path`` itself
+    when None), with the packages on the way: paths as found (links not resolved),
+    each once. Only the filesystem is asked: the text was read before."""
+    if path in NO_FOLDER or not specs:
+        return []
+    program = Path(os.path.realpath(script or path))
+    index = ProjectIndex(program, project_root(program, config_root))
+    folder = Path(os.path.abspath(path)).parent
+    found: dict[Path, None] = {}
+    for level, dotted in specs:
+        files = index.relative_files(folder, level, dotted) if level else index.module_files(dotted)
+        found.update(dict.fromkeys(files))
+    return list(found)
+
+
+def local_imports(text: str, path: str, script: str | None, config_root: str | None) -> list[Path]:
+    """The local module files the module ``text``, read from ``path``, imports."""
+    return resolve_imports(import_specs(text, path), path, script, config_root)
