@@ -288,10 +288,11 @@ def test_local_imports_resolves_as_python_does(tmp_path):
     relative = project.local_imports(
         "from .sub import layers\nfrom . import model\n", str(tmp_path / "pkg" / "x.py"), str(tmp_path / "t.py"), None
     )
+    # (The package itself first: Python ran it before its module.)
     assert [p.relative_to(tmp_path).as_posix() for p in relative] == [
+        "pkg/__init__.py",
         "pkg/sub/__init__.py",
         "pkg/sub/layers.py",
-        "pkg/__init__.py",
         "pkg/model.py",
     ]
 
@@ -322,3 +323,46 @@ def test_stdin_and_add_noqa_do_not_follow(mingpt, cli):
     assert result.returncode == 0, result.stdout
     cli("check", "--add-noqa", "projects/chargpt/chargpt.py", cwd=mingpt)
     assert (mingpt / "mingpt" / "trainer.py").read_text() == TRAINER
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_pre_commit_hooks_do_not_follow_imports(mingpt, cli):
+    # pre-commit names the changed files: the hooks check (and fix) those only.
+    hooks = (ROOT / ".pre-commit-hooks.yaml").read_text()
+    entries = [line.split(":", 1)[1].split() for line in hooks.splitlines() if line.strip().startswith("entry:")]
+    assert len(entries) == 2 and all("--no-follow-imports" in entry for entry in entries)
+    check_entry, fix_entry = entries
+    result = cli(*check_entry[1:], "--", "projects/chargpt/chargpt.py", cwd=mingpt)
+    assert result.returncode == 0, result.stdout
+    cli(*fix_entry[1:], "--", "projects/chargpt/chargpt.py", cwd=mingpt)
+    assert (mingpt / "mingpt" / "trainer.py").read_text() == TRAINER
+
+
+def test_docs_output_quotes_the_lines_as_printed():
+    doc = " ".join((ROOT / "docs" / "output.md").read_text().split())
+    assert f"\n{follow.checked_too(3)}\n" in (ROOT / "docs" / "output.md").read_text()
+    capped = follow.Followed([], capped=True)
+    assert follow.cap_warning(capped) in doc  # it names the cap: 200, as the README says
+    assert "at most 200 are added" in " ".join((ROOT / "README.md").read_text().split())
+
+
+def test_the_check_s_parse_serves_to_find_the_imports(mingpt, monkeypatch):
+    # The worker reuses the tree the check parsed: following costs no second parse.
+    import ast
+
+    from xlalint.linter import source as sourcefile
+    from xlalint.linter.runner import Job, process_text
+
+    script = mingpt / "projects" / "chargpt" / "chargpt.py"
+    original = sourcefile.read(script)
+    parsed = []
+    real_parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: parsed.append(a) or real_parse(*a, **k))
+    report = process_text(Job(str(script), Settings(), follow=True), original)
+    assert [Path(p).relative_to(mingpt).as_posix() for p in report.imports] == [
+        "mingpt/__init__.py",
+        "mingpt/trainer.py",
+    ]
+    assert len(parsed) == 1

@@ -316,7 +316,9 @@ def _run(
             )
             followed = sum(r.followed for r in reports)
             if followed:
-                print(f"{followed} imported local module{'s' if followed != 1 else ''} checked too", file=out)
+                from xlalint.linter.follow import checked_too
+
+                print(checked_too(followed), file=out)
     for report in reports:
         if report.error:
             typer.echo(f"xlalint: error: {report.path}: {report.error}", err=True)

@@ -84,7 +84,11 @@ def _settings_digest(settings: Settings) -> Any:
 
 
 def file_stamp(
-    path: str, size: int, mtime_ns: int, sha256: str, imports: tuple[tuple[int, str], ...] | None = None
+    path: str,
+    size: int,
+    mtime_ns: int,
+    sha256: str,
+    imports: tuple[tuple[int, str, tuple[str, ...]], ...] | None = None,
 ) -> FileStamp:
     racy = time.time_ns() - mtime_ns < RACY_NS
     return FileStamp(path, size, 0 if racy else mtime_ns, sha256, imports)

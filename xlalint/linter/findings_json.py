@@ -43,9 +43,9 @@ class FileStamp:
     size: int
     mtime_ns: int  # 0: unknown (the file was too fresh to trust its time)
     sha256: str
-    # What the file may import from its project (``project.import_specs``: level and
-    # dotted name), when the check was asked to follow imports; else None.
-    imports: tuple[tuple[int, str], ...] | None = None
+    # What the file may import from its project (``project.import_specs``: level,
+    # dotted name, names), when the check was asked to follow imports; else None.
+    imports: tuple[tuple[int, str, tuple[str, ...]], ...] | None = None
 
 
 def dumps(key: str, stamp: FileStamp, findings: list[Finding]) -> bytes:
@@ -82,7 +82,7 @@ def loads(data: bytes, key: str) -> tuple[FileStamp, list[Finding]]:
     if imports is not None:
         if not isinstance(imports, list) or not all(_import_spec(spec) for spec in imports):
             raise InvalidEntry("not a list of imports")
-        stamp["imports"] = tuple((level, dotted) for level, dotted in imports)
+        stamp["imports"] = tuple((level, dotted, tuple(names)) for level, dotted, names in imports)
     findings = _decode(entry["findings"], tuple[Finding, ...], "findings")
     return FileStamp(**stamp), list(findings)
 
@@ -90,11 +90,13 @@ def loads(data: bytes, key: str) -> tuple[FileStamp, list[Finding]]:
 def _import_spec(value: Any) -> bool:
     return (
         isinstance(value, list)
-        and len(value) == 2
+        and len(value) == 3
         and isinstance(value[0], int)
         and not isinstance(value[0], bool)
         and 0 <= value[0] <= MAX_INT
         and isinstance(value[1], str)
+        and isinstance(value[2], list)
+        and all(isinstance(name, str) for name in value[2])
     )
 
 

@@ -97,6 +97,11 @@ def follow_imports(jobs: list[Job], reports: list[FileReport], settings_for: Cal
     return Followed(added, capped)
 
 
+def checked_too(count: int) -> str:
+    """The summary line of the text formats: how many modules following imports added."""
+    return f"{count} imported local module{'s' if count != 1 else ''} checked too"
+
+
 def cap_warning(followed: Followed) -> str | None:
     """What to say when ``MAX_ADDED`` stopped the following (else None)."""
     if not followed.capped:

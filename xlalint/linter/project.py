@@ -158,15 +158,24 @@ class ProjectIndex:
                 return None
         return self._load(found) if found is not None else None
 
-    def module_files(self, dotted: str, folders: list[Path] | None = None) -> list[Path]:
-        """The files ``import dotted`` runs when it is a local module: each package's
-        ``__init__.py`` on the way, then the module's file, as found on the search path
-        (a symbolic link is not resolved: the caller decides what it may write). Empty
-        when the last part is not found (``from pkg import name`` asks for a submodule
-        that may be a plain name)."""
-        locations = self.search_path if folders is None else folders
-        files: list[Path] = []
-        for part in dotted.split("."):
+    def import_files(self, folder: Path, level: int, dotted: str, names: tuple[str, ...] = ()) -> list[Path]:
+        """The files ``import dotted`` (``from <level dots><dotted> import names`` with
+        a level, from a module of ``folder``) runs when it is a local module: each
+        package's ``__init__.py`` on the way, the module's file, and those of the
+        ``names`` that are its submodules; as found on the search path (a symbolic link
+        is not resolved: the caller decides what it may write). Empty when it is not
+        local."""
+        if level:
+            for _ in range(level - 1):
+                folder = folder.parent
+            if not folder.is_relative_to(self.area):
+                return []
+            locations = [folder]
+            init = folder / "__init__.py"
+            files = [init] if init.is_file() else []
+        else:
+            locations, files = self.search_path, []
+        for part in dotted.split(".") if dotted else ():
             if not part.isidentifier() or not locations:
                 return []
             found, locations = _find_in(part, locations)
@@ -174,19 +183,13 @@ class ProjectIndex:
                 return []
             if found is not None:
                 files.append(found)
+        # `from pkg import trainer` runs pkg/trainer.py when it is a submodule.
+        for name in names if locations else ():
+            if name.isidentifier():
+                found, _ = _find_in(name, locations)
+                if found is not None:
+                    files.append(found)
         return files
-
-    def relative_files(self, folder: Path, level: int, dotted: str) -> list[Path]:
-        """``module_files`` for ``from <level dots><dotted> import ...`` in a module of
-        ``folder``: the package itself when ``dotted`` is empty."""
-        for _ in range(level - 1):
-            folder = folder.parent
-        if not folder.is_relative_to(self.area):
-            return []
-        if not dotted:
-            init = folder / "__init__.py"
-            return [init] if init.is_file() else []
-        return self.module_files(dotted, [folder])
 
     def relative_module(self, folder: Path, level: int, dotted: str) -> LocalModule | None:
         """``from <level dots><dotted> import ...`` in a module of ``folder``."""
@@ -376,36 +379,42 @@ def _may_import_local(text: str) -> bool:
     return False
 
 
-# What a module imports, from its text alone: (level, dotted) for each module an import
-# may run (level 0: absolute; ``from pkg import name`` also asks for ``pkg.name``).
-ImportSpec = tuple[int, str]
+# The fields that hold statements: a body, an else, a finally, except handlers, match cases.
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+# What a module imports, from its text alone: (level, dotted, names) for each import
+# that may run a local module (level 0: absolute; names: of ``from dotted import names``).
+ImportSpec = tuple[int, str, tuple[str, ...]]
 
 
-def import_specs(text: str, path: str) -> list[ImportSpec]:
-    """The modules the module ``text`` may import from its project: every import in it,
-    also inside functions (the training loop runs them), in order, each once; none of
-    the libraries in ``NOT_LOCAL``. Cheap when the text imports only those."""
+def import_specs(text: str, path: str, tree: ast.Module | None = None) -> list[ImportSpec]:
+    """The modules the module ``text`` (parsed: ``tree``, when the caller has it) may
+    import from its project: every import in it, also inside functions (the training
+    loop runs them), in order, each once; none of the libraries in ``NOT_LOCAL``.
+    Cheap when the text imports only those."""
     if not _may_import_local(text):
         return []
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SyntaxWarning)
-            tree = ast.parse(text.removeprefix("\ufeff"), filename=path)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
+    if tree is None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SyntaxWarning)
+                tree = ast.parse(text.removeprefix("\ufeff"), filename=path)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return []
     specs: dict[ImportSpec, None] = {}
-    for node in ast.walk(tree):
+    # Statements only (an import is one): a fraction of the nodes of ``ast.walk``.
+    stack: list[ast.AST] = list(reversed(tree.body))
+    while stack:
+        node = stack.pop()
+        for block in _BLOCKS:
+            children = getattr(node, block, None)
+            if children:
+                stack.extend(reversed(children))
         if isinstance(node, ast.Import):
-            specs.update(dict.fromkeys((0, a.name) for a in node.names if a.name.split(".", 1)[0] not in NOT_LOCAL))
+            specs.update(dict.fromkeys((0, a.name, ()) for a in node.names if a.name.split(".", 1)[0] not in NOT_LOCAL))
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
-            if not node.level and module.split(".", 1)[0] in NOT_LOCAL:
-                continue
-            specs[(node.level, module)] = None
-            # `from pkg import trainer` runs pkg/trainer.py when it is a submodule.
-            for alias in node.names:
-                if alias.name != "*":
-                    specs[(node.level, f"{module}.{alias.name}" if module else alias.name)] = None
+            if node.level or module.split(".", 1)[0] not in NOT_LOCAL:
+                specs[(node.level, module, tuple(a.name for a in node.names if a.name != "*"))] = None
     return list(specs)
 
 
@@ -420,9 +429,8 @@ def resolve_imports(specs: list[ImportSpec], path: str, script: str | None, conf
     index = ProjectIndex(program, project_root(program, config_root))
     folder = Path(os.path.abspath(path)).parent
     found: dict[Path, None] = {}
-    for level, dotted in specs:
-        files = index.relative_files(folder, level, dotted) if level else index.module_files(dotted)
-        found.update(dict.fromkeys(files))
+    for level, dotted, names in specs:
+        found.update(dict.fromkeys(index.import_files(folder, level, dotted, names)))
     return list(found)
 
 

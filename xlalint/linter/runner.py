@@ -12,7 +12,7 @@ from pathlib import Path
 from xlalint.linter import cache, project, stopping
 from xlalint.linter import source as sourcefile
 from xlalint.linter.config import Settings
-from xlalint.linter.engine import error_finding, lint_source
+from xlalint.linter.engine import error_finding, lint_source, parsed_tree
 from xlalint.linter.file_report import FileReport, internal_error
 from xlalint.linter.model import Finding
 from xlalint.linter.notebook import process_notebook
@@ -82,18 +82,19 @@ def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False)
     return report
 
 
-def _with_imports(job: Job, report: FileReport, text: str) -> tuple[tuple[int, str], ...] | None:
+def _with_imports(job: Job, report: FileReport, text: str) -> tuple[project.ImportSpec, ...] | None:
     """When the run follows imports: put the local modules the file imports in the
     report (found here, in the worker that has the text: the main process reads
     nothing) and give what the file imports (None otherwise), for the cache."""
     if not job.follow:
         return None
-    specs = tuple(project.import_specs(text, job.path))
+    # The check parsed the text just before (when it mentions the scope at all).
+    specs = tuple(project.import_specs(text, job.path, parsed_tree(text)))
     report.imports = resolved_imports(job, specs)
     return specs
 
 
-def resolved_imports(job: Job, specs: Sequence[tuple[int, str]]) -> list[str]:
+def resolved_imports(job: Job, specs: Sequence[project.ImportSpec]) -> list[str]:
     """The files of the local modules ``specs`` (what ``job``'s file imports) name."""
     found = project.resolve_imports(list(specs), job.path, job.follow_from, job.settings.root)
     return [str(path) for path in found]
