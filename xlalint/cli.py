@@ -159,6 +159,15 @@ ShowFiles = Annotated[
     bool,
     typer.Option("--show-files", help="List the files that would be checked; check nothing.", metavar=""),
 ]
+FollowImports = Annotated[
+    bool | None,
+    typer.Option(
+        "--follow-imports/--no-follow-imports",
+        help="Also check (and fix) the local modules the files import "
+        "(default: on; overrides `follow-imports` in the config).",
+        show_default=False,
+    ),
+]
 ForceExclude = Annotated[
     bool,
     typer.Option(
@@ -258,6 +267,7 @@ def _run(
     extend_exclude: list[str] | None = None,
     show_files: bool = False,
     exit_non_zero_on_fix: bool = False,
+    follow_imports: bool | None = None,
 ) -> None:
     paths = paths or []
     use_stdin = paths == ["-"] or (stdin_filename is not None and not paths)
@@ -297,6 +307,7 @@ def _run(
                     no_cache=no_cache,
                     force_exclude=force_exclude,
                     add_noqa=add_noqa,
+                    follow_imports=follow_imports,
                 )
     except ConfigError as exc:
         if use_stdin and fix and not diff:
@@ -379,6 +390,11 @@ def _run(
             )
             for note in reporters.withheld_notes(findings):
                 print(note, file=out)
+            followed = sum(r.followed for r in reports)
+            if followed:
+                from xlalint.engine.follow import checked_too
+
+                print(checked_too(followed), file=out)
     for report in reports:
         if report.error:
             typer.echo(f"xlalint: error: {report.path}: {report.error}", err=True)
@@ -431,7 +447,16 @@ def _is_terminal(stream) -> bool:
 
 
 def _file_reports(
-    invocation: Invocation, paths: list[str], *, fix, unsafe, write, no_cache, force_exclude, add_noqa=False
+    invocation: Invocation,
+    paths: list[str],
+    *,
+    fix,
+    unsafe,
+    write,
+    no_cache,
+    force_exclude,
+    add_noqa=False,
+    follow_imports: bool | None = None,
 ) -> list[FileReport]:
     from xlalint.engine.cache import FOLDER_NAME as CACHE_FOLDER
     from xlalint.engine.cache import project_root
@@ -459,11 +484,21 @@ def _file_reports(
                 write=write,
                 cache_dir=cache_dir,
                 add_noqa=add_noqa and fixing,
+                # `--add-noqa` edits only the files it is given.
+                follow=(settings.follow_imports if follow_imports is None else follow_imports) and not add_noqa,
             )
         )
     reports = process_all(jobs)
     for index, reason in not_written.items():
         reports[index].not_written = reason
+    if any(job.follow for job in jobs):
+        from xlalint.engine.follow import cap_warning
+        from xlalint.engine.follow import follow_imports as follow
+
+        followed = follow(jobs, reports, invocation.settings)
+        if cap_warning(followed):
+            typer.echo(f"warning: {cap_warning(followed)}", err=True)
+        reports += followed.reports
     # A folder that could not be read is reported as a file that could not be (XLA000, exit 2).
     return reports + [
         FileReport(str(folder), [error_finding(str(folder), f"cannot read the folder: {reason}")])
@@ -561,6 +596,7 @@ def check(
     extend_exclude: ExtendExclude = None,
     show_files: ShowFiles = False,
     exit_non_zero_on_fix: ExitNonZeroOnFix = False,
+    follow_imports: FollowImports = None,
     fix: Annotated[bool, typer.Option("--fix", help="Apply fixes (same as `xlalint fix`).", metavar="")] = False,
     add_noqa: Annotated[
         bool,
@@ -588,7 +624,7 @@ def check(
         output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
         stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
         quiet=quiet, force_exclude=force_exclude, add_noqa=add_noqa, extend_exclude=extend_exclude,
-        show_files=show_files, exit_non_zero_on_fix=exit_non_zero_on_fix,
+        show_files=show_files, exit_non_zero_on_fix=exit_non_zero_on_fix, follow_imports=follow_imports,
     )  # fmt: skip
 
 
@@ -664,6 +700,7 @@ def fix_command(
     extend_exclude: ExtendExclude = None,
     show_files: ShowFiles = False,
     exit_non_zero_on_fix: ExitNonZeroOnFix = False,
+    follow_imports: FollowImports = None,
 ) -> None:
     """Apply fixes in place (safe ones; --unsafe-fixes adds the rest), then report what remains."""
     _run(
@@ -671,7 +708,7 @@ def fix_command(
         output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
         stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
         quiet=quiet, force_exclude=force_exclude, extend_exclude=extend_exclude, show_files=show_files,
-        exit_non_zero_on_fix=exit_non_zero_on_fix,
+        exit_non_zero_on_fix=exit_non_zero_on_fix, follow_imports=follow_imports,
     )  # fmt: skip
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import os
+import re
 import sys
 import warnings
 from collections.abc import Iterator
@@ -134,10 +135,11 @@ def project_root(script: Path, config_root: str | None) -> Path | None:
 class ProjectIndex:
     """The modules importable by one script: found, read and parsed on demand."""
 
-    def __init__(self, script: Path, root: Path | None, read_text: Callable[[Path], str | None]):
+    def __init__(self, script: Path, root: Path | None, read_text: Callable[[Path], str | None] | None = None):
         self.script = script
         self.root = root
-        # The engine's reader (size limit, encoding cookie): None for a file it refuses.
+        # The engine's reader (size limit, encoding cookie), which gives None for a file it
+        # refuses; without one the index finds files and reads none.
         self.read_text = read_text
         folders = [script.parent]
         if root is not None:
@@ -158,6 +160,39 @@ class ProjectIndex:
             if found is None and not locations:
                 return None
         return self._load(found) if found is not None else None
+
+    def import_files(self, folder: Path, level: int, dotted: str, names: tuple[str, ...] = ()) -> list[Path]:
+        """The files ``import dotted`` (``from <level dots><dotted> import names`` with
+        a level, from a module of ``folder``) runs when it is a local module: each
+        package's ``__init__.py`` on the way, the module's file, and those of the
+        ``names`` that are its submodules; as found on the search path (a symbolic link
+        is not resolved: the caller decides what it may write). Empty when it is not
+        local."""
+        if level:
+            for _ in range(level - 1):
+                folder = folder.parent
+            if not folder.is_relative_to(self.area):
+                return []
+            locations = [folder]
+            init = folder / "__init__.py"
+            files = [init] if init.is_file() else []
+        else:
+            locations, files = self.search_path, []
+        for part in dotted.split(".") if dotted else ():
+            if not part.isidentifier() or not locations:
+                return []
+            found, locations = _find_in(part, locations)
+            if found is None and not locations:
+                return []
+            if found is not None:
+                files.append(found)
+        # `from pkg import trainer` runs pkg/trainer.py when it is a submodule.
+        for name in names if locations else ():
+            if name.isidentifier():
+                found, _ = _find_in(name, locations)
+                if found is not None:
+                    files.append(found)
+        return files
 
     def relative_module(self, folder: Path, level: int, dotted: str) -> LocalModule | None:
         """``from <level dots><dotted> import ...`` in a module of ``folder``."""
@@ -204,6 +239,8 @@ class ProjectIndex:
         return self._load(init) if init.is_file() else None
 
     def _load(self, path: Path) -> LocalModule | None:
+        if self.read_text is None:
+            return None  # an index that only finds files (and must not cache "unreadable")
         real = os.path.realpath(path)
         if not Path(real).is_relative_to(self.area):
             return None  # a symbolic link out of the project
@@ -240,8 +277,8 @@ def _find_in(part: str, locations: list[Path]) -> tuple[Path | None, list[Path]]
     return None, namespace
 
 
-def _parse(path: Path, read_text: Callable[[Path], str | None]) -> LocalModule | None:
-    text = read_text(path)
+def _parse(path: Path, read_text: Callable[[Path], str | None] | None) -> LocalModule | None:
+    text = read_text(path) if read_text is not None else None
     if text is None:
         return None
     try:
@@ -326,3 +363,85 @@ class ProjectView:
     @cached_property
     def _classes(self) -> dict[tuple[int, str], LocalClass | None]:
         return {}
+
+
+# An import statement's module part: `import a.b, c as d` / `from .x import ...`, at the
+# start of a line or after `;`/`:` (`try: import model`).
+_IMPORT_LINE = re.compile(r"(?:^|[;:])[ \t]*(import|from)(?=[ \t.])[ \t]*([^\n#;]*)", re.MULTILINE)
+
+
+def _may_import_local(text: str) -> bool:
+    """A cheap first test on the text: some import names a module outside ``NOT_LOCAL``
+    (or a relative one). It may say yes wrongly (a docstring line), never no: a line it
+    cannot read (a continuation) counts as yes."""
+    for match in _IMPORT_LINE.finditer(text):
+        kind, rest = match.groups()
+        if "\\" in rest or rest.startswith("."):
+            return True
+        if kind == "from":
+            modules = rest.split()[:1]
+        else:
+            modules = [piece.split()[0] for piece in rest.split(",") if piece.split()]
+        if any(module.split(".", 1)[0] not in NOT_LOCAL for module in modules):
+            return True
+    return False
+
+
+# The fields that hold statements: a body, an else, a finally, except handlers, match cases.
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
+# What a module imports, from its text alone: (level, dotted, names) for each import
+# that may run a local module (level 0: absolute; names: of ``from dotted import names``).
+ImportSpec = tuple[int, str, tuple[str, ...]]
+
+
+def import_specs(text: str, path: str, tree: ast.Module | None = None) -> list[ImportSpec]:
+    """The modules the module ``text`` (parsed: ``tree``, when the caller has it) may
+    import from its project: every import in it, also inside functions (the training
+    loop runs them), in order, each once; none of the libraries in ``NOT_LOCAL``.
+    Cheap when the text imports only those."""
+    if not _may_import_local(text):
+        return []
+    if tree is None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SyntaxWarning)
+                tree = ast.parse(text.removeprefix("\ufeff"), filename=path)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return []
+    specs: dict[ImportSpec, None] = {}
+    # Statements only (an import is one): a fraction of the nodes of ``ast.walk``.
+    stack: list[ast.AST] = list(reversed(tree.body))
+    while stack:
+        node = stack.pop()
+        for block in _BLOCKS:
+            children = getattr(node, block, None)
+            if children:
+                stack.extend(reversed(children))
+        if isinstance(node, ast.Import):
+            specs.update(dict.fromkeys((0, a.name, ()) for a in node.names if a.name.split(".", 1)[0] not in NOT_LOCAL))
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level or module.split(".", 1)[0] not in NOT_LOCAL:
+                specs[(node.level, module, tuple(a.name for a in node.names if a.name != "*"))] = None
+    return list(specs)
+
+
+def resolve_imports(specs: list[ImportSpec], path: str, script: str | None, config_root: str | None) -> list[Path]:
+    """The local module files ``specs`` (imported by the module at ``path``) name, as
+    ``python script`` would find them (``script``: the program run, ``path`` itself
+    when None), with the packages on the way: paths as found (links not resolved),
+    each once. Only the filesystem is asked: the text was read before."""
+    if path in NO_FOLDER or not specs:
+        return []
+    program = Path(os.path.realpath(script or path))
+    index = ProjectIndex(program, project_root(program, config_root))
+    folder = Path(os.path.abspath(path)).parent
+    found: dict[Path, None] = {}
+    for level, dotted, names in specs:
+        found.update(dict.fromkeys(index.import_files(folder, level, dotted, names)))
+    return list(found)
+
+
+def local_imports(text: str, path: str, script: str | None, config_root: str | None) -> list[Path]:
+    """The local module files the module ``text``, read from ``path``, imports."""
+    return resolve_imports(import_specs(text, path), path, script, config_root)

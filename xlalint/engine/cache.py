@@ -86,9 +86,15 @@ def _settings_digest(settings: Settings) -> Any:
     return last[1]
 
 
-def file_stamp(path: str, size: int, mtime_ns: int, sha256: str) -> FileStamp:
+def file_stamp(
+    path: str,
+    size: int,
+    mtime_ns: int,
+    sha256: str,
+    imports: tuple[tuple[int, str, tuple[str, ...]], ...] | None = None,
+) -> FileStamp:
     racy = time.time_ns() - mtime_ns < RACY_NS
-    return FileStamp(path, size, 0 if racy else mtime_ns, sha256)
+    return FileStamp(path, size, 0 if racy else mtime_ns, sha256, imports)
 
 
 class Cache:
@@ -97,26 +103,29 @@ class Cache:
 
     def get(
         self, key: str, path: str, info: os.stat_result, read: Callable[[], tuple[bytes, str]]
-    ) -> tuple[list[Finding], str | None] | None:
-        """The cached findings of the file ``path`` whose ``stat`` is ``info``, and its
-        text if it had to be read (``read()`` gives its bytes and text), or None. A file
-        whose size and time match its entry's and that has no findings is not read."""
+    ) -> tuple[list[Finding], str | None, FileStamp] | None:
+        """The cached findings of the file ``path`` whose ``stat`` is ``info``, its
+        text if it had to be read (``read()`` gives its bytes and text), and the entry's
+        stamp (what the file imports, when known); or None. A file whose size and time
+        match its entry's and that has no findings is not read."""
         try:
             stamp, findings = findings_json.loads(self._read_entry(key), key)
             if stamp.path != path or stamp.size != info.st_size:
                 return None
             same_time = stamp.mtime_ns == info.st_mtime_ns and stamp.mtime_ns != 0
             if same_time and not findings:
-                return findings, None
+                return findings, None, stamp
             data, text = read()
             if not same_time:
-                current = file_stamp(path, info.st_size, info.st_mtime_ns, hashlib.sha256(data).hexdigest())
+                current = file_stamp(
+                    path, info.st_size, info.st_mtime_ns, hashlib.sha256(data).hexdigest(), stamp.imports
+                )
                 if current.sha256 != stamp.sha256:
                     return None
                 if current.mtime_ns:  # same content, new time: the next run needs no hash
                     self.put(key, current, findings)
             findings_json.check_against(findings, path, split_lines(text))
-            return findings, text
+            return findings, text, stamp
         except (OSError, findings_json.InvalidEntry):
             return None
 

@@ -37,6 +37,8 @@ KNOWN_KEYS = {
 }
 # The fix controls that take rule selectors, as ruff's.
 FIX_SELECTOR_KEYS = ("fixable", "unfixable", "extend-safe-fixes", "extend-unsafe-fixes")
+# `follow-imports`: whether `check`/`fix` also check the local modules a checked file imports.
+KNOWN_KEYS.add("follow-imports")
 
 # Folders never walked into (as ruff's default `exclude`).
 DEFAULT_EXCLUDE = (
@@ -104,6 +106,9 @@ class Settings:
     unfixable: tuple[str, ...] = ()
     extend_safe_fixes: tuple[str, ...] = ()
     extend_unsafe_fixes: tuple[str, ...] = ()
+    #: ``follow-imports``: `check`/`fix` also check (and fix) the local modules the
+    #: checked files import (``engine/follow.py``).
+    follow_imports: bool = True
 
     # -- which rules run -------------------------------------------------------------
     def enabled_codes(self, all_codes: Iterable[str], path: str | None = None) -> set[str]:
@@ -318,6 +323,9 @@ def settings_from_table(
     unsafe_fixes = table.get("unsafe-fixes")
     if unsafe_fixes is not None and not isinstance(unsafe_fixes, bool):
         raise ConfigError(f"{source}: `unsafe-fixes` must be true or false, got {_kind(unsafe_fixes)}")
+    follow_imports = table.get("follow-imports", True)
+    if not isinstance(follow_imports, bool):
+        raise ConfigError(f"{source}: `follow-imports` must be true or false, got {_kind(follow_imports)}")
     settings = Settings(
         # `select = []` selects nothing (as in ruff); only a missing `select` means ALL.
         select=codes("select", table["select"]) if "select" in table else ("ALL",),
@@ -332,6 +340,7 @@ def settings_from_table(
         extend_unsafe_fixes=codes("extend-unsafe-fixes", table.get("extend-unsafe-fixes", [])),
         per_file_ignores=per_file_ignores,
         target_version=_target_version(table, source),
+        follow_imports=follow_imports,
         rule_settings=tuple((code, tuple(opts.items())) for code, opts in rules.items()),
         root=root,
         source=source,

@@ -20,6 +20,9 @@ class FileReport:
     error: str | None = None  # a fix that could not be written, and why
     noqa_added: int = 0  # lines given a noqa comment by --add-noqa
     not_written: str | None = None  # why a file was only checked though fixes were asked (not an error)
+    # The local modules the file imports (paths as found), when the run follows imports.
+    imports: list[str] | None = None
+    followed: bool = False  # checked because a checked file imports it (engine/follow.py)
 
     @property
     def unreadable(self) -> bool:

@@ -133,6 +133,26 @@ def discover(
                 yield _display(candidate, given, path)
 
 
+def walk_leaves_out(path: Path, settings: Settings, ignore: IgnoreRules, top: Path) -> bool:
+    """Whether a walk of ``top`` would leave the file ``path`` (absolute, below
+    ``top``) out: it or a folder on the way is a default exclude, excluded by
+    ``settings`` or ignored by a .gitignore, or it is not a regular file. Asked for a
+    file found otherwise (an imported module), so that it is checked only where a walk
+    would have checked it."""
+    if _special(path) or not path.name.endswith(PYTHON_SUFFIXES):
+        return True
+    try:
+        below = path.relative_to(top).parts
+        steps = [top.joinpath(*below[: i + 1]) for i in range(len(below))]
+    except ValueError:
+        steps = [path]
+    for step in steps:
+        is_dir = step != path
+        if step.name in DEFAULT_EXCLUDE or settings.is_excluded(step) or ignore.ignored(step, is_dir, top):
+            return True
+    return False
+
+
 def linked_outside(path: Path, settings: Settings) -> Path | None:
     """The file ``path`` leads to when a symbolic link on the way leads out of the
     project (the config file's folder, else the repository the path is in, else the

@@ -43,6 +43,9 @@ class FileStamp:
     size: int
     mtime_ns: int  # 0: unknown (the file was too fresh to trust its time)
     sha256: str
+    # What the file may import from its project (``project.import_specs``: level,
+    # dotted name, names), when the check was asked to follow imports; else None.
+    imports: tuple[tuple[int, str, tuple[str, ...]], ...] | None = None
 
 
 def dumps(key: str, stamp: FileStamp, findings: list[Finding]) -> bytes:
@@ -69,14 +72,32 @@ def loads(data: bytes, key: str) -> tuple[FileStamp, list[Finding]]:
     stamp = entry["file"]
     if (
         not isinstance(stamp, dict)
-        or set(stamp) != {"path", "size", "mtime_ns", "sha256"}
+        or set(stamp) - {"imports"} != {"path", "size", "mtime_ns", "sha256"}
         or not isinstance(stamp["path"], str)
         or not all(_stamp_int(stamp[name]) for name in ("size", "mtime_ns"))
         or not (isinstance(stamp["sha256"], str) and len(stamp["sha256"]) == 64)
     ):
         raise InvalidEntry("not a file stamp")
+    imports = stamp.get("imports")
+    if imports is not None:
+        if not isinstance(imports, list) or not all(_import_spec(spec) for spec in imports):
+            raise InvalidEntry("not a list of imports")
+        stamp["imports"] = tuple((level, dotted, tuple(names)) for level, dotted, names in imports)
     findings = _decode(entry["findings"], tuple[Finding, ...], "findings")
     return FileStamp(**stamp), list(findings)
+
+
+def _import_spec(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == 3
+        and isinstance(value[0], int)
+        and not isinstance(value[0], bool)
+        and 0 <= value[0] <= MAX_INT
+        and isinstance(value[1], str)
+        and isinstance(value[2], list)
+        and all(isinstance(name, str) for name in value[2])
+    )
 
 
 def _stamp_int(value: Any) -> bool:

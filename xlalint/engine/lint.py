@@ -47,11 +47,25 @@ def error_finding(path: str, message: str, line: int = 1, col: int = 0) -> Findi
     return Finding(code=code, name=name, message=message, path=path, span=span, noqa_row=line)
 
 
+# The last module parsed and its text: the runner asks what a file imports right after
+# checking it (``engine/follow.py``) without parsing it again. One tuple, read once.
+_last_parsed: tuple[str, ast.Module] | None = None
+
+
+def parsed_tree(source: str) -> ast.Module | None:
+    """The tree of ``source`` when it is the text (the same object) parsed last."""
+    last = _last_parsed
+    return last[1] if last is not None and last[0] is source else None
+
+
 def parse(source: str, path: str) -> ast.Module | Finding:
+    global _last_parsed
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)
-            return ast.parse(source, filename=path)
+            tree = ast.parse(source, filename=path)
+        _last_parsed = (source, tree)
+        return tree
     except SyntaxError as exc:
         line = exc.lineno or 1
         col = max((exc.offset or 1) - 1, 0)

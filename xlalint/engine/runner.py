@@ -14,7 +14,7 @@ from xlalint.engine import cache, stopping
 from xlalint.engine import source as sourcefile
 from xlalint.engine.config import Settings
 from xlalint.engine.file_report import FileReport, internal_error
-from xlalint.engine.lint import error_finding, lint_source
+from xlalint.engine.lint import error_finding, lint_source, parsed_tree
 from xlalint.engine.notebook import process_notebook
 from xlalint.model import Finding
 
@@ -31,6 +31,10 @@ class Job:
     write: bool = True
     cache_dir: str | None = None
     add_noqa: bool = False
+    # Also say which local modules the file imports, found on the search path of the
+    # script ``follow_from`` (the file itself when None): ``engine/follow.py``.
+    follow: bool = False
+    follow_from: str | None = None
 
 
 def process(job: Job) -> FileReport:
@@ -56,11 +60,13 @@ def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False)
         # unless it depends on local modules the file imports (an entry names one file).
         with project.recording() as imported:
             findings = lint_source(text, job.path, job.settings)
+        report = FileReport(job.path, findings, source=text)
+        specs = _with_imports(job, report, text)
         fingerprint = original.fingerprint
         if job.cache_dir and not stdin and fingerprint is not None and not imported:
-            entry = cache.file_stamp(job.path, fingerprint.size, fingerprint.mtime_ns, fingerprint.sha256)
+            entry = cache.file_stamp(job.path, fingerprint.size, fingerprint.mtime_ns, fingerprint.sha256, specs)
             cache.Cache(Path(job.cache_dir)).put(cache.entry_key(job.settings, job.path), entry, findings)
-        return FileReport(job.path, findings, source=text)
+        return report
     from xlalint.engine.fixing import fix_source
 
     result = fix_source(text, job.path, job.settings, unsafe=job.unsafe)
@@ -73,7 +79,26 @@ def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False)
             report.error = f"not written: {reason}"
             report.findings = lint_source(text, job.path, job.settings)
             report.fixed, report.fixed_source = [], text
+    _with_imports(job, report, text)
     return report
+
+
+def _with_imports(job: Job, report: FileReport, text: str) -> tuple[project.ImportSpec, ...] | None:
+    """When the run follows imports: put the local modules the file imports in the
+    report (found here, in the worker that has the text: the main process reads
+    nothing) and give what the file imports (None otherwise), for the cache."""
+    if not job.follow:
+        return None
+    # The check parsed the text just before (when it mentions the scope at all).
+    specs = tuple(project.import_specs(text, job.path, parsed_tree(text)))
+    report.imports = resolved_imports(job, specs)
+    return specs
+
+
+def resolved_imports(job: Job, specs: Sequence[project.ImportSpec]) -> list[str]:
+    """The files of the local modules ``specs`` (what ``job``'s file imports) name."""
+    found = project.resolve_imports(list(specs), job.path, job.follow_from, job.settings.root)
+    return [str(path) for path in found]
 
 
 def _add_noqa(job: Job, original: sourcefile.SourceFile, findings: list[Finding]) -> FileReport:
@@ -111,11 +136,22 @@ def cached_report(job: Job) -> FileReport | None:
         found = cache.Cache(Path(job.cache_dir)).get(key, job.path, info, read)
     except sourcefile.SourceError:
         return None
-    return None if found is None else FileReport(job.path, found[0], source=found[1])
+    if found is None:
+        return None
+    findings, text, stamp = found
+    report = FileReport(job.path, findings, source=text)
+    if job.follow and stamp.imports is not None:
+        # What the file imports is kept with its findings: resolved again (the modules
+        # may have come or gone), nothing read.
+        report.imports = resolved_imports(job, stamp.imports)
+    return report
 
 
-def process_all(jobs: Sequence[Job]) -> list[FileReport]:
-    stopping.GATE.open()
+def process_all(jobs: Sequence[Job], *, continuing: bool = False) -> list[FileReport]:
+    """The reports of ``jobs``, in order; ``continuing``: more files of the same run
+    (the modules following imports adds), whose writes count with the run's."""
+    if not continuing:
+        stopping.GATE.open()
     writing = {Path(os.path.realpath(job.path)).parent for job in jobs if job.fix and job.write}
     if writing:
         sourcefile.remove_stale_temps(sorted(writing))

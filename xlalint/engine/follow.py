@@ -1,0 +1,161 @@
+"""Following the program: `check train.py` also checks the local modules ``train.py``
+imports (``mingpt/trainer.py``, where the training loop lives), and `fix` fixes them,
+with the same safety as the files named.
+
+The modules are found as ``python train.py`` finds them (``linter/project.py``: the
+script's folder, the project root and its ``src/``; never site-packages), in rounds: the
+files of the run say what they import (the workers find it while they check them), the
+modules not yet in the run are checked next, and so on, at most ``MAX_DEPTH`` imports
+away and ``MAX_ADDED`` files in all. A module is added as a walk would find it: not when
+``exclude`` (or a default exclude, or a ``.gitignore``) leaves it or a folder above it
+out, and with its own settings (``per-file-ignores`` by its own path). A module that is
+outside the project root (through a symbolic link) is checked, never written.
+
+Turned off by ``follow-imports = false`` in the config of the files named, or
+``--no-follow-imports`` (what the pre-commit hooks pass: they name the changed files
+only). ``--add-noqa`` and stdin never follow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from xlalint.analysis import project
+from xlalint.engine import files
+from xlalint.engine import source as sourcefile
+from xlalint.engine.config import Settings
+from xlalint.engine.escaping import printable
+from xlalint.engine.file_report import FileReport
+from xlalint.engine.runner import Job, process_all
+
+# How many imports away from a checked file a module is still checked: the script, the
+# package it imports, the module the package re-exports, what that module uses.
+MAX_DEPTH = 3
+# At most this many modules are added to a run: a script that imports a whole framework
+# of its project is checked in bounded time (a warning says when the cap was hit).
+MAX_ADDED = 200
+
+
+@dataclasses.dataclass
+class Followed:
+    """The reports of the modules added to a run, and whether ``MAX_ADDED`` stopped it."""
+
+    reports: list[FileReport]
+    capped: bool = False
+
+
+def follow_imports(jobs: list[Job], reports: list[FileReport], settings_for: Callable[[Path], Settings]) -> Followed:
+    """Check (and fix, as the jobs do) the local modules that the files of ``jobs``
+    (whose reports are ``reports``) import, transitively; ``settings_for`` gives the
+    settings of a file, as for the files named."""
+    in_run = {os.path.realpath(job.path) for job in jobs}
+    frontier = [(job, report) for job, report in zip(jobs, reports) if job.follow]
+    added: list[FileReport] = []
+    ignore = files.IgnoreRules()
+    capped = False
+    for depth in range(1, MAX_DEPTH + 1):
+        new_jobs: list[Job] = []
+        reasons: dict[int, str] = {}
+        for job, report in frontier:
+            for found in _imports(job, report):
+                real = os.path.realpath(found)
+                if real in in_run:
+                    continue
+                in_run.add(real)
+                if len(added) + len(new_jobs) >= MAX_ADDED:
+                    capped = True
+                    break
+                path = _display(found)
+                settings = settings_for(path)
+                program = job.follow_from or job.path
+                if _left_out(path, settings, ignore, program):
+                    continue
+                reason = _not_writable(path, settings, program) if job.fix and job.write else None
+                if reason is not None:
+                    reasons[len(new_jobs)] = reason
+                new_jobs.append(
+                    dataclasses.replace(
+                        job,
+                        path=str(path),
+                        settings=settings,
+                        fix=job.fix and reason is None,
+                        follow=depth < MAX_DEPTH,
+                        follow_from=program,
+                    )
+                )
+        if not new_jobs:
+            break
+        new_reports = process_all(new_jobs, continuing=True)
+        for index, reason in reasons.items():
+            new_reports[index].not_written = reason
+        for report in new_reports:
+            report.followed = True
+        added += new_reports
+        frontier = list(zip(new_jobs, new_reports))
+    return Followed(added, capped)
+
+
+def checked_too(count: int) -> str:
+    """The summary line of the text formats: how many modules following imports added."""
+    return f"{count} imported local module{'s' if count != 1 else ''} checked too"
+
+
+def cap_warning(followed: Followed) -> str | None:
+    """What to say when ``MAX_ADDED`` stopped the following (else None)."""
+    if not followed.capped:
+        return None
+    return f"following imports stopped at {MAX_ADDED} modules: the others imported are not checked"
+
+
+def _imports(job: Job, report: FileReport) -> list[str]:
+    """What the file imports: found by the worker that checked it, or, for a report
+    answered from the cache (or a notebook), read here."""
+    if report.imports is not None:
+        return report.imports
+    if job.path.endswith(".ipynb") or report.unreadable:
+        return []
+    try:
+        text = report.source if report.source is not None else _read(job.path)
+    except (OSError, sourcefile.SourceError):
+        return []
+    return [str(p) for p in project.local_imports(text, job.path, job.follow_from, job.settings.root)]
+
+
+def _read(path: str) -> str:
+    return sourcefile.read(Path(path)).text
+
+
+def _display(found: str) -> Path:
+    """A module's path as a user reads it: relative to the current folder when it is
+    below it (as the files of a walk are shown), else absolute. Links not resolved."""
+    absolute = Path(os.path.abspath(found))
+    try:
+        return absolute.relative_to(Path.cwd())
+    except ValueError:
+        return absolute
+
+
+def _left_out(path: Path, settings: Settings, ignore: files.IgnoreRules, program: str) -> bool:
+    """What a walk of the project would leave out: an excluded file or folder (the
+    config's `exclude`, the default excludes), or one a .gitignore ignores."""
+    absolute = Path(os.path.abspath(path))
+    top = _project_area(program, settings)
+    return files.walk_leaves_out(absolute, settings, ignore, top)
+
+
+def _project_area(program: str, settings: Settings) -> Path:
+    script = Path(os.path.realpath(program))
+    return project.project_root(script, settings.root) or script.parent
+
+
+def _not_writable(path: Path, settings: Settings, program: str) -> str | None:
+    """Why `fix` must not write this module, or None: a link on the way leads out of
+    the project (as for the files named), or its real path is outside the project root."""
+    target = files.linked_outside(path, settings)
+    if target is None:
+        real = Path(os.path.realpath(path))
+        target = None if real.is_relative_to(_project_area(program, settings)) else real
+    return None if target is None else f"a link to a file outside the project ({printable(str(target))})"
