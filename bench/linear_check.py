@@ -22,7 +22,10 @@ copies: the figures say how many), best of --repeat runs, after a warm-up:
 
 It ends with a table of the targets and whether each is met.
 
-    python bench/linear_check.py [--small 100] [--large 800] [--repeat 2] [--only check,formats,fix]
+- the language server on an open document of fixable blocks: its diagnostics, and the
+  code actions at a line in the middle (each quick fix there, and fix-all).
+
+    python bench/linear_check.py [--small 100] [--large 800] [--repeat 2] [--only check,formats,fix,server]
 """
 
 from __future__ import annotations
@@ -153,6 +156,34 @@ def fix_run(source: str) -> Callable[[], int]:
     return run
 
 
+def server_runs(source: str) -> tuple[Callable[[], int], Callable[[], int]]:
+    """The language server's work on an open document, as it does it on each change:
+    its diagnostics, and the code actions at the cursor (a line in the middle), with
+    fix-all."""
+    from lsprotocol import types
+
+    from xlalint import server_lint
+
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as file:
+        file.write(source)
+    uri = Path(file.name).as_uri()
+    middle = source.count("\n") // 2
+    cursor = types.Range(types.Position(middle, 0), types.Position(middle, 1))
+    params = types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        range=cursor,
+        context=types.CodeActionContext(diagnostics=[]),
+    )
+
+    def diagnostics() -> int:
+        return len(server_lint.lint_document(uri, source)[0])
+
+    def actions() -> int:
+        return len(server_lint.document_code_actions(uri, source, file.name, params, True)[0])
+
+    return diagnostics, actions
+
+
 def command_run(args: list[str]) -> Callable[[], int]:
     """The command as `xlalint` runs it, in this process (no interpreter start to time)."""
     runner = CliRunner()
@@ -183,7 +214,7 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=100)
     parser.add_argument("--large", type=int, default=800)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--only", default="check,formats,fix", help="which parts to run")
+    parser.add_argument("--only", default="check,formats,fix,server", help="which parts to run")
     args = parser.parse_args()
     parts = set(args.only.split(","))
     sizes = (args.small, args.large)
@@ -221,6 +252,12 @@ def main() -> None:
                     for n in sizes
                 }
                 ratios[label] = scaling(label, runs, args.repeat, "chars")
+    if "server" in parts:
+        sources = {n: generated("fixable blocks", n, FIX_SHAPES) for n in sizes}
+        both = {n: server_runs(sources[n]) for n in sizes}
+        for index, label in enumerate(("server: diagnostics", "server: code actions at a line, and fix-all")):
+            runs = {n: (sources[n], both[n][index]) for n in sizes}
+            ratios[label] = scaling(label, runs, 1 if index else args.repeat, "items")
     if "fix" in parts:
         for shape in FIX_SHAPES:
             runs = {n: (source, fix_run(source)) for n in sizes for source in [generated(shape, n, FIX_SHAPES)]}

@@ -302,6 +302,12 @@ def scripts() -> list[Path]:
     return sorted(ROOT.glob("examples/*.py")) + sorted(fixtures)
 
 
+# Findings the port reveals (issue 33 §1 allows them): in the DDP tutorial's script the
+# optimizer is built before `Trainer.__init__` moves the model; once `.to(gpu_id)` is a
+# move to the XLA device, XLA501 says so (the fix loop keeps the port's fixes).
+REVEALED_BY_THE_PORT = {("tests/fixtures/XLA104/ddp_torchrun.py", "XLA501")}
+
+
 @pytest.mark.slow
 def test_fixing_the_examples_and_fixtures_brings_no_new_finding():
     brought = []
@@ -316,5 +322,6 @@ def test_fixing_the_examples_and_fixtures_brings_no_new_finding():
             brought += [
                 f"{path.relative_to(ROOT)}:{f.span.line}: {f.code} {f.message}"
                 for f in fix_guard.new_findings(before, old, after, new, LineMap(old, new))
+                if (str(path.relative_to(ROOT)), f.code) not in REVEALED_BY_THE_PORT
             ]
     assert brought == []

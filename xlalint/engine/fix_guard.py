@@ -258,15 +258,19 @@ def settle(
     apply: Callable[[list[Fix]], Trial],
     to_input: Callable[[int | None], int | None],
     fixed_next: Callable[[Finding], bool],
+    kept: frozenset[Fix] = frozenset(),
 ) -> tuple[Trial, dict[Fix, str]]:
     """The pass's result without the fixes that make the file worse, and each fix
     withdrawn with the reason. ``first``: all ``fixes`` applied to ``source`` (whose
     findings are ``findings``); ``apply`` applies some of them; ``to_input`` takes a
     line of ``source`` to the user's input. A new finding the loop fixes in its next
-    pass (``fixed_next``: one fix leads to another) does not count."""
+    pass (``fixed_next``: one fix leads to another) does not count. The ``kept`` fixes
+    (the port's) are never withdrawn: what only they bring, the port reveals (the
+    optimizer built before a move that is a move to the XLA device once ported)."""
     old_lines = split_lines(source)
     result = first
     withdrawn: dict[Fix, str] = {}
+    revealed: set[tuple[str, str]] = set()
     trials = 0
     while True:
         new_lines = split_lines(result.source)
@@ -274,7 +278,11 @@ def settle(
         if not result.used or not has_new_keys(findings, old_lines, checked, new_lines):
             return result, withdrawn
         line_map = LineMap(old_lines, new_lines)
-        brought = new_findings(findings, old_lines, checked, new_lines, line_map)
+        brought = [
+            f
+            for f in new_findings(findings, old_lines, checked, new_lines, line_map)
+            if finding_key(f, new_lines) not in revealed
+        ]
         if not brought:
             return result, withdrawn
         regression = brought[0]
@@ -284,7 +292,12 @@ def settle(
             # The worst case: every fix of the pass that is left.
             withdrawn.update((fix, why) for fix in result.used)
             return Trial(source, [], findings), withdrawn
-        suspects = _suspects(regression, result.used, old_lines, new_lines, line_map)
+        suspects = [
+            fix for fix in _suspects(regression, result.used, old_lines, new_lines, line_map) if fix not in kept
+        ]
+        if not suspects:
+            revealed.add(key)
+            continue
         before = sum(1 for f in findings if finding_key(f, old_lines) == key)
         while len(suspects) > 1 and trials < MAX_TRIALS - 1:
             # Halve the suspects: re-apply without one half; is the finding gone?

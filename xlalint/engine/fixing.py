@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from xlalint.engine import fix_guard
 from xlalint.engine.config import Settings
-from xlalint.engine.lint import SYNTAX_ERROR, lint_source
+from xlalint.engine.lint import PORT_CODE, SYNTAX_ERROR, lint_source
 from xlalint.model import Finding, Fix, split_lines
 
 MAX_PASSES = 10
@@ -86,8 +86,10 @@ def fix_source(
             first = apply(fixes)
             if not first.used:
                 return FixResult(current, applied, _marked(findings, withheld, texts))
+            # The port's fixes stay: a finding only they bring is one the port reveals.
+            port = frozenset(f.fix for f in fixable if f.code == PORT_CODE)
             result, withdrawn = fix_guard.settle(
-                current, findings, fixes, first, apply, texts.to_input, lambda f: wanted(f, unsafe)
+                current, findings, fixes, first, apply, texts.to_input, lambda f: wanted(f, unsafe), port
             )
         except RecursionError:
             return _failed(source, path, settings, select, "cannot fix: the code is nested too deeply")
