@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
 
 from xlalint.harness import bootstrap
 from xlalint.harness.progress import Progress, live_text
@@ -64,6 +65,8 @@ def test_live_counters_summed_over_processes_steps_of_the_training_one(tmp_path)
 
 def test_the_child_writes_its_counters_at_steps_at_most_every_interval(tmp_path, monkeypatch):
     monkeypatch.setenv(bootstrap.OUT_DIR_ENV, str(tmp_path))
+    # A process without torch_xla: another test in this worker may have imported it.
+    monkeypatch.delitem(sys.modules, "torch_xla", raising=False)
     now = [100.0]
     monkeypatch.setattr(bootstrap.time, "perf_counter", lambda: now[0])
     log = bootstrap.StepLog()
