@@ -105,12 +105,19 @@ def train_{i}(model, loader, opt):
 TRAINER_TAIL = "\n\ndef _mp_fn(index):\n    train_0(None, None, None)\n\n\nxmp.spawn(_mp_fn)\n"
 
 CUDA_LINE = "x = torch.zeros(3).cuda()\n"
+# One name rebound on every line and read by an optimizer (each read asks which
+# assignment reaches it), and one name bound once and read on every line.
+REBOUND_HEADER = "import torch\nimport torch_xla\nmodel = torch.nn.Linear(2, 2)\nparams = []\n"
+REBOUND = "params = params + list(model.parameters())\nopt_{i} = torch.optim.AdamW(params)\n"
+READ_AGAIN = "out_{i} = model(torch.ones(2, 2))\nloss_{i} = out_{i}.sum()\n"
 
 # name: (header, block, tail, copies of the block per copy asked for)
 SHAPES = {
     "step functions": (STEP_HEADER, STEP_FUNCTION, "", 1),
     "trainers": (TRAINER_HEADER, TRAINER, TRAINER_TAIL, 1),
     ".cuda() lines": ("import torch\n", CUDA_LINE, "", 5),
+    "rebound names": (REBOUND_HEADER, REBOUND, "", 2),
+    "reads of one name": (REBOUND_HEADER, READ_AGAIN, "", 2),
 }
 # What `fix` is timed on. The comment and blank lines sit between two fixable lines,
 # one of which the fix makes too long for the line length (a call to split).

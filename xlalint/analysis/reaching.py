@@ -21,6 +21,7 @@ which of two nodes of the module runs first.
 from __future__ import annotations
 
 import ast
+from bisect import bisect_left
 from collections.abc import Iterator
 from enum import Enum
 
@@ -54,10 +55,11 @@ def reaching_values(read: ast.Name) -> list[ast.expr] | None:
     facts = branch_facts(read)
     while True:
         owner = parent(current)
-        block = _block_of(owner, current)
-        if block is None:
+        place = _place_in_block(owner, current)
+        if place is None:
             return None
-        paths = _scan(reversed(block[: block.index(current)]), name, values, facts)
+        block, position = place
+        paths = _scan(block.assigning_before(position, name), name, values, facts)
         if paths is _Paths.ASSIGNED:
             return values
         if paths is _Paths.UNKNOWN:
@@ -86,13 +88,13 @@ def _scan(statements, name: str, values: list[ast.expr], facts: Facts) -> _Paths
         if isinstance(stmt, ast.If) and name not in _header_names(stmt):
             taken = decided_branch(stmt, facts)
             if taken is not None:
-                paths = _scan(reversed(stmt.body if taken else stmt.orelse), name, values, facts)
+                paths = _scan(_assigning_in(stmt, "body" if taken else "orelse", name), name, values, facts)
                 if paths is not _Paths.THROUGH:
                     return paths
                 continue
             branches = [
-                _scan(reversed(stmt.body), name, values, facts),
-                _scan(reversed(stmt.orelse), name, values, facts),
+                _scan(_assigning_in(stmt, "body", name), name, values, facts),
+                _scan(_assigning_in(stmt, "orelse", name), name, values, facts),
             ]
             if _Paths.UNKNOWN in branches:
                 return _Paths.UNKNOWN
@@ -100,7 +102,7 @@ def _scan(statements, name: str, values: list[ast.expr], facts: Facts) -> _Paths
                 return _Paths.ASSIGNED
             continue
         if isinstance(stmt, (ast.With, ast.AsyncWith)) and name not in _header_names(stmt):
-            paths = _scan(reversed(stmt.body), name, values, facts)
+            paths = _scan(_assigning_in(stmt, "body", name), name, values, facts)
             if paths is not _Paths.THROUGH:
                 return paths
             continue
@@ -184,12 +186,57 @@ def _header_names(stmt: ast.AST) -> frozenset[str]:
     return frozenset().union(*(_assigned_names(h) for h in header)) if header else frozenset()
 
 
-def _block_of(owner: ast.AST | None, stmt: ast.stmt) -> list[ast.stmt] | None:
-    for field in _BLOCKS:
-        block = getattr(owner, field, None)
-        if isinstance(block, list) and any(s is stmt for s in block):
-            return block
+class _Block:
+    """A block of statements (a node's ``body``/``orelse``/``finalbody``), indexed once: where
+    each statement stands and which statements bind each name. A read walks back only over
+    the statements that bind its name, so reads of a long module cost what they find, not
+    the statements between."""
+
+    def __init__(self, statements: list[ast.stmt]) -> None:
+        self.statements = statements
+        self.position = {id(stmt): i for i, stmt in enumerate(statements)}
+        self._binding: dict[str, list[int]] | None = None
+
+    def assigning_before(self, end: int, name: str) -> Iterator[ast.stmt]:
+        """The statements before position ``end`` that bind ``name``, latest first."""
+        if self._binding is None:
+            self._binding = {}
+            for i, stmt in enumerate(self.statements):
+                for bound in _assigned_names(stmt):
+                    self._binding.setdefault(bound, []).append(i)
+        positions = self._binding.get(name, ())
+        for k in range(bisect_left(positions, end) - 1, -1, -1):
+            yield self.statements[positions[k]]
+
+
+def _blocks(owner: ast.AST) -> dict[str, _Block]:
+    """The blocks of ``owner`` by field, indexed on first use (kept on the node)."""
+    found = getattr(owner, "_xlalint_blocks", None)
+    if found is None:
+        found = {}
+        for field in _BLOCKS:
+            statements = getattr(owner, field, None)
+            if isinstance(statements, list) and statements and isinstance(statements[0], ast.stmt):
+                found[field] = _Block(statements)
+        owner._xlalint_blocks = found  # type: ignore[attr-defined]
+    return found
+
+
+def _place_in_block(owner: ast.AST | None, stmt: ast.stmt) -> tuple[_Block, int] | None:
+    """The block of ``owner`` that holds ``stmt``, and where it stands in it."""
+    if owner is None:
+        return None
+    for block in _blocks(owner).values():
+        position = block.position.get(id(stmt))
+        if position is not None and block.statements[position] is stmt:
+            return block, position
     return None
+
+
+def _assigning_in(owner: ast.AST, field: str, name: str) -> Iterator[ast.stmt]:
+    """The statements of ``owner``'s block ``field`` that bind ``name``, latest first."""
+    block = _blocks(owner).get(field)
+    return block.assigning_before(len(block.statements), name) if block is not None else iter(())
 
 
 def _within(node: ast.AST, root: ast.AST) -> bool:
