@@ -48,12 +48,7 @@ class DeviceReads:
 
     def reads_of(self, name: ast.Name) -> list[ast.Name]:
         """The reads of the variable ``name`` binds, in its scope."""
-        scope = self.devices.scope_of(name)
-        return [
-            node
-            for node in self.semantic.names_with_id(name.id)
-            if isinstance(node.ctx, ast.Load) and self.devices.scope_of(node) is scope
-        ]
+        return [node for node in self.devices.variable_uses(name) if isinstance(node.ctx, ast.Load)]
 
     def option_reads(self, option: CommandLineOption) -> list[ast.expr]:
         """Where the script reads the value of a command-line option: ``args.device``, and

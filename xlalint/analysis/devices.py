@@ -132,6 +132,7 @@ class DeviceAnalysis:
         self.tree = tree
         self.semantic = semantic
         self._locals: dict[int, set[str]] = {}
+        self._uses_by_scope: dict[str, dict[int, list[ast.Name]]] = {}
         self._device_variables: dict[int, ast.Assign | None] = {}
 
     # -- where code runs ------------------------------------------------------------------
@@ -167,13 +168,20 @@ class DeviceAnalysis:
         """The values assigned to ``name`` in its own scope (not in nested functions)."""
         return list(assigned_values(self.scope_of(name), lambda t: _is_name(t, name.id), shallow=True))
 
+    def variable_uses(self, name: ast.Name) -> list[ast.Name]:
+        """Every ``Name`` of the variable ``name`` is (the same spelling in the same
+        scope), ``name`` included, in source order. Grouped by scope once per spelling:
+        each of many functions asks for its own ``scaler``."""
+        by_scope = self._uses_by_scope.get(name.id)
+        if by_scope is None:
+            by_scope = self._uses_by_scope[name.id] = {}
+            for node in self.semantic.names_with_id(name.id):
+                by_scope.setdefault(id(self.scope_of(node)), []).append(node)
+        return by_scope.get(id(self.scope_of(name)), [])
+
     def first_read(self, name: ast.Name) -> ast.Name | None:
         """A read of the variable ``name`` binds, in its scope."""
-        scope = self.scope_of(name)
-        for node in self.semantic.names_with_id(name.id):
-            if isinstance(node.ctx, ast.Load) and self.scope_of(node) is scope:
-                return node
-        return None
+        return next((node for node in self.variable_uses(name) if isinstance(node.ctx, ast.Load)), None)
 
     def _function_locals(self, func: ast.AST) -> set[str]:
         if id(func) not in self._locals:

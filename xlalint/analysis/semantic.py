@@ -477,6 +477,20 @@ class Semantic:
         """Every ``<x>.attr`` node, in source order."""
         return self._attributes_by_attr.get(attr, [])
 
+    def attribute_by_class(self, attr: str) -> AttributeByClass:
+        """The ``<x>.attr`` nodes that are not attributes of an imported module (``self.stream``,
+        not ``torch.cuda.stream``), by the innermost class that holds them; grouped once
+        per attribute name."""
+        found = self._attributes_by_class.get(attr)
+        if found is None:
+            nodes = [n for n in self.attributes_named(attr) if self.qualified_name(n) is None]
+            found = self._attributes_by_class[attr] = AttributeByClass(nodes)
+        return found
+
+    @cached_property
+    def _attributes_by_class(self) -> dict[str, AttributeByClass]:
+        return {}
+
     @cached_property
     def _names_by_id(self) -> dict[str, list[ast.Name]]:
         # Built once per module, like the call index: a rule that asks for every use of
@@ -606,3 +620,31 @@ def string_value(node: ast.AST | None) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     return None
+
+
+class AttributeByClass:
+    """The uses of one attribute name, by the innermost class each is in (None: outside
+    every class), in source order: a class asks which are its own and where the first
+    use outside it is, at a cost that does not grow with the other classes."""
+
+    def __init__(self, nodes: list[ast.Attribute]) -> None:
+        self._by_class: dict[int, list[ast.Attribute]] = {}
+        self._first: tuple[ast.Attribute, ast.ClassDef | None] | None = None
+        self._first_elsewhere: ast.Attribute | None = None  # the first in another class than the first's
+        for node in nodes:
+            cls = next((a for a in ancestors(node) if isinstance(a, ast.ClassDef)), None)
+            self._by_class.setdefault(id(cls), []).append(node)
+            if self._first is None:
+                self._first = (node, cls)
+            elif self._first_elsewhere is None and cls is not self._first[1]:
+                self._first_elsewhere = node
+
+    def in_class(self, cls: ast.ClassDef) -> list[ast.Attribute]:
+        """The uses in ``cls`` itself (not in a class nested in it)."""
+        return self._by_class.get(id(cls), [])
+
+    def first_outside(self, cls: ast.ClassDef) -> ast.Attribute | None:
+        """The first use, in source order, that is not in ``cls`` itself."""
+        if self._first is None:
+            return None
+        return self._first[0] if self._first[1] is not cls else self._first_elsewhere

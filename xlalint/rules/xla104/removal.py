@@ -83,13 +83,7 @@ class ObjectRemoval(ABC):
         if isinstance(target, ast.Name):
             # The same variable: the same name in the same scope (a function's local
             # `scaler` is not another function's).
-            scope = self.writer.devices.scope_of(target)
-            found = [
-                n
-                for n in self.ctx.semantic.names_with_id(target.id)
-                if n is not target and self.writer.devices.scope_of(n) is scope
-            ]
-            return self._reads(found)
+            return self._reads([n for n in self.writer.devices.variable_uses(target) if n is not target])
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
             cls = next((a for a in ancestors(target) if isinstance(a, ast.ClassDef)), None)
             if cls is None:
@@ -97,17 +91,14 @@ class ObjectRemoval(ABC):
                 return None
             # `self.stream` and `torch.cuda.stream` share a name, not a value: an attribute
             # of an imported module is not a use.
-            everywhere = [
-                n
-                for n in self.ctx.semantic.attributes_named(target.attr)
-                if n is not target and self.ctx.semantic.qualified_name(n) is None
-            ]
-            inside = {id(n) for n in ast.walk(cls)}
-            for n in everywhere:
-                if id(n) not in inside or not self._is_self_attribute(n):
+            uses = self.ctx.semantic.attribute_by_class(target.attr)
+            outside = uses.first_outside(cls)
+            inside = [n for n in uses.in_class(cls) if n is not target]
+            for n in (outside, *(n for n in inside if not self._is_self_attribute(n))):
+                if n is not None:
                     self._blocked(enclosing_statement(n) or n, f"reads `.{target.attr}` outside its class")
                     return None
-            return self._reads(everywhere)
+            return self._reads(inside)
         self._blocked(target, "does not assign it to a name")
         return None
 
