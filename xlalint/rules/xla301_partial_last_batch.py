@@ -44,8 +44,9 @@ with a batch of a new shape and a recompile of the forward and backward step.
 ## What is flagged
 
 In a file that imports torch_xla, a *training* `DataLoader` (one whose batches a
-training loop iterates: see XLA202; also either arm of `pl.MpDeviceLoader(loader, device)
-if on_xla else loader`; a name rebound to an evaluation loader after the training loop
+training loop iterates: see XLA202; also one a helper of the file returns, kept by a
+class as `self.train_data` and iterated by its method; either arm of
+`pl.MpDeviceLoader(loader, device) if on_xla else loader`; a name rebound to an evaluation loader after the training loop
 holds that loader from there on) with no `drop_last=` or `drop_last=False`, also
 when its `DistributedSampler` has `drop_last=True` (that evens out the processes; the
 loader's last batch is still partial). A `**kwargs` dict the file builds (a literal,
