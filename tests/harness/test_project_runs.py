@@ -40,11 +40,11 @@ def test_the_loop_in_imported_modules_is_fixed_and_trains_on_xla(scripts_dir, tm
         f"{shown}trainlib/data.py, {shown}trainlib/model.py; findings in them: 4 (XLA102 x1, XLA103 x1, XLA104 x2)"
     ) in text
     assert (
-        f"original + XLA104 device fixes: fixes applied: 3 (XLA104 x3) in {shown}main.py (1), {shown}train_loop.py (2);"
+        f"original + XLA104 device fixes: fixes applied: 3 ({shown}main.py: XLA104 x1; {shown}train_loop.py: XLA104 x2);"
         in text
     )
     assert (
-        f"fixed: fixes applied: 5 (XLA102 x1, XLA103 x1, XLA104 x3) in {shown}main.py (1), {shown}train_loop.py (4);"
+        f"fixed: fixes applied: 5 ({shown}main.py: XLA104 x1; {shown}train_loop.py: XLA102 x1, XLA103 x1, XLA104 x2);"
         in text
     )
     report = json.loads(report_path.read_text())
