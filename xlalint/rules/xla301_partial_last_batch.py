@@ -212,6 +212,46 @@ loader = DataLoader(train_ds, batch_size=32, shuffle=True, drop_last=True)
             """,
             count=1,
         ),
+        # The DDP tutorial: a helper returns the loader, a Trainer keeps it and iterates it.
+        Invalid(
+            """
+            import torch_xla
+            from torch.utils.data import DataLoader
+
+            class Trainer:
+                def __init__(self, model, train_data):
+                    self.model = model
+                    self.train_data = train_data
+
+                def fit(self):
+                    for x, y in self.train_data:
+                        self.model(x, y).backward()
+
+            def prepare_dataloader(ds, bs):
+                return DataLoader(ds, batch_size=bs, shuffle=False)
+
+            Trainer(model, prepare_dataloader(ds, 8)).fit()
+            """,
+            unsafe_fixed="""
+            import torch_xla
+            from torch.utils.data import DataLoader
+
+            class Trainer:
+                def __init__(self, model, train_data):
+                    self.model = model
+                    self.train_data = train_data
+
+                def fit(self):
+                    for x, y in self.train_data:
+                        self.model(x, y).backward()
+
+            def prepare_dataloader(ds, bs):
+                return DataLoader(ds, batch_size=bs, shuffle=False, drop_last=True)
+
+            Trainer(model, prepare_dataloader(ds, 8)).fit()
+            """,
+            count=1,
+        ),
         # The sampler drops its remainder; the loader still yields a partial last batch.
         Invalid(
             """
