@@ -39,7 +39,7 @@ def test_the_loop_in_imported_modules_is_fixed_and_trains_on_xla(scripts_dir, tm
     shown = f"{project}/"
     assert (
         f"local modules it imports: {shown}train_loop.py, {shown}trainlib/__init__.py, "
-        f"{shown}trainlib/data.py, {shown}trainlib/model.py; findings in them: 4 (XLA102 x1, XLA103 x1, XLA104 x2)"
+        f"{shown}trainlib/data.py, {shown}trainlib/model.py; findings in them: 4 ({shown}train_loop.py: XLA102 x1, XLA103 x1, XLA104 x2)"
     ) in text
     assert (
         f"original + XLA104 device fixes: fixes applied: 3 ({shown}main.py: XLA104 x1; {shown}train_loop.py: XLA104 x2);"
@@ -145,6 +145,7 @@ def test_the_loop_in_the_project_roots_package_is_fixed_and_runs_on_xla(tmp_path
         "run", str(script), "--device", "cpu", "--json", str(out), env={"PYTHONPATH": python_path}, timeout=600
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    assert f"findings in them: 2 ({trainer}: XLA103 x1, XLA104 x1)" in done.stdout
     assert f"fixed: fixes applied: 2 ({trainer}: XLA103 x1, XLA104 x1); findings left: 0" in done.stdout
     record = json.loads(out.read_text())
     (run,) = record["runs"].values()

@@ -85,8 +85,11 @@ def format_text(report: HarnessReport, *, color: bool = False) -> str:
     lines.append(f"findings in the script: {_count_codes(report.findings)}")
     if report.local_modules:
         names = ", ".join(module.display_path for module in report.local_modules)
-        module_findings = [f for module in report.local_modules for f in module.findings]
-        lines.append(f"local modules it imports: {names}; findings in them: {_count_codes(module_findings)}")
+        # Per file: where the findings are (the script's own may be none).
+        module_findings = _count_codes_per_file(
+            [(module.display_path, module.findings) for module in report.local_modules]
+        )
+        lines.append(f"local modules it imports: {names}; findings in them: {module_findings}")
     if report.fix_summary:
         lines.append(report.fix_summary)
     if "original" in report.runs and "fixed" in report.runs:
