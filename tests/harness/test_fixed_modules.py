@@ -302,3 +302,12 @@ def test_the_report_is_not_written_over_a_module_of_the_project_root(tmp_path):
     with pytest.raises(UsageError, match="is the script's local module"):
         run_harness(RunOptions(script=repo / "projects" / "chargpt" / "chargpt.py", json_path=trainer), io.StringIO())
     assert trainer.read_text() == textwrap.dedent(MINGPT["mingpt/trainer.py"])
+
+
+def test_installed_code_is_never_a_module_to_fix(tmp_path):
+    """A script run from site-packages: its neighbours (which `check` follows to) are
+    installed code, run as they are."""
+    installed = tmp_path / "lib" / "site-packages" / "tool"
+    write_tree(installed, {**PROJECT, "pyproject.toml": ""})
+    script = installed / "main.py"
+    assert prepare.read_local_modules(script, str(script)) == []

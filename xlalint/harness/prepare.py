@@ -137,7 +137,7 @@ def read_local_modules(script: Path, display_path: str, *, follow: bool = True) 
     from xlalint.analysis.project import project_root
     from xlalint.engine.api import settings_for
     from xlalint.engine.follow import program_modules
-    from xlalint.harness.local_modules import find_local_modules
+    from xlalint.harness.local_modules import find_local_modules, is_installed_code
 
     root = script.resolve().parent
     folder = os.path.dirname(display_path)
@@ -146,9 +146,11 @@ def read_local_modules(script: Path, display_path: str, *, follow: bool = True) 
         relative = module.path.relative_to(root)
         found[module.path.resolve()] = (relative, os.path.normpath(os.path.join(folder, relative)))
     top = project_root(root / script.name, settings_for(script).root) or root
-    for path in program_modules(script, settings_for):
+    # A script run from site-packages has no modules of its own to fix.
+    followed = [] if is_installed_code(root) else program_modules(script, settings_for)
+    for path in followed:
         real = path.resolve()
-        if real in found:
+        if real in found or is_installed_code(real):
             continue
         if real.is_relative_to(root):
             relative = real.relative_to(root)
