@@ -11,9 +11,16 @@ The corpus: the first --min-files files that import torch under the given folder
   next to a bare ``python -c pass`` (target: at most 0.2 s);
 - libcst ``parse_module`` (what the check path avoids);
 - TorchFix and Fixit on the same files when installed in ``bench/.venv-others``
-  (``--install-others`` makes it: TorchFix pins an older libcst than ours).
+  (``--install-others`` makes it: TorchFix pins an older libcst than ours);
+- a project of --project-files modules that import each other (each builds a model
+  class of another, which ties two weights: XLA502 asks the project index about it):
+  ``xlalint check`` of the whole tree, cold, with ``follow-imports`` (the default)
+  against ``--no-follow-imports`` (target: at most 1.1x: following adds nothing to
+  check when every module is named already), and of its entry script alone, which
+  follows its imports (at most ``follow.MAX_DEPTH`` away).
 
     python bench/lint_speed.py [FOLDER ...] [--min-files 300] [--repeat 3] [--runs 9]
+                               [--project-files 300] [--only corpus,project]
 """
 
 from __future__ import annotations
@@ -120,6 +127,89 @@ def others(folder: Path) -> list[tuple[str, list[str]]]:
     return tools
 
 
+# One module of the generated project: it imports the next module and the class of a
+# module further on, builds that class (XLA502 asks where it ties its weights) in a
+# training loop, and defines a tied class of its own.
+PROJECT_MODULE = """\
+import torch
+import torch_xla
+from torch import nn
+
+import m{next}
+from m{other} import Net{other}
+
+
+class Net{i}(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+        self.head = nn.Linear(4, 10)
+        self.head.weight = self.embed.weight
+
+    def forward(self, x):
+        return self.head(self.embed(x))
+
+
+def train_{i}(loader):
+    model = Net{other}().to(torch_xla.device())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x in loader:
+        loss = model(x).sum()
+        loss.backward()
+        opt.step()
+        torch_xla.sync()
+    return m{next}.train_{next}
+"""
+
+
+def write_project(folder: Path, count: int) -> Path:
+    """``count`` modules ``m0.py``... importing each other (in a ring), a
+    ``pyproject.toml`` (the project root) and ``main.py``, which imports ``m0``."""
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text("")
+    for i in range(count):
+        text = PROJECT_MODULE.format(i=i, next=(i + 1) % count, other=(i * 7 + 3) % count)
+        (folder / f"m{i}.py").write_text(text, encoding="utf-8")
+    main = folder / "main.py"
+    main.write_text("import torch_xla\n\nimport m0\n\nm0.train_0([])\n", encoding="utf-8")
+    return main
+
+
+def project_rows(count: int, repeat: int) -> tuple[list[tuple[str, float]], float, float]:
+    """The project's rows: its baseline (ast parse + walk of its files, 1 core) and the
+    commands; and the cold check with and without following imports."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "project"
+        main = write_project(folder, count)
+        texts = [(str(p), p.read_text()) for p in sorted(folder.glob("*.py"))]
+
+        def baseline() -> None:
+            for name, text in texts:
+                for _ in ast.walk(ast.parse(text, name)):
+                    pass
+
+        command = [sys.executable, "-m", "xlalint.cli", "check", "--exit-zero", "-q", "--output-format", "concise"]
+        wall([*command, "--no-cache", str(main)], cwd=folder)  # writes the bytecode
+        cache = folder / ".xlalint_cache"
+        runs: dict[str, list[float]] = {"follow": [], "no follow": [], "script": []}
+        base = best_of(1, baseline)
+        for _ in range(repeat):
+            # In turn: the machine's slow spells fall on all of them alike.
+            for label, args in (("follow", []), ("no follow", ["--no-follow-imports"]), ("script", [])):
+                shutil.rmtree(cache, ignore_errors=True)
+                target = str(main) if label == "script" else str(folder)
+                runs[label].append(wall([*command, *args, target], cwd=folder))
+            base = min(base, best_of(1, baseline))
+    follow, no_follow = min(runs["follow"]), min(runs["no follow"])
+    rows = [
+        (f"project of {count} importing modules: ast parse + walk, 1 core", base),
+        ("  `xlalint check` of the tree, cold (follows imports)", follow),
+        ("  `xlalint check --no-follow-imports` of the tree, cold", no_follow),
+        ("  `xlalint check main.py`, cold (follows its imports)", min(runs["script"])),
+    ]
+    return rows, follow, no_follow
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="*", type=Path)
@@ -128,10 +218,28 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=9, help="runs of the one-file check (median)")
     parser.add_argument("--no-libcst", action="store_true")
     parser.add_argument("--install-others", action="store_true", help="install TorchFix and Fixit for the comparison")
+    parser.add_argument("--project-files", type=int, default=300, help="modules of the generated project")
+    parser.add_argument("--only", default="corpus,project", help="which parts to run")
     args = parser.parse_args()
     if args.install_others:
         install_others()
+    parts = set(args.only.split(","))
+    if "corpus" in parts:
+        corpus_rows(args)
+    if "project" in parts:
+        rows, follow, no_follow = project_rows(args.project_files, args.repeat)
+        print(f"\n| {'what':<62} | {'seconds':>8} | {'x baseline':>10} |")
+        print(f"|{'-' * 64}|{'-' * 10}|{'-' * 12}|")
+        for what, seconds in rows:
+            print(f"| {what:<62} | {seconds:>8.3f} | {seconds / rows[0][1]:>10.2f} |")
+        print("\n| target | measured | met |")
+        print("|---|---|---|")
+        ratio = follow / no_follow
+        print(f"| check of the tree following imports at most 1.1x without | {ratio:.2f}x | {ratio <= 1.1} |")
 
+
+def corpus_rows(args: argparse.Namespace) -> None:
+    """The corpus's rows and targets (the first parts of the docstring)."""
     files = corpus(args.folders or default_folders(), args.min_files)
     lines = sum(text.count("\n") for _, text in files)
     settings = Settings()

@@ -214,3 +214,30 @@ def test_the_linear_bench_times_fix_and_every_output_format():
         source = linear_check.generated(shape, 2, linear_check.FIX_SHAPES)
         result = fix_source(source, "generated.py", Settings(), unsafe=True)
         assert result.error is None and result.applied, shape
+
+
+def test_the_training_loaders_follow_each_value_once_for_all_loops(monkeypatch):
+    """Issue 28: many step loops over `self.train_data`, whose `__init__` parameter is
+    filled at many constructions of the class: the values are followed once for all the
+    loops (the constructions are not walked again for each loop)."""
+    from xlalint.analysis.distributed import DistributedAnalysis
+
+    followed = []
+    original = DistributedAnalysis._loaders_of
+    monkeypatch.setattr(
+        DistributedAnalysis,
+        "_loaders_of",
+        lambda self, expr, depth, seen: followed.append(1) or original(self, expr, depth, seen),
+    )
+    count = 60
+    source = "import torch_xla\nfrom torch.utils.data import DataLoader\n"
+    source += "def make(ds):\n    return DataLoader(ds, batch_size=8)\n"
+    source += "class Trainer:\n    def __init__(self, model, train_data):\n        self.train_data = train_data\n"
+    source += "".join(
+        f"    def epoch_{i}(self):\n        for x in self.train_data:\n            self.model(x).backward()\n"
+        for i in range(count)
+    )
+    source += "".join(f"trainer_{i} = Trainer(model, make(ds_{i}))\n" for i in range(count))
+    findings = lint_source(source, "t.py", Settings(), select=["XLA301"])
+    assert [(f.code, f.span.line) for f in findings] == [("XLA301", 4)]
+    assert len(followed) <= 10 * count

@@ -7,15 +7,18 @@ No torch here: the child is plain Python through the harness's runner and bootst
 
 from __future__ import annotations
 
+import io
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from xlalint.harness import prepare, runner
 from xlalint.harness.debug_log import Frame, RawCause
 from xlalint.harness.environment import Device
 from xlalint.harness.report import version_fix_summary
-from xlalint.harness.session import RunOptions, _prepare_versions
+from xlalint.harness.session import RunOptions, UsageError, _prepare_versions, _read_local_modules, run_harness
 
 
 def write_tree(root: Path, files: dict[str, str]) -> None:
@@ -83,7 +86,7 @@ def test_the_fix_reaches_local_modules_and_keeps_their_layout(tmp_path):
     assert "torch_xla.sync()" not in baseline.modules[0].source
     assert (user / "loop.py").read_text() == textwrap.dedent(PROJECT["loop.py"])
     summary = version_fix_summary(fixed, hint_unsafe=False)
-    assert summary.startswith("fixed: fixes applied: 3 (XLA103 x1, XLA104 x2) in user/main.py (1), user/loop.py (2);")
+    assert summary.startswith("fixed: fixes applied: 3 (user/main.py: XLA104 x1; user/loop.py: XLA103 x1, XLA104 x1);")
 
 
 def test_compare_runs_once_when_the_fix_changes_nothing(tmp_path):
@@ -218,3 +221,93 @@ def test_the_child_runs_fixed_copies_as_the_users_files(tmp_path):
     assert result.fixed_files == ["main.py", "helper.py", "pkg/__init__.py"]
     cached = {p.name.split(".")[0] for p in user.rglob("*.pyc")}
     assert "helper" not in cached and "__init__" not in cached
+
+
+# minGPT's layout (issue 28): the script in projects/chargpt, the loop in the package
+# at the project root, imported through an editable install.
+MINGPT = {
+    "pyproject.toml": "",
+    "mingpt/__init__.py": "",
+    "mingpt/trainer.py": """\
+        import torch
+
+
+        def train(model, opt):
+            for step in range(3):
+                loss = model(torch.ones(1, 2).cuda()).sum()
+                loss.backward()
+                opt.step()
+    """,
+    "projects/chargpt/chargpt.py": """\
+        import torch
+        import torch_xla
+        from mingpt.trainer import train
+
+        model = torch.nn.Linear(2, 1).to(torch_xla.device())
+        train(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    """,
+}
+
+
+def prepared_mingpt(tmp_path: Path, files: dict[str, str] = MINGPT, **options):
+    repo = tmp_path / "repo"
+    write_tree(repo, files)
+    script = repo / "projects" / "chargpt" / "chargpt.py"
+    display = str(script)
+    script_file = prepare.read_user_file(script, display, Path(script.name))
+    run_options = RunOptions(script=script, **options)
+    modules = _read_local_modules(run_options, display)
+    return repo, _prepare_versions(run_options, script_file, modules, tmp_path / "work")
+
+
+def test_the_modules_of_the_project_root_are_fixed_as_check_follows_them(tmp_path):
+    """The module outside the script's folder is found as `check` finds it, fixed into
+    the version's folder apart from the script's layout, and run in place of the user's
+    (by its real path); the summary names the fixes per file."""
+    repo, prepared = prepared_mingpt(tmp_path)
+    trainer = repo / "mingpt" / "trainer.py"
+    assert [m.display_path for m in prepared.original.modules] == [str(repo / "mingpt" / "__init__.py"), str(trainer)]
+    (fixed,) = prepared.versions
+    changed = {f.display_path: f.run_path for f in fixed.files() if f.changed}
+    assert changed == {str(trainer): tmp_path / "work" / "fixed" / "_project" / "mingpt" / "trainer.py"}
+    assert set(fixed.fixed_files()) == {str(trainer.resolve())}
+    assert ".cuda()" not in fixed.modules[1].source and "torch_xla.sync()" in fixed.modules[1].source
+    assert trainer.read_text() == textwrap.dedent(MINGPT["mingpt/trainer.py"])
+    summary = version_fix_summary(fixed, hint_unsafe=False)
+    assert summary.startswith(f"fixed: fixes applied: 2 ({trainer}: XLA103 x1, XLA104 x1); findings left: 0")
+
+
+@pytest.mark.parametrize(
+    ("config", "option", "followed"),
+    [
+        ("", False, False),
+        ("[tool.xlalint]\nfollow-imports = false\n", None, False),
+        ("[tool.xlalint]\nfollow-imports = false\n", True, True),
+        ("", None, True),
+    ],
+)
+def test_no_follow_imports_runs_the_users_modules_as_they_are(tmp_path, config, option, followed):
+    """`--no-follow-imports` (or `follow-imports = false` in the config, unless
+    `--follow-imports`) fixes the script alone: its modules run as they are."""
+    _repo, prepared = prepared_mingpt(tmp_path, {**MINGPT, "pyproject.toml": config}, follow_imports=option)
+    (fixed,) = prepared.versions
+    assert bool(fixed.modules) == followed
+    assert len(fixed.fixed_files()) == (1 if followed else 0)
+
+
+def test_the_report_is_not_written_over_a_module_of_the_project_root(tmp_path):
+    repo = tmp_path / "repo"
+    write_tree(repo, MINGPT)
+    trainer = repo / "mingpt" / "trainer.py"
+    with pytest.raises(UsageError, match="is the script's local module"):
+        run_harness(RunOptions(script=repo / "projects" / "chargpt" / "chargpt.py", json_path=trainer), io.StringIO())
+    assert trainer.read_text() == textwrap.dedent(MINGPT["mingpt/trainer.py"])
+
+
+def test_installed_code_is_never_a_module_to_fix(tmp_path):
+    """A script run from site-packages: its neighbours (which `check` follows to) are
+    installed code, run as they are."""
+    installed = tmp_path / "lib" / "site-packages" / "tool"
+    write_tree(installed, {**PROJECT, "pyproject.toml": ""})
+    script = installed / "main.py"
+    assert prepare.read_local_modules(script, str(script)) == []

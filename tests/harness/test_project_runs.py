@@ -1,12 +1,14 @@
 """Whole projects through `xlalint run` on torch_xla (CPU): a script whose training loop
 lives in the modules it imports, and a script that never uses the XLA device.
 
-Four torch_xla runs (about half a minute on two shared cores).
+Four torch_xla runs (about half a minute on two shared cores), and one of a script whose
+loop is in a package at the project root (minGPT's layout).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -37,14 +39,14 @@ def test_the_loop_in_imported_modules_is_fixed_and_trains_on_xla(scripts_dir, tm
     shown = f"{project}/"
     assert (
         f"local modules it imports: {shown}train_loop.py, {shown}trainlib/__init__.py, "
-        f"{shown}trainlib/data.py, {shown}trainlib/model.py; findings in them: 4 (XLA102 x1, XLA103 x1, XLA104 x2)"
+        f"{shown}trainlib/data.py, {shown}trainlib/model.py; findings in them: 4 ({shown}train_loop.py: XLA102 x1, XLA103 x1, XLA104 x2)"
     ) in text
     assert (
-        f"original + XLA104 device fixes: fixes applied: 3 (XLA104 x3) in {shown}main.py (1), {shown}train_loop.py (2);"
+        f"original + XLA104 device fixes: fixes applied: 3 ({shown}main.py: XLA104 x1; {shown}train_loop.py: XLA104 x2);"
         in text
     )
     assert (
-        f"fixed: fixes applied: 5 (XLA102 x1, XLA103 x1, XLA104 x3) in {shown}main.py (1), {shown}train_loop.py (4);"
+        f"fixed: fixes applied: 5 ({shown}main.py: XLA104 x1; {shown}train_loop.py: XLA102 x1, XLA103 x1, XLA104 x2);"
         in text
     )
     report = json.loads(report_path.read_text())
@@ -92,3 +94,62 @@ def test_a_script_that_never_uses_the_xla_device_is_told_so(scripts_dir, tmp_pat
     assert f"  warning: {warning}" in outcome.stdout
     assert f"xlalint run: warning: the fixed run: {warning}" in outcome.stderr
     assert "weight on cpu" in outcome.stdout
+
+
+# minGPT's layout (issue 28): the script in projects/chargpt, its training loop in the
+# package at the project root, importable as an editable install makes it (on the path).
+MINGPT = {
+    "pyproject.toml": "",
+    "mingpt/__init__.py": "",
+    "mingpt/trainer.py": """\
+import torch
+
+
+def train(model, opt, steps):
+    device = torch.device("cuda")
+    x = torch.ones(4, 2).to(device)
+    for _step in range(steps):
+        opt.zero_grad()
+        loss = model(x).sum()
+        loss.backward()
+        opt.step()
+    return loss
+""",
+    "projects/chargpt/chargpt.py": """\
+import torch
+import torch_xla
+from mingpt.trainer import train
+
+model = torch.nn.Linear(2, 1).to(torch_xla.device())
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+loss = train(model, opt, 3)
+print("trained on", loss.device)
+""",
+}
+
+
+def test_the_loop_in_the_project_roots_package_is_fixed_and_runs_on_xla(tmp_path, xlalint_command):
+    """`xlalint run` follows the imports as `check` does: the package at the project
+    root (not in the script's folder) is fixed in the run's copy, runs in place of the
+    user's module, and the report names the fixes per file."""
+    repo = tmp_path / "repo"
+    for name, text in MINGPT.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    before = snapshot(repo)
+    script = repo / "projects" / "chargpt" / "chargpt.py"
+    trainer = repo / "mingpt" / "trainer.py"
+    out = tmp_path / "run.json"
+    python_path = os.pathsep.join(p for p in (str(repo), os.environ.get("PYTHONPATH", "")) if p)
+    done = xlalint_command(
+        "run", str(script), "--device", "cpu", "--json", str(out), env={"PYTHONPATH": python_path}, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"findings in them: 2 ({trainer}: XLA103 x1, XLA104 x1)" in done.stdout
+    assert f"fixed: fixes applied: 2 ({trainer}: XLA103 x1, XLA104 x1); findings left: 0" in done.stdout
+    record = json.loads(out.read_text())
+    (run,) = record["runs"].values()
+    assert run["fixed_files"] == [str(trainer)]
+    assert "trained on xla:0" in done.stdout
+    after = {path: data for path, data in snapshot(repo).items() if "__pycache__" not in path.parts}
+    assert after == before

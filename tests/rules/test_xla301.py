@@ -31,6 +31,10 @@ EXPECTED = {
     # RULES.md "XLA301 (turn 5)": an accelerate script meant for TPU; the loader whose
     # RandomSampler draws 800 samples in batches of 8 is not reported.
     "accelerate_tpu": [(15, 24, CODE)],
+    # Issue 28: the DDP tutorial's loader, returned by a helper and iterated by a
+    # `Trainer` method as `self.train_data` (given at `Trainer(model, train_data, ...)`):
+    # flagged in the helper; the evaluation loader passed to another method is not.
+    "loader_from_helper": [(50, 12, CODE)],
 }
 
 

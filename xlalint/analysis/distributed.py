@@ -8,7 +8,8 @@ XLA106, XLA202, XLA203, XLA204 and XLA301 share.
   (``pl.MpDeviceLoader(loader, device)``, ``ParallelLoader(loader, ...).per_device_loader``),
   either arm of a conditional expression, variables (by the assignments that reach the
   read: ``reaching``), ``self.<attr>``, a same-module function that returns one, and function
-  parameters filled at every call site; when no step loop is in sight (the loop is in
+  parameters filled at every call site (an ``__init__``'s at every construction of its class:
+  ``Trainer(model, prepare_dataloader(ds))`` kept as ``self.train_data``); when no step loop is in sight (the loop is in
   another module), a loader bound to a name that says ``train``;
 - the optimizer steps along each path through the step (``xlalint.analysis.order``) and
   whether the gradients are all-reduced before each, on each path;
@@ -42,6 +43,7 @@ from xlalint.analysis.values import (
     enclosing_scopes,
     is_self_attr,
     parameter_names,
+    passed_argument,
     walk_scope,
 )
 from xlalint.model import Import
@@ -186,9 +188,13 @@ class DistributedAnalysis:
         loops = list({id(loop.node): loop.node for loop in self.steps.loops}.values())
         loops += [loop for loop, _paths in self.loop_paths if all(loop is not known for known in loops)]
         iterated: dict[int, ast.Call] = {}
+        # One record of what was followed for every loop: each expression is followed
+        # again only from a shallower depth (at most _MAX_DEPTH times), so many loops
+        # over the same `self.train_data` filled at many constructions stay linear.
+        seen: dict[int, int] = {}
         for loop in loops:
             for source in self._loop_sources(loop):
-                for call in self._loaders_of(source, 0, set()):
+                for call in self._loaders_of(source, 0, seen):
                     iterated[id(call)] = call
         if loops:
             chosen = [c for c in self.dataloaders if id(c) in iterated]
@@ -207,11 +213,12 @@ class DistributedAnalysis:
         # The step loop may be the inner loop of an epoch loop fed by another step loop's
         # body; its helpers' loops are found as step loops of their own.
 
-    def _loaders_of(self, expr: ast.AST | None, depth: int, seen: set[int]) -> Iterator[ast.Call]:
-        """The ``DataLoader`` calls whose batches iterating ``expr`` yields."""
-        if expr is None or depth > _MAX_DEPTH or id(expr) in seen:
+    def _loaders_of(self, expr: ast.AST | None, depth: int, seen: dict[int, int]) -> Iterator[ast.Call]:
+        """The ``DataLoader`` calls whose batches iterating ``expr`` yields (``seen``:
+        the expressions followed so far, with the least depth they were followed from)."""
+        if expr is None or depth > _MAX_DEPTH or seen.get(id(expr), _MAX_DEPTH + 1) <= depth:
             return
-        seen.add(id(expr))
+        seen[id(expr)] = depth
         semantic = self.semantic
         if isinstance(expr, ast.Call):
             name = semantic.call_name(expr)
@@ -273,18 +280,12 @@ class DistributedAnalysis:
                 for value in assigned_values(cls, lambda t, a=expr.attr: is_self_attr(t, a)):
                     yield from self._loaders_of(value, depth + 1, seen)
 
-    def _parameter_loaders(self, func: ast.AST, param: str, depth: int, seen: set[int]) -> Iterator[ast.Call]:
-        args = func.args  # type: ignore[attr-defined]
-        positional = [a.arg for a in (*args.posonlyargs, *args.args)]
-        if positional and positional[0] in ("self", "cls") and enclosing(func, ast.ClassDef) is not None:
-            positional = positional[1:]
-        for call in call_sites(func, self.semantic):  # type: ignore[arg-type]
-            value: ast.expr | None = keyword_value(call, param)
-            if value is None and param in positional:
-                index = positional.index(param)
-                if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
-                    value = call.args[index]
-            yield from self._loaders_of(value, depth + 1, seen)
+    def _parameter_loaders(self, func: ast.AST, param: str, depth: int, seen: dict[int, int]) -> Iterator[ast.Call]:
+        """What the calls of ``func`` pass for ``param``: also the constructions of its
+        class for an ``__init__`` (``Trainer(model, train_data, opt)`` then
+        ``self.train_data = train_data``, iterated by a method)."""
+        for call in call_sites(func, self.semantic, constructions=True):  # type: ignore[arg-type]
+            yield from self._loaders_of(passed_argument(call, func, param), depth + 1, seen)  # type: ignore[arg-type]
 
     # -- sharding -----------------------------------------------------------------------------
     def sharded_by_hand(self, dataset: ast.expr | None) -> bool:

@@ -117,12 +117,17 @@ def parameter_names(func: Function | ast.Lambda) -> set[str]:
     return names
 
 
-def call_sites(func: Function, semantic: Semantic) -> Iterator[ast.Call]:
+def call_sites(func: Function, semantic: Semantic, constructions: bool = False) -> Iterator[ast.Call]:
     """The calls of ``func`` in the module: ``func(...)``, or for a method
-    ``<x>.func(...)`` within its class."""
+    ``<x>.func(...)`` within its class. ``constructions``: for the ``__init__`` of a
+    module-level class, also the ``Cls(...)`` calls that run it (``Trainer(model, loader)``
+    fills ``__init__``'s parameters after ``self``)."""
     cls = enclosing(func, ast.ClassDef)
     if cls is not None and parent(func) is cls:
         yield from semantic.method_calls(cls, func.name)  # type: ignore[arg-type]
+        if constructions and func.name == "__init__" and isinstance(parent(cls), ast.Module):
+            name = cls.name  # type: ignore[attr-defined]
+            yield from (call for call in semantic.calls_named(name) if isinstance(call.func, ast.Name))
     else:
         yield from (call for call in semantic.calls_named(func.name) if isinstance(call.func, ast.Name))
 

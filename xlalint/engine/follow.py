@@ -98,6 +98,39 @@ def follow_imports(jobs: list[Job], reports: list[FileReport], settings_for: Cal
     return Followed(added, capped)
 
 
+def program_modules(script: Path, settings_for: Callable[[Path], Settings]) -> list[Path]:
+    """The local modules that following imports from ``script`` reaches, without
+    checking them (`xlalint run` fixes copies of them): the same rounds as
+    :func:`follow_imports` (``MAX_DEPTH`` imports away, ``MAX_ADDED`` in all, what a walk
+    leaves out left out), each module read here to find what it imports. Paths as found,
+    breadth first."""
+    program = str(script)
+    in_run = {os.path.realpath(script)}
+    frontier = [(program, settings_for(script))]
+    added: list[Path] = []
+    ignore = files.IgnoreRules()
+    for _depth in range(MAX_DEPTH):
+        next_frontier: list[tuple[str, Settings]] = []
+        for path, settings in frontier:
+            try:
+                text = _read(path)
+            except (OSError, sourcefile.SourceError):
+                continue
+            for found in project.local_imports(text, path, program, settings.root):
+                real = os.path.realpath(found)
+                if real in in_run or len(added) >= MAX_ADDED:
+                    continue
+                in_run.add(real)
+                shown = _display(str(found))
+                module_settings = settings_for(shown)
+                if _left_out(shown, module_settings, ignore, program):
+                    continue
+                added.append(shown)
+                next_frontier.append((str(shown), module_settings))
+        frontier = next_frontier
+    return added
+
+
 def checked_too(count: int) -> str:
     """The summary line of the text formats: how many modules following imports added."""
     return f"{count} imported local module{'s' if count != 1 else ''} checked too"

@@ -17,7 +17,8 @@ RUN_HELP = "\n\n".join(
         "Run SCRIPT on torch_xla and report compilations, executions, syncs, host transfers "
         "and their causes (file:line, joined to the lint findings).",
         "By default fixed temporary copies of SCRIPT and of the local modules it imports "
-        "(from its folder) are run; your files are never changed. "
+        "(from its folder and the project root, as `check` follows them) are run; your files "
+        "are never changed. "
         "Arguments after -- go to the script: xlalint run train.py --compare -- --epochs 1",
         "Exit status: 0 the run(s) succeeded; 1 the script failed, was killed or timed out; "
         "2 usage or environment error (torch/torch_xla missing or mismatched, device "
@@ -104,6 +105,15 @@ def register(app: typer.Typer) -> None:
                 help="Also write the report as one HTML page (per-step charts, no external assets).",
             ),
         ] = None,
+        follow_imports: Annotated[
+            bool | None,
+            typer.Option(
+                "--follow-imports/--no-follow-imports",
+                help="Also fix the local modules the script imports, as `check` follows them "
+                "(default: on; overrides `follow-imports` in the config).",
+                show_default=False,
+            ),
+        ] = None,
     ) -> None:
         from xlalint.harness.session import RunOptions, run
 
@@ -118,6 +128,7 @@ def register(app: typer.Typer) -> None:
                 json_path=json_file,
                 html_path=html_file,
                 script_args=list(script_args or []),
+                follow_imports=follow_imports,
             )
         )
         raise typer.Exit(status)

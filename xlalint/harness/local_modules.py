@@ -42,6 +42,11 @@ class LocalModule:
         return self.path.name == "__init__.py"
 
 
+def is_installed_code(path: Path) -> bool:
+    """The file is under site-packages (or dist-packages): installed code, never local."""
+    return bool(_LIBRARY_PATH.search(str(path)))
+
+
 def find_local_modules(script: Path, limit: int = MAX_LOCAL_MODULES) -> list[LocalModule]:
     """The local modules ``script`` imports, directly or through each other, in the
     order they were found (breadth first). The script itself is never listed, even

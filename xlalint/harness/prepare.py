@@ -30,6 +30,9 @@ _MAX_JOIN_SPAN_LINES = 10
 _REWRITTEN_RESEMBLANCE = 0.5
 _PAIRING_WINDOW = 8
 _MIN_KEPT_LENGTH = 8
+# Where a version's folder keeps the fixed copies of the modules outside the script's
+# folder (the project root's): apart from the script's layout, so that no name meets.
+OUTSIDE_FOLDER = Path("_project")
 _COMPARED_CHARS = 200  # of each line: a minified line costs no more than a long one
 
 
@@ -120,19 +123,45 @@ def read_user_file(path: Path, display_path: str, relative: Path) -> UserFile:
     return UserFile(path, display_path, source, encoding, relative)
 
 
-def read_local_modules(script: Path, display_path: str) -> list[UserFile]:
-    """The script's local modules (see ``local_modules``), named next to the script as
-    the user named it; a module that cannot be read is left out (it fails at run time
-    as it would without the harness)."""
-    from xlalint.harness.local_modules import find_local_modules
+def read_local_modules(script: Path, display_path: str, *, follow: bool = True) -> list[UserFile]:
+    """The script's local modules, none when ``follow`` is off: those of its folder
+    (see ``local_modules``) and those that following imports reaches as `check` and
+    `fix` do (``engine/follow.py``: also the project root's and its ``src/``, which an
+    editable install points at; never site-packages). A module of the script's folder
+    is named next to the script as the user named it, and keeps its place under it in a
+    version's folder; one outside it goes under ``OUTSIDE_FOLDER`` there, by its place
+    under the project root. A module that cannot be read is left out (it fails at run
+    time as it would without the harness)."""
+    if not follow:
+        return []
+    from xlalint.analysis.project import project_root
+    from xlalint.engine.api import settings_for
+    from xlalint.engine.follow import program_modules
+    from xlalint.harness.local_modules import find_local_modules, is_installed_code
 
     root = script.resolve().parent
     folder = os.path.dirname(display_path)
-    files = []
-    for module in sorted(find_local_modules(script), key=lambda module: module.path):
+    found: dict[Path, tuple[Path, str]] = {}  # real path -> (its place in a version's folder, its name)
+    for module in find_local_modules(script):
         relative = module.path.relative_to(root)
+        found[module.path.resolve()] = (relative, os.path.normpath(os.path.join(folder, relative)))
+    top = project_root(root / script.name, settings_for(script).root) or root
+    # A script run from site-packages has no modules of its own to fix.
+    followed = [] if is_installed_code(root) else program_modules(script, settings_for)
+    for path in followed:
+        real = path.resolve()
+        if real in found or is_installed_code(real):
+            continue
+        if real.is_relative_to(root):
+            relative = real.relative_to(root)
+            found[real] = (relative, os.path.normpath(os.path.join(folder, relative)))
+        else:
+            below = real.relative_to(top) if real.is_relative_to(top) else Path(*real.parts[1:])
+            found[real] = (OUTSIDE_FOLDER / below, str(path))
+    files = []
+    for real, (relative, shown) in sorted(found.items()):
         try:
-            files.append(read_user_file(module.path, os.path.normpath(os.path.join(folder, relative)), relative))
+            files.append(read_user_file(real, shown, relative))
         except (OSError, SyntaxError, UnicodeDecodeError):
             continue
     return files

@@ -85,8 +85,11 @@ def format_text(report: HarnessReport, *, color: bool = False) -> str:
     lines.append(f"findings in the script: {_count_codes(report.findings)}")
     if report.local_modules:
         names = ", ".join(module.display_path for module in report.local_modules)
-        module_findings = [f for module in report.local_modules for f in module.findings]
-        lines.append(f"local modules it imports: {names}; findings in them: {_count_codes(module_findings)}")
+        # Per file: where the findings are (the script's own may be none).
+        module_findings = _count_codes_per_file(
+            [(module.display_path, module.findings) for module in report.local_modules]
+        )
+        lines.append(f"local modules it imports: {names}; findings in them: {module_findings}")
     if report.fix_summary:
         lines.append(report.fix_summary)
     if "original" in report.runs and "fixed" in report.runs:
@@ -602,8 +605,22 @@ def _count_codes(findings: list[Finding]) -> str:
     """``3 (XLA102 x2, XLA103 x1)``"""
     if not findings:
         return "none"
+    return f"{len(findings)} ({_codes(findings)})"
+
+
+def _codes(findings: list[Finding]) -> str:
+    """``XLA102 x2, XLA103 x1``"""
     counts = Counter(finding.code for finding in findings)
-    return f"{len(findings)} (" + ", ".join(f"{c} x{n}" for c, n in sorted(counts.items())) + ")"
+    return ", ".join(f"{c} x{n}" for c, n in sorted(counts.items()))
+
+
+def _count_codes_per_file(findings_by_file: list[tuple[str, list[Finding]]]) -> str:
+    """``3 (main.py: XLA104 x1; model.py: XLA103 x1, XLA502 x1)``: the files with some."""
+    counted = [(name, findings) for name, findings in findings_by_file if findings]
+    if not counted:
+        return "none"
+    total = sum(len(findings) for _name, findings in counted)
+    return f"{total} (" + "; ".join(f"{name}: {_codes(findings)}" for name, findings in counted) + ")"
 
 
 def fix_summary(
@@ -613,13 +630,14 @@ def fix_summary(
     error: str | None,
     *,
     hint_unsafe: bool = False,
-    where: str = "",
+    applied_text: str | None = None,
 ) -> str:
-    """``fixed: fixes applied: 2 (XLA103 x2) in main.py (1), train.py (1); findings left: 0``"""
+    """``fixed: fixes applied: 2 (XLA103 x2); findings left: 0`` (``applied_text``: what
+    to say for the fixes applied instead of their count by code)."""
     if error:
         return f"{description}: the fix failed, so the copy is unchanged: {error}"
-    in_files = f" in {where}" if where else ""
-    summary = f"{description}: fixes applied: {_count_codes(applied)}{in_files}; findings left: {len(left)}"
+    applied_text = applied_text or _count_codes(applied)
+    summary = f"{description}: fixes applied: {applied_text}; findings left: {len(left)}"
     unsafe = [f for f in left if f.fix is not None and f.fix.applicability == "unsafe"]
     if hint_unsafe and unsafe:
         summary += f" ({len(unsafe)} with an unsafe fix: add --unsafe-fixes)"
@@ -627,7 +645,9 @@ def fix_summary(
 
 
 def version_fix_summary(version: ScriptVersion, *, hint_unsafe: bool) -> str:
-    """What fixing a version did, over the script and its local modules."""
+    """What fixing a version did, over the script and its local modules: with modules,
+    the fixes applied to each file (``fixed: fixes applied: 3 (train.py: XLA104 x2;
+    model.py: XLA502 x1); findings left: 0``)."""
     files = version.files()
     if len(files) == 1:
         return fix_summary(
@@ -635,9 +655,8 @@ def version_fix_summary(version: ScriptVersion, *, hint_unsafe: bool) -> str:
         )
     applied = [f for file in files for f in file.applied]
     left = [f for file in files for f in file.findings]
-    changed = [file for file in files if file.changed]
-    where = ", ".join(f"{file.display_path} ({len(file.applied)})" for file in changed)
-    summary = fix_summary(version.description, applied, left, None, hint_unsafe=hint_unsafe, where=where)
+    per_file = _count_codes_per_file([(file.display_path, file.applied) for file in files if file.changed])
+    summary = fix_summary(version.description, applied, left, None, hint_unsafe=hint_unsafe, applied_text=per_file)
     failed = [
         f"the fix of {file.display_path} failed, so it runs as it is: {file.fix_error}"
         for file in files

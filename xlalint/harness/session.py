@@ -59,6 +59,9 @@ class RunOptions:
     json_path: Path | None = None
     html_path: Path | None = None  # the report as an HTML page with per-step charts
     script_args: list[str] = field(default_factory=list)
+    #: Fix (and report) the local modules the script imports, as `check` and `fix`
+    #: follow them; None: as the config's ``follow-imports`` says (default on).
+    follow_imports: bool | None = None
 
 
 def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -126,10 +129,10 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         script_file = prepare.read_user_file(script, display_path, Path(script.name))
     except (OSError, SyntaxError, UnicodeDecodeError) as error:
         raise HarnessEnvironmentError(f"{display_path}: cannot read: {error}") from error
-    modules = prepare.read_local_modules(script, display_path)
+    modules = _read_local_modules(options, display_path)
     for option, output in (("--json", options.json_path), ("--html", options.html_path)):
         if output is not None:
-            _refuse_output_over_the_program(output, script, option)
+            _refuse_output_over_the_program(output, script, option, [m.path for m in modules])
 
     python = environment.child_python()
     probe = environment.probe_interpreter(python)
@@ -181,6 +184,21 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
     )
 
 
+def _read_local_modules(options: RunOptions, display_path: str) -> list[prepare.UserFile]:
+    """The local modules to run fixed, when following imports is on (``--no-follow-imports``
+    or ``follow-imports = false`` in the script's config turn it off)."""
+    from xlalint.engine.api import settings_for
+    from xlalint.engine.config import ConfigError
+
+    try:
+        follow = options.follow_imports
+        if follow is None:
+            follow = settings_for(options.script).follow_imports
+        return prepare.read_local_modules(options.script, display_path, follow=follow)
+    except ConfigError as error:
+        raise HarnessEnvironmentError(f"configuration: {error}") from error
+
+
 def _fix_diff(prepared: PreparedVersions, user_files: list[prepare.UserFile]) -> str | None:
     """The diff of the user's files against the fixed version that ran (the last)."""
     fixed = prepared.versions[-1]
@@ -200,16 +218,19 @@ def _write_html(harness_report: report.HarnessReport, path: Path) -> None:
     write_html(harness_report, path)
 
 
-def _refuse_output_over_the_program(output: Path, script: Path, option: str = "--json") -> None:
+def _refuse_output_over_the_program(
+    output: Path, script: Path, option: str = "--json", modules: list[Path] | None = None
+) -> None:
     """``--json`` and ``--html`` must not name the script or one of its local modules (readable or
-    not), under whatever name: a symlink, ``./``, another hard link to the file."""
+    not; ``modules``: those found beyond its folder too), under whatever name: a symlink, ``./``,
+    another hard link to the file."""
     from xlalint.harness.local_modules import find_local_modules
 
     try:
         target = os.stat(output)
     except OSError:
         return  # no such file yet: it cannot be one of the program's
-    for path in [script, *(module.path for module in find_local_modules(script))]:
+    for path in [script, *(module.path for module in find_local_modules(script)), *(modules or [])]:
         with contextlib.suppress(OSError):
             same = os.stat(path)
             if (same.st_dev, same.st_ino) == (target.st_dev, target.st_ino):

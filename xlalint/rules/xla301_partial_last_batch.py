@@ -44,8 +44,9 @@ with a batch of a new shape and a recompile of the forward and backward step.
 ## What is flagged
 
 In a file that imports torch_xla, a *training* `DataLoader` (one whose batches a
-training loop iterates: see XLA202; also either arm of `pl.MpDeviceLoader(loader, device)
-if on_xla else loader`; a name rebound to an evaluation loader after the training loop
+training loop iterates: see XLA202; also one a helper of the file returns, kept by a
+class as `self.train_data` and iterated by its method; either arm of
+`pl.MpDeviceLoader(loader, device) if on_xla else loader`; a name rebound to an evaluation loader after the training loop
 holds that loader from there on) with no `drop_last=` or `drop_last=False`, also
 when its `DistributedSampler` has `drop_last=True` (that evens out the processes; the
 loader's last batch is still partial). A `**kwargs` dict the file builds (a literal,
@@ -208,6 +209,46 @@ loader = DataLoader(train_ds, batch_size=32, shuffle=True, drop_last=True)
             train_loader = DataLoader(ds, batch_size=8, shuffle=True, drop_last=True, **kwargs)
             for x, y in train_loader:
                 model(x, y).backward()
+            """,
+            count=1,
+        ),
+        # The DDP tutorial: a helper returns the loader, a Trainer keeps it and iterates it.
+        Invalid(
+            """
+            import torch_xla
+            from torch.utils.data import DataLoader
+
+            class Trainer:
+                def __init__(self, model, train_data):
+                    self.model = model
+                    self.train_data = train_data
+
+                def fit(self):
+                    for x, y in self.train_data:
+                        self.model(x, y).backward()
+
+            def prepare_dataloader(ds, bs):
+                return DataLoader(ds, batch_size=bs, shuffle=False)
+
+            Trainer(model, prepare_dataloader(ds, 8)).fit()
+            """,
+            unsafe_fixed="""
+            import torch_xla
+            from torch.utils.data import DataLoader
+
+            class Trainer:
+                def __init__(self, model, train_data):
+                    self.model = model
+                    self.train_data = train_data
+
+                def fit(self):
+                    for x, y in self.train_data:
+                        self.model(x, y).backward()
+
+            def prepare_dataloader(ds, bs):
+                return DataLoader(ds, batch_size=bs, shuffle=False, drop_last=True)
+
+            Trainer(model, prepare_dataloader(ds, 8)).fit()
             """,
             count=1,
         ),
