@@ -2,21 +2,19 @@
 ``python -m xlalint.docs``), as the ``url`` of a JSON finding, the ``helpUri`` of a
 SARIF rule and the ``url`` of ``xlalint rule --output-format json``.
 
-The file is in xlalint's source tree (a clone, installed editable or run from it), so
-the URL is that file's ``file:`` URI with the section's anchor; an install without the
-tree (a wheel) has no page to point at, and the URL is None (JSON ``null``), as ruff's
-is for a rule without docs.
+The page is in xlalint's source tree: the URL is that file (``file:``) in a clone or a
+folder xlalint was installed from, the file at the install's commit on GitHub for a
+git install from there (:func:`xlalint.install_hint.source_file_url`); an install with
+neither (a wheel from an index) has no page to point at, and the URL is None (JSON
+``null``).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 
-import xlalint
-
-RULES_MD = Path(xlalint.__file__).resolve().parent.parent / "docs" / "rules.md"
+RULES_MD = "docs/rules.md"
 
 
 def anchor(name: str, code: str) -> str:
@@ -26,7 +24,9 @@ def anchor(name: str, code: str) -> str:
 
 @functools.cache
 def _rules_page() -> str | None:
-    return RULES_MD.as_uri() if RULES_MD.is_file() else None
+    from xlalint.install_hint import source_file_url
+
+    return source_file_url(RULES_MD)
 
 
 def rule_url(name: str, code: str) -> str | None:
