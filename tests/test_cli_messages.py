@@ -85,6 +85,7 @@ def test_the_compact_rule_list(tmp_path):
     ("args", "config", "expected"),
     [
         (("rule", "XLA1O4"), None, "unknown rule `XLA1O4` (did you mean `XLA104`?)"),
+        (("rule", "xla1o4"), None, "unknown rule `XLA1O4` (did you mean `XLA104`?)"),
         (
             ("check", "--select", "XLA1O4", "t.py"),
             None,

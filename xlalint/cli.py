@@ -758,7 +758,9 @@ def rule(
     if code is not None:
         found = rules_by_code().get(code.upper())
         if found is None:
-            raise fail(unknown_rule("unknown rule", code, [*rules_by_code(), reporters.SYNTAX_ERROR_DOC["code"]]))
+            raise fail(
+                unknown_rule("unknown rule", code.upper(), [*rules_by_code(), reporters.SYNTAX_ERROR_DOC["code"]])
+            )
         selected = [found]
     else:
         selected = list(catalog())
