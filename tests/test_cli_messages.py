@@ -118,7 +118,7 @@ def test_an_unknown_code_points_at_the_rule_list(tmp_path, args, config, expecte
             "'json-lines', 'github', 'sarif', 'junit' (did you mean `full`?)",
         ),
         (("check", "t.py", "--target-version"), None, "option '--target-version' requires an argument"),
-        (("rule",), None, "give a rule code or --all"),
+        (("rule",), None, "give a rule code or --all (`xlalint rule --all --output-format concise` lists the rules)"),
         (("check", "t.py"), "selct = []", "unknown key `selct` in xlalint settings (did you mean `select`?)"),
         (
             ("check", "t.py"),

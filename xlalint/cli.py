@@ -20,6 +20,7 @@ from xlalint import __version__
 from xlalint.engine import reporters, stopping
 from xlalint.engine import source as sourcefile
 from xlalint.engine.config import (
+    RULE_LIST_COMMAND,
     ConfigError,
     ConfigFinder,
     Settings,
@@ -751,7 +752,7 @@ def rule(
     from xlalint.rules import rules_by_code
 
     if all_rules == (code is not None):
-        raise fail("give a rule code or --all")
+        raise fail(f"give a rule code or --all (`{RULE_LIST_COMMAND}` lists the rules)")
     if code is not None and code.upper() == reporters.SYNTAX_ERROR_DOC["code"]:
         _explain_syntax_error(output_format)
         return
