@@ -98,7 +98,7 @@ def test_unsafe_fixes_in_the_config_applies_them_and_the_command_line_overrides_
 
 def test_unsafe_fixes_false_hides_the_hint_and_unset_shows_it(project):
     text = run("check", "--no-cache", "--output-format", "concise", "a.py").stdout
-    assert "(1 more fix available with `--unsafe-fixes`.)" in text
+    assert "[*] 2 fixable with `xlalint fix` (1 unsafe fix available with `xlalint fix --unsafe-fixes`)." in text
     project("unsafe-fixes = false\n")
     text = run("check", "--no-cache", "--output-format", "concise", "a.py").stdout
     assert "unsafe" not in text

@@ -100,3 +100,38 @@ def test_server_without_pygls_gives_a_hint_that_works():
     assert result.stderr.strip() == (
         "xlalint: error: the language server needs pygls and lsprotocol: pip install -e '.[server]'"
     )
+
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def test_the_docs_page_of_each_install(installed, tmp_path):
+    """Where a JSON finding's `url` points: docs/rules.md in this source tree, in the
+    folder installed from, on GitHub at the commit installed; nothing it cannot know."""
+    from xlalint.install_hint import source_file_url
+
+    folder = tmp_path / "clone"
+    (folder / "docs").mkdir(parents=True)
+    (folder / "docs" / "rules.md").write_text("# rules\n")
+    installed({"url": folder.as_uri(), "dir_info": {}})
+    assert source_file_url("docs/rules.md") == (folder / "docs" / "rules.md").as_uri()
+    assert source_file_url("docs/missing.md") is None
+    git = {"vcs": "git", "commit_id": COMMIT}
+    installed({"url": "https://github.com/org/xlalint.git", "vcs_info": git})
+    assert source_file_url("docs/rules.md") == f"https://github.com/org/xlalint/blob/{COMMIT}/docs/rules.md"
+    installed({"url": "https://github.com/org/mono", "vcs_info": git, "subdirectory": "tools/xlalint"})
+    assert source_file_url("docs/rules.md") == f"https://github.com/org/mono/blob/{COMMIT}/tools/xlalint/docs/rules.md"
+    for direct in (
+        {"url": "https://example.org/org/xlalint.git", "vcs_info": git},  # another host: not guessed
+        {"url": "https://github.com/org/xlalint.git", "vcs_info": {"vcs": "git", "commit_id": "main"}},
+        {"url": "https://example.org/xlalint-0.1.0.tar.gz", "archive_info": {}},
+        None,
+    ):
+        installed(direct)
+        assert source_file_url("docs/rules.md") is None
+
+
+def test_the_docs_page_in_this_source_tree():
+    from xlalint.install_hint import source_file_url
+
+    assert source_file_url("docs/rules.md") == (TREE / "docs" / "rules.md").as_uri()

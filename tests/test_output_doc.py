@@ -53,3 +53,13 @@ def test_the_leftover_notes_are_quoted_as_printed():
         assert f"  note: {note}\n" in DOC
     assert '"leftovers": {"killed": [4242], "not_killed": [], "tracked": true}' in DOC
     assert set(run.to_json()["leftovers"]) == {"killed", "not_killed", "tracked"}
+
+
+def test_the_unsafe_fix_marks_and_a_user_error_are_quoted_as_printed(tmp_path):
+    from xlalint.engine.full_format import UNSAFE_FIX_NOTE
+
+    assert f"`note: {UNSAFE_FIX_NOTE}`" in FOLDED
+    assert "``H unsafe fixes available with `xlalint fix --unsafe-fixes`.``" in FOLDED
+    (tmp_path / "a.py").write_text("import torch\n")
+    error = run_cli("check", "--select", "XLA1O4", "a.py", cwd=tmp_path).stderr.decode().strip()
+    assert f"```\n{error}\n```" in DOC

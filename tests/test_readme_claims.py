@@ -97,3 +97,53 @@ def test_the_configuration_example_names_every_key_and_is_valid():
 @pytest.mark.parametrize("option", ["--show-files", "--extend-exclude", "--exit-non-zero-on-fix", "--no-unsafe-fixes"])
 def test_the_fix_controls_on_the_command_line_are_documented(option):
     assert f"`{option}" in README or f"{option}`" in README
+
+
+def test_the_colour_the_readme_promises_a_pipe(tmp_path):
+    """Piped, `concise` (never coloured) unless `--output-format full`, which
+    `FORCE_COLOR=1` colours, as the README's command shows."""
+    from support import CUDA_SCRIPT
+
+    text = " ".join(README.split())
+    assert "`FORCE_COLOR=1 xlalint check --output-format full . | less -R`" in text
+    assert "`concise` never has any" in text
+    (tmp_path / "train.py").write_text(CUDA_SCRIPT)
+    forced = {"FORCE_COLOR": "1", "NO_COLOR": ""}
+    full = run_cli("check", "--no-cache", "--output-format", "full", ".", cwd=tmp_path, env=forced)
+    assert b"\x1b[" in full.stdout
+    piped = run_cli("check", "--no-cache", ".", cwd=tmp_path, env=forced)
+    assert b"\x1b[" not in piped.stdout and piped.stdout.startswith(b"train.py:3:9: XLA104 [*] ")
+
+
+def test_show_settings_says_where_the_cache_goes_without_a_config(tmp_path):
+    """No config file: the cache is at the git repository's root, and --show-settings says so."""
+    (tmp_path / ".git").mkdir()
+    work = tmp_path / "src"
+    work.mkdir()
+    (work / "a.py").write_text("import torch\n")
+    shown = run_cli("check", "--show-settings", "a.py", cwd=work).stdout.decode().splitlines()
+    assert "project root: none (no config file)" in shown
+    assert f"cache: {tmp_path / '.xlalint_cache'}" in shown
+    run_cli("check", "a.py", cwd=work)
+    assert (tmp_path / ".xlalint_cache").is_dir() and not (work / ".xlalint_cache").exists()
+    assert "`--show-settings` prints it as `cache:`" in " ".join(README.split())
+
+
+def test_every_extra_is_named_and_installed_as_this_project_installs():
+    """xlalint is not on PyPI: no `pip install 'xlalint[extra]'`; every extra is listed."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    listed = re.search(r"^Extras: (.*?)\n\n", README, re.S | re.M).group(1)
+    assert all(f"`{extra}`" in listed for extra in extras)
+    assert not re.search(r"pip install '?\"?xlalint\[[^\]]*\]'?\"?(?! @)", README)
+    assert "pip install -e '.[harness-cuda]'" in README
+
+
+def test_the_xla104_example_is_what_the_fixer_writes():
+    """`xlalint rule XLA104` (and docs/rules.md) show the fix as `fix --unsafe-fixes` writes it."""
+    from xlalint.rules import rules_by_code
+
+    explanation = rules_by_code()["XLA104"].explanation
+    before, after = re.findall(r"```python\n(.*?)```", explanation[explanation.index("## Example") :], re.S)[:2]
+    assert fix_source(before, "train.py", Settings(), unsafe=True).source == after

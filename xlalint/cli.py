@@ -19,11 +19,20 @@ import typer
 from xlalint import __version__
 from xlalint.engine import reporters, stopping
 from xlalint.engine import source as sourcefile
-from xlalint.engine.config import ConfigError, ConfigFinder, Settings, parse_target_version, validate_selectors
+from xlalint.engine.config import (
+    RULE_LIST_COMMAND,
+    ConfigError,
+    ConfigFinder,
+    Settings,
+    parse_target_version,
+    unknown_rule,
+    validate_selectors,
+)
 from xlalint.engine.escaping import printable
 from xlalint.engine.fix_output import print_diffs, print_fixes
+from xlalint.engine.rule_docs import rule_url
 from xlalint.engine.runner import FileReport, Job, internal_error, process_all, process_text
-from xlalint.help_format import Command, Group
+from xlalint.help_format import USAGE_EXIT, Command, Group, error_line
 
 app = typer.Typer(
     name="xlalint",
@@ -62,8 +71,10 @@ def _main(
 
 
 def fail(message: str) -> typer.Exit:
-    typer.echo(f"xlalint: error: {message}", err=True)
-    return typer.Exit(2)
+    """A user error (bad option, unknown code, bad config): one line, exit status 2, in
+    the style usage errors have too (``help_format``)."""
+    typer.echo(error_line(message), err=True)
+    return typer.Exit(USAGE_EXIT)
 
 
 def _patterns(values: list[str] | None) -> tuple[str, ...]:
@@ -100,7 +111,8 @@ Format = Annotated[
     OutputFormat | None,
     typer.Option(
         "--output-format",
-        help="How to print findings. Default: full (code frames) on a terminal, concise (one line each) otherwise.",
+        help="How to print findings. Default: full (code frames) on a terminal, concise (one line each) "
+        "when piped. Only full has colour: on a terminal unless NO_COLOR is set, piped with FORCE_COLOR=1.",
         show_default=False,
     ),
 ]
@@ -458,15 +470,10 @@ def _file_reports(
     add_noqa=False,
     follow_imports: bool | None = None,
 ) -> list[FileReport]:
-    from xlalint.engine.cache import FOLDER_NAME as CACHE_FOLDER
-    from xlalint.engine.cache import project_root
     from xlalint.engine.files import discover, linked_outside
     from xlalint.engine.lint import error_finding
 
-    cache_dir = None
-    if not (no_cache or fix or add_noqa):
-        root = project_root(invocation.finder.for_path(Path.cwd()).root, Path.cwd())
-        cache_dir = str(root / CACHE_FOLDER)
+    cache_dir = None if no_cache or fix or add_noqa else str(cache_folder(invocation))
     jobs, not_written, unreadable = [], {}, {}
     found = discover([Path(p) for p in paths], invocation, force_exclude=force_exclude, unreadable=unreadable)
     for path in found:
@@ -504,6 +511,14 @@ def _file_reports(
         FileReport(str(folder), [error_finding(str(folder), f"cannot read the folder: {reason}")])
         for folder, reason in unreadable.items()
     ]
+
+
+def cache_folder(invocation: Invocation) -> Path:
+    """Where ``check`` keeps its cache: at the project root of the folder it runs in (the
+    config file's folder, else the git repository's root, else that folder)."""
+    from xlalint.engine.cache import FOLDER_NAME, project_root
+
+    return project_root(invocation.finder.for_path(Path.cwd()).root, Path.cwd()) / FOLDER_NAME
 
 
 def _report_add_noqa(reports: list[FileReport]) -> None:
@@ -648,7 +663,7 @@ def _show_settings(
             extend_exclude=extend_exclude,
         )
         path = Path(paths[0])
-        typer.echo(describe(path, invocation.settings(path), list(all_rules())))
+        typer.echo(describe(path, invocation.settings(path), list(all_rules()), cache=cache_folder(invocation)))
     except ConfigError as exc:
         raise fail(str(exc)) from None
 
@@ -714,6 +729,7 @@ def fix_command(
 
 class RuleFormat(str, Enum):
     text = "text"
+    concise = "concise"
     json = "json"
 
 
@@ -723,24 +739,35 @@ def rule(
         str | None, typer.Argument(help="A rule code, e.g. XLA104.", show_default=False, metavar="[CODE]")
     ] = None,
     all_rules: Annotated[bool, typer.Option("--all", help="Explain every rule.", metavar="")] = False,
-    output_format: Annotated[RuleFormat, typer.Option("--output-format")] = RuleFormat.text,
+    output_format: Annotated[
+        RuleFormat,
+        typer.Option(
+            "--output-format",
+            help="text (the explanation), concise (one line a rule: code, name, fix availability, summary) or json.",
+        ),
+    ] = RuleFormat.text,
 ) -> None:
     """Explain a rule: why it matters, what is flagged, the fix, an example."""
     from xlalint.rules import all_rules as catalog
     from xlalint.rules import rules_by_code
 
     if all_rules == (code is not None):
-        raise fail("give a rule code or --all")
+        raise fail(f"give a rule code or --all (`{RULE_LIST_COMMAND}` lists the rules)")
     if code is not None and code.upper() == reporters.SYNTAX_ERROR_DOC["code"]:
         _explain_syntax_error(output_format)
         return
     if code is not None:
         found = rules_by_code().get(code.upper())
         if found is None:
-            raise fail(f"unknown rule `{code}` (see `xlalint rule --all`)")
+            raise fail(
+                unknown_rule("unknown rule", code.upper(), [*rules_by_code(), reporters.SYNTAX_ERROR_DOC["code"]])
+            )
         selected = [found]
     else:
         selected = list(catalog())
+    if output_format is RuleFormat.concise:
+        typer.echo(rule_lines(selected))
+        return
     if output_format is RuleFormat.json:
         docs = [
             {
@@ -750,6 +777,7 @@ def rule(
                 "fix": r.fix_availability,
                 "explanation": r.explanation.strip(),
                 "options": {k: {"default": o.default, "help": o.help} for k, o in r.options.items()},
+                "url": rule_url(r.name, r.code),
             }
             for r in selected
         ]
@@ -758,11 +786,26 @@ def rule(
     typer.echo("\n\n".join(explain(r) for r in selected))
 
 
+def rule_lines(rules) -> str:
+    """One line a rule, columns aligned: code, name, fix availability, summary (what
+    ``rule --all --output-format concise`` prints; an unknown code points here)."""
+    name_width = max((len(r.name) for r in rules), default=0)
+    fix_width = max((len(r.fix_availability) for r in rules), default=0)
+    return "\n".join(
+        f"{r.code}  {r.name:<{name_width}}  fix: {r.fix_availability:<{fix_width}}  {r.summary}" for r in rules
+    )
+
+
 def _explain_syntax_error(output_format: RuleFormat) -> None:
     """XLA000 is not a rule one selects: it is how a file that cannot be checked is reported."""
     doc = reporters.SYNTAX_ERROR_DOC
+    if output_format is RuleFormat.concise:
+        typer.echo(f"{doc['code']}  {doc['name']}  fix: none  {doc['summary']}")
+        return
     if output_format is RuleFormat.json:
-        typer.echo(json.dumps({**doc, "fix": "none", "options": {}}, indent=2))
+        typer.echo(
+            json.dumps({**doc, "fix": "none", "options": {}, "url": rule_url(doc["name"], doc["code"])}, indent=2)
+        )
         return
     from xlalint.docs import explain_syntax_error
 

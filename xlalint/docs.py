@@ -13,6 +13,8 @@ import re
 import sys
 from pathlib import Path
 
+from xlalint.engine.rule_docs import anchor
+
 ROOT = Path(__file__).resolve().parent.parent
 RULES_MD = ROOT / "docs" / "rules.md"
 README = ROOT / "README.md"
@@ -111,7 +113,7 @@ def _demote(markdown: str, by: int) -> str:
 
 def _anchor(rule_class) -> str:
     """GitHub's anchor for the heading ``## name (CODE)``."""
-    return re.sub(r"[^a-z0-9 -]", "", f"{rule_class.name} ({rule_class.code})".lower()).replace(" ", "-")
+    return anchor(rule_class.name, rule_class.code)
 
 
 def _cell(text: str) -> str:

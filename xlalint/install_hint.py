@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -78,3 +79,31 @@ def _from_direct_url(direct: dict, extra: str) -> str:
         shown = _shown(Path(folder)) if os.path.isdir(folder) else folder
         return f"pip install {editable}{shlex.quote(f'{shown}[{extra}]')}"
     return f"pip install {shlex.quote(f'xlalint[{extra}] @ {url}')}"
+
+
+def source_file_url(relative: str) -> str | None:
+    """The URL of a file of xlalint's source tree (``docs/rules.md``) for this install:
+    the file itself (``file:``) in a source tree or a local folder it was installed
+    from; on GitHub, the file at the commit a git install was made from; else None (a
+    wheel from an index carries no docs, and other hosts' file URLs are not guessed)."""
+    here = _source_tree(Path(xlalint.__file__).resolve().parent.parent)
+    if here is not None and (here / relative).is_file():
+        return (here / relative).as_uri()
+    direct = _direct_url()
+    if direct is None:
+        return None
+    parts = urlsplit(direct["url"])
+    vcs, dir_info = direct.get("vcs_info"), direct.get("dir_info")
+    if isinstance(dir_info, dict) and parts.scheme == "file":
+        from urllib.request import url2pathname
+
+        path = Path(url2pathname(parts.path)) / relative
+        return path.as_uri() if path.is_file() else None
+    if isinstance(vcs, dict) and vcs.get("vcs") == "git" and parts.scheme == "https" and parts.hostname == "github.com":
+        commit = vcs.get("commit_id")
+        repository = parts.path.removesuffix("/").removesuffix(".git").strip("/")
+        if isinstance(commit, str) and re.fullmatch(r"[0-9a-f]{40}", commit) and repository.count("/") == 1:
+            subdirectory = direct.get("subdirectory")
+            inside = f"{subdirectory.strip('/')}/" if isinstance(subdirectory, str) and subdirectory.strip("/") else ""
+            return f"https://github.com/{repository}/blob/{commit}/{inside}{relative}"
+    return None

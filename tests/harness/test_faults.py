@@ -378,6 +378,7 @@ def test_device_cuda_without_plugin_or_gpu_says_what_is_missing(tmp_path, xlalin
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("xlalint run: error: --device cuda: no PJRT CUDA plugin is installed")
+    assert f"the `harness-cuda` extra has it: {install_command('harness-cuda')})" in line
     if not os.path.exists("/dev/nvidia0"):
         assert "no NVIDIA GPU is visible" in line
     assert "never runs" not in done.stdout + done.stderr

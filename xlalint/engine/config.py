@@ -9,6 +9,7 @@ name the key.
 
 from __future__ import annotations
 
+import difflib
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -68,6 +69,26 @@ DEFAULT_EXCLUDE = (
 
 class ConfigError(Exception):
     """A configuration problem, said in one line."""
+
+
+# Where an unknown rule code is pointed: the list of every rule, one line each.
+RULE_LIST_COMMAND = "xlalint rule --all --output-format concise"
+
+
+def did_you_mean(value: str, known: Iterable[str], cutoff: float = 0.6) -> str:
+    """`` (did you mean `X`?)`` for the closest of ``known`` to ``value`` (the first in
+    sorted order on a tie, so that the answer does not depend on set order), or ""."""
+    scored = [(difflib.SequenceMatcher(None, value, name).ratio(), name) for name in sorted(set(known))]
+    best = max(scored, key=lambda pair: pair[0], default=(0.0, ""))
+    return f" (did you mean `{best[1]}`?)" if best[0] >= cutoff else ""
+
+
+def unknown_rule(description: str, code: str, known_codes: Iterable[str]) -> str:
+    """An unknown code (``XLA1O4``), the near miss and where the rules are listed."""
+    # A selector is a code or a prefix of one: its near misses are the codes' prefixes of
+    # its length, one character off (`XLA1O4`: `XLA104`; `XLA1O`: `XLA10`; `XLA9`: none).
+    near = did_you_mean(code, {known[: len(code)] for known in known_codes}, cutoff=0.8)
+    return f"{description} `{code}`{near}; `{RULE_LIST_COMMAND}` lists the rules"
 
 
 class DeclaresOptions(Protocol):
@@ -147,7 +168,9 @@ class Settings:
             for key, value in options:
                 if key not in declared:
                     known = ", ".join(sorted(declared)) or "none"
-                    raise ConfigError(f"unknown option `{key}` for rule {code} (known: {known})")
+                    raise ConfigError(
+                        f"unknown option `{key}` for rule {code}{did_you_mean(key, declared)} (known: {known})"
+                    )
                 values[key] = declared[key].validate(key, value)
         return values
 
@@ -293,7 +316,7 @@ def validate_selectors(selectors: Iterable[str], known_codes: Iterable[str], wha
             # It would select every code (each starts with ""), as no user means.
             raise ConfigError(f"{what}: an empty rule selector (write `ALL` for every rule)")
         if not any(code.startswith(sel) for code in known):
-            raise ConfigError(f"{what}: unknown rule selector `{sel}`")
+            raise ConfigError(f"{what}: {unknown_rule('unknown rule selector', sel, known)}")
 
 
 def settings_from_table(
@@ -303,7 +326,9 @@ def settings_from_table(
         raise ConfigError(f"{source}: the xlalint settings must be a table, got {_kind(table)}")
     unknown = sorted(set(table) - KNOWN_KEYS)
     if unknown:
-        raise ConfigError(f"{source}: unknown key `{unknown[0]}` in xlalint settings")
+        raise ConfigError(
+            f"{source}: unknown key `{unknown[0]}` in xlalint settings{did_you_mean(unknown[0], KNOWN_KEYS)}"
+        )
 
     def codes(key: str, value: object) -> tuple[str, ...]:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -367,7 +392,7 @@ def _kind(value: object) -> str:
 def _validate_rule_tables(settings: Settings, source: str, known: Mapping[str, DeclaresOptions]) -> None:
     for code, _ in settings.rule_settings:
         if code not in known:
-            raise ConfigError(f"{source}: unknown rule `{code}` in [rules]")
+            raise ConfigError(f"{source}: [rules]: {unknown_rule('unknown rule', code, known)}")
         try:
             settings.rule_options(code, known[code].options)
         except ConfigError as exc:

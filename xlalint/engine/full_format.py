@@ -40,6 +40,7 @@ REMOVED = "red"
 ADDED = "green"
 HELP = "bold cyan"
 NOTE = "bold"
+UNSAFE_FIX_NOTE = "This is an unsafe fix and may change runtime behavior"  # ruff's words
 
 
 def use_color(stream: TextIO) -> bool:
@@ -129,10 +130,9 @@ def finding_block(
             row.rstrip()
             block.append(row)
         block.append(_gutter(pad))
-        if finding.fix is not None and finding.fix.applicability == "unsafe":
-            block.append(
-                Text().append("note", style=NOTE).append(": This is an unsafe fix and may change runtime behavior")
-            )
+    if finding.fix is not None and finding.fix.applicability == "unsafe":
+        # As ruff: an unsafe fix says so, whether or not its diff is shown.
+        block.append(Text().append("note", style=NOTE).append(": " + UNSAFE_FIX_NOTE))
     if getattr(finding, "after_port", False):
         block.append(
             Text()

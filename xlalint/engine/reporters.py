@@ -17,6 +17,7 @@ from pathlib import Path
 
 from xlalint import __version__
 from xlalint.engine.escaping import json_text, printable, uri_reference, xml_text
+from xlalint.engine.rule_docs import rule_url
 from xlalint.model import Finding
 
 # Every output format, in the order --help lists them (`text` is concise's old name).
@@ -108,8 +109,11 @@ def finding_to_json(finding: Finding, sources: Sources | None = None, edits: Fix
         "fix": fix,
         "location": _location(span.line, span.col),
         "message": json_text(finding.message),
+        "name": finding.name,
         "noqa_row": finding.noqa_row,
-        "url": None,
+        # ruff's: every finding is an error (as SARIF's level says).
+        "severity": "error",
+        "url": rule_url(finding.name, finding.code),
     }
     if finding.after_port:
         obj["after_port"] = True  # only when true: other findings keep ruff's fields
@@ -168,15 +172,15 @@ def summary(
     else:
         lines.append(f"Found {total} error{'s' if total != 1 else ''}.")
     safe = sum(1 for f in findings if applicable(f, unsafe))
-    hidden = sum(1 for f in findings if f.fix is not None and not applicable(f, unsafe))
+    hidden = sum(1 for f in findings if f.fix is not None and not applicable(f, unsafe)) if hint_unsafe else 0
+    # ruff 0.17's wording: "[*] 1 fixable with `--fix` (1 unsafe fix available with
+    # `--fix --unsafe-fixes`)." or, with no fix that applies, the parenthesis alone.
+    hidden_note = f"{hidden} unsafe fix{'es' if hidden != 1 else ''} available with `xlalint fix --unsafe-fixes`"
     if safe and command == "check":
-        lines.append(f"[*] {safe} fixable with `xlalint fix`{' --unsafe-fixes' if unsafe else ''}.")
-    if hidden and hint_unsafe:
-        lines.append(
-            f"No fixes available ({hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with `--unsafe-fixes`)."
-            if not safe
-            else f"({hidden} more fix{'es' if hidden != 1 else ''} available with `--unsafe-fixes`.)"
-        )
+        fixable = f"[*] {safe} fixable with `xlalint fix{' --unsafe-fixes' if unsafe else ''}`"
+        lines.append(f"{fixable} ({hidden_note})." if hidden else f"{fixable}.")
+    elif hidden:
+        lines.append(f"{hidden_note}.")
     return "\n".join(lines)
 
 
@@ -256,7 +260,7 @@ def _rule_docs() -> list[dict]:
         }
         for r in all_rules()
     ]
-    return docs
+    return [{**doc, "url": rule_url(doc["name"], doc["code"])} for doc in docs]
 
 
 def _sarif_uri(path: str) -> str:
@@ -286,6 +290,7 @@ def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
             "help": {"text": doc["explanation"] or doc["summary"], "markdown": doc["explanation"] or doc["summary"]},
             "defaultConfiguration": {"level": "error"},
             "properties": {"tags": ["xla", "pytorch"], "precision": "high", "problem.severity": "error"},
+            **({"helpUri": doc["url"]} if doc["url"] else {}),
         }
         for doc in docs
     ]

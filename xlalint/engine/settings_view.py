@@ -20,9 +20,10 @@ def toml_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value)
 
 
-def describe(path: Path, settings: Settings, rules: list) -> str:
+def describe(path: Path, settings: Settings, rules: list, cache: Path | None = None) -> str:
     """The settings for ``path``: config file, selection (as written and as resolved for
-    this file), target version, exclusion and each enabled rule's options."""
+    this file), target version, exclusion and each enabled rule's options; ``cache``:
+    the folder ``check`` keeps its cache in, when run where this is (``--no-cache``: none)."""
     codes = [rule.code for rule in rules]
     enabled = settings.enabled_codes(codes, str(path))
     everywhere = settings.enabled_codes(codes)
@@ -30,7 +31,8 @@ def describe(path: Path, settings: Settings, rules: list) -> str:
     lines = [
         f"Resolved settings for: {printable(str(path))}",
         f"config file: {printable(settings.source) if settings.source else 'none (defaults)'}",
-        f"project root: {printable(settings.root) if settings.root else 'none'}",
+        f"project root: {printable(settings.root) if settings.root else 'none (no config file)'}",
+        *([f"cache: {printable(str(cache.absolute()))}"] if cache is not None else []),
         f'target-version = "{major}.{minor}"',
         f"select = {toml_value(settings.select)}",
         f"extend-select = {toml_value(settings.extend_select)}",

@@ -249,7 +249,8 @@ def choose_device(requested: str, probe: Probe, hardware: Hardware) -> Device:
         missing = []
         if not probe.cuda_plugin:
             missing.append(
-                "no PJRT CUDA plugin is installed (torch_xla 2.9 has no built-in XLA:CUDA; pip install xla-cuda12-pjrt)"
+                "no PJRT CUDA plugin is installed (torch_xla 2.9 has no built-in XLA:CUDA; "
+                f"the `harness-cuda` extra has it: {install_command('harness-cuda')})"
             )
         if not hardware.gpu:
             missing.append("no NVIDIA GPU is visible (no /dev/nvidia0, nvidia-smi lists none)")

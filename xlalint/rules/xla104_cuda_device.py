@@ -297,6 +297,8 @@ The fixes add `import torch_xla` / `import torch_xla.core.xla_model as xm` as ne
 ## Example
 
 ```python
+import torch
+
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 model = Net().cuda()
 scaler = torch.cuda.amp.GradScaler()
@@ -308,8 +310,11 @@ scaler.update()
 ```
 becomes (with `--unsafe-fixes`)
 ```python
+import torch
+import torch_xla
+
 device = torch_xla.device()
-model = Net().to(torch_xla.device())
+model = Net().to(device)
 with torch.autocast("xla", dtype=torch.bfloat16):
     loss = model(x.to(device))
 loss.backward()
