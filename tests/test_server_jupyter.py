@@ -94,3 +94,28 @@ def test_spec_is_valid_for_jupyter_lsp():
     schema = pytest.importorskip("jupyter_lsp.schema", reason="jupyter-lsp is not installed (the `jupyter` extra)")
     assert jupyter_lsp_spec.SPEC["version"] == schema.SPEC_VERSION
     assert list(schema.LANGUAGE_SERVER_SPEC_MAP.iter_errors(jupyter_lsp_spec.spec())) == []
+
+
+def test_jupyter_lsp_finds_the_server_through_the_entry_point(tmp_path, monkeypatch):
+    """jupyter-lsp's own discovery, on an install whose metadata has only our entry point."""
+    manager_module = pytest.importorskip(
+        "jupyter_lsp.manager", reason="jupyter-lsp is not installed (the `jupyter` extra)"
+    )
+    import importlib
+
+    import tomllib
+
+    entry_points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
+    info = tmp_path / "xlalint_spec_only-0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: xlalint-spec-only\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(
+        "[jupyter_lsp_spec_v1]\n" + "".join(f"{k} = {v}\n" for k, v in entry_points["jupyter_lsp_spec_v1"].items())
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path / "config"))  # no user config in the way
+    monkeypatch.delenv("JUPYTER_CONFIG_PATH", raising=False)
+    manager = manager_module.LanguageServerManager()
+    manager.init_language_servers()
+    assert manager.language_servers["xlalint"]["argv"] == [sys.executable, "-m", "xlalint", "server"]
