@@ -1,6 +1,7 @@
 """The language server in JupyterLab: jupyterlab-lsp's virtual document of a notebook
 (its code cells as one Python module, ``.virtual_documents/<notebook path>``) is linted
-as the notebook, and the spec that registers the server with jupyter-lsp."""
+as the notebook, and the spec that registers the server with jupyter-lsp; and a notebook
+document over the size limit, which says so as a text document does."""
 
 from __future__ import annotations
 
@@ -119,3 +120,21 @@ def test_jupyter_lsp_finds_the_server_through_the_entry_point(tmp_path, monkeypa
     manager = manager_module.LanguageServerManager()
     manager.init_language_servers()
     assert manager.language_servers["xlalint"]["argv"] == [sys.executable, "-m", "xlalint", "server"]
+
+
+def test_a_notebook_over_the_size_limit_says_so_on_its_first_code_cell(tmp_path):
+    from xlalint.engine.source import MAX_BYTES
+
+    uri = (tmp_path / "big.ipynb").as_uri()
+    cells = [
+        server_lint.CellSnapshot(2, f"{uri}#cell2", 1, "%%bash\necho hi", True),  # not Python: no module code
+        server_lint.CellSnapshot(3, f"{uri}#cell3", 1, "import torch\nx = torch.ones(2).cuda()\n", True),
+        server_lint.CellSnapshot(4, f"{uri}#cell4", 1, "y = 1\n" * (MAX_BYTES // 6 + 1), True),
+    ]
+    published, messages = server_lint.lint_notebook(uri, cells)
+    assert [[d.message for d in diagnostics] for _, diagnostics in published] == [
+        [],
+        ["xlalint: not checked: file is too large to check (8.0 MiB; the limit is 8 MiB)"],
+        [],
+    ]
+    assert [m.kind for m in messages] == [types.MessageType.Warning]

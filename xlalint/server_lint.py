@@ -140,6 +140,17 @@ def lint(source: str, uri: str, messages: list[Message]) -> tuple[list[Finding],
         return [], settings
 
 
+def not_checked(reason: str) -> types.Diagnostic:
+    """The diagnostic, at the start, of a document (or notebook) that was not checked."""
+    start = types.Position(0, 0)
+    return types.Diagnostic(
+        range=types.Range(start, start),
+        message=f"xlalint: not checked: {reason}",
+        severity=types.DiagnosticSeverity.Information,
+        source=SOURCE,
+    )
+
+
 def lint_document(
     uri: str, source: str, language_id: str | None = None
 ) -> tuple[list[types.Diagnostic], list[Message]]:
@@ -150,14 +161,7 @@ def lint_document(
     reason = too_large(source)
     if reason is not None:
         messages.append(Message(types.MessageType.Warning, f"xlalint: {uri} not checked: {reason}"))
-        start = types.Position(0, 0)
-        note = types.Diagnostic(
-            range=types.Range(start, start),
-            message=f"xlalint: not checked: {reason}",
-            severity=types.DiagnosticSeverity.Information,
-            source=SOURCE,
-        )
-        return [note], messages
+        return [not_checked(reason)], messages
     lines = split_lines(source)
     return [diagnostic(f, lines) for f in lint(source, uri, messages)[0]], messages
 
@@ -168,6 +172,11 @@ def lint_notebook(
     """The diagnostics of each code cell of a notebook, linted as one module."""
     messages: list[Message] = []
     module, uris = notebook_module(cells)
+    reason = too_large(module)
+    if reason is not None:  # said on the first code cell, as on a text document's first line
+        messages.append(Message(types.MessageType.Warning, f"xlalint: {notebook_uri} not checked: {reason}"))
+        first = next((cell.uri for cell in cells if cell.number in uris), None)
+        return [(cell, [not_checked(reason)] if cell.uri == first else []) for cell in cells], messages
     by_cell: dict[str, list[Finding]] = {}
     for finding in lint(module, notebook_uri, messages)[0]:
         located = module.to_cell(finding)
