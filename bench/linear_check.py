@@ -186,7 +186,7 @@ def server_runs(source: str) -> tuple[Callable[[], int], Callable[[], int]]:
         return len(server_lint.lint_document(uri, source)[0])
 
     def actions() -> int:
-        return len(server_lint.document_code_actions(uri, source, file.name, params, True)[0])
+        return len(server_lint.document_code_actions(uri, source, "python", params, True)[0])
 
     return diagnostics, actions
 

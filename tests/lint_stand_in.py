@@ -22,14 +22,14 @@ COMMAND = (
 )
 
 
-def lint_document(uri: str, source: str):
+def lint_document(uri: str, source: str, language_id: str | None = None):
     held = HOLD.search(source)
     if held is not None:
         gate = Path(held.group(1))
         Path(f"{gate}.pid").write_text(str(os.getpid()))
         while not gate.exists():
             time.sleep(0.02)
-    return _lint_document(uri, source)
+    return _lint_document(uri, source, language_id)
 
 
 def install() -> None:

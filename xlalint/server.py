@@ -13,6 +13,12 @@ edit several cells (an import goes after the imports in the first cells), so the
 fixes and fix-all on a cell, and ``notebook.source.fixAll.xlalint``, return edits for
 every cell they change.
 
+JupyterLab's jupyterlab-lsp sends no notebook documents: it sends a notebook as one text
+document, ``.virtual_documents/<notebook path>`` in the language ``python``, its code
+cells joined, the magics turned into Python, and it maps the diagnostics to the cells
+itself. That document is linted as Python, with the notebook's path for the config; a
+``.ipynb`` text document in another language (the notebook's JSON) gets nothing.
+
 Positions: our columns count characters; LSP's count UTF-16 code units (its default
 encoding), so columns are converted per line.
 
@@ -397,12 +403,12 @@ class XlalintServer(LanguageServer):
             return
         if server_lint.too_large(document.source) is not None:  # said here, not sent to the lint process
             self.linter.cancel(uri)  # an earlier version's lint is stale
-            diagnostics, messages = server_lint.lint_document(uri, document.source)
+            diagnostics, messages = server_lint.lint_document(uri, document.source, document.language_id)
             self.tell(messages)
             self.publish_current(uri, document.version, diagnostics)
             return
         then = partial(self.publish_current, uri, document.version)
-        self.lint(uri, server_lint.lint_document, (uri, document.source), then)
+        self.lint(uri, server_lint.lint_document, (uri, document.source, document.language_id), then)
 
     def publish_current(self, uri: str, version: int | None, diagnostics: list[types.Diagnostic]) -> None:
         document = self.open_document(uri)
@@ -508,7 +514,7 @@ def create_server() -> XlalintServer:
                     server_lint.notebook_code_actions, notebook.uri, cells, document.source, params, ls.unsafe_fixes
                 )
             return await ls.ask(
-                server_lint.document_code_actions, uri, document.source, document.path, params, ls.unsafe_fixes
+                server_lint.document_code_actions, uri, document.source, document.language_id, params, ls.unsafe_fixes
             )
         except LintFailed as exc:  # an error answer, not a traceback
             raise JsonRpcInternalError(f"xlalint: {exc}") from None

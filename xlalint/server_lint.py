@@ -35,6 +35,11 @@ FIX_ALL = "source.fixAll.xlalint"
 # VS Code asks for this kind on a notebook (`notebook.codeActionsOnSave`); its edits may span cells.
 NOTEBOOK_FIX_ALL = "notebook.source.fixAll.xlalint"
 SOURCE = "xlalint"
+#: jupyter-lsp's folder of virtual documents (its default ``virtual_documents_dir``):
+#: jupyterlab-lsp opens a notebook's code cells, joined into one Python module with the
+#: magics turned into Python, as the text document ``<root>/.virtual_documents/<notebook
+#: path>`` with the language ``python``.
+VIRTUAL_DOCUMENTS = ".virtual_documents"
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
@@ -88,10 +93,30 @@ def too_large(source: str) -> str | None:
     return f"file is too large to check ({size / 2**20:.1f} MiB; the limit is {MAX_BYTES // 2**20} MiB)"
 
 
+def document_path(uri: str) -> str | None:
+    """The file a document stands for: its own path, or for jupyterlab-lsp's virtual
+    document of a notebook the notebook's (so that the config, ``exclude`` and
+    ``per-file-ignores`` apply as to the notebook); None when it is not a file."""
+    path = to_fs_path(uri) if uri.startswith("file:") else None
+    if not path:
+        return None
+    parts = Path(path).parts
+    if VIRTUAL_DOCUMENTS in parts[:-1]:  # the first: the folder is right under the server's root
+        at = parts.index(VIRTUAL_DOCUMENTS)
+        return str(Path(*parts[:at], *parts[at + 1 :]))
+    return path
+
+
+def is_notebook_json(uri: str, language_id: str | None) -> bool:
+    """Whether a text document is a notebook's JSON (its cells come as a notebook
+    document), not the notebook's Python code as jupyterlab-lsp sends it."""
+    return uri.endswith(".ipynb") and language_id != "python"
+
+
 def settings_for(uri: str, messages: list[Message]) -> Settings | None:
     """The settings for the document's path (a fresh lookup, so edits to the config count
     at once); None, with a message, when the config is broken or excludes the file."""
-    path = Path(to_fs_path(uri) or "") if uri.startswith("file:") else Path.cwd() / "untitled.py"
+    path = Path(document_path(uri) or Path.cwd() / "untitled.py")
     try:
         settings = ConfigFinder(None, rules_by_code()).for_path(path.absolute())
     except ConfigError as exc:
@@ -108,30 +133,35 @@ def lint(source: str, uri: str, messages: list[Message]) -> tuple[list[Finding],
     settings = settings_for(uri, messages)
     if settings is None:
         return [], None
-    path = to_fs_path(uri) if uri.startswith("file:") else None
     try:
-        return lint_source(source, path or "<stdin>", settings), settings
+        return lint_source(source, document_path(uri) or "<stdin>", settings), settings
     except Exception as exc:  # a bug in a rule: say so, keep serving
         messages.append(Message(types.MessageType.Error, f"xlalint: {exc!r}"))
         return [], settings
 
 
-def lint_document(uri: str, source: str) -> tuple[list[types.Diagnostic], list[Message]]:
+def not_checked(reason: str) -> types.Diagnostic:
+    """The diagnostic, at the start, of a document (or notebook) that was not checked."""
+    start = types.Position(0, 0)
+    return types.Diagnostic(
+        range=types.Range(start, start),
+        message=f"xlalint: not checked: {reason}",
+        severity=types.DiagnosticSeverity.Information,
+        source=SOURCE,
+    )
+
+
+def lint_document(
+    uri: str, source: str, language_id: str | None = None
+) -> tuple[list[types.Diagnostic], list[Message]]:
     """The diagnostics of a text document; one saying why when it is not checked."""
     messages: list[Message] = []
-    if uri.endswith(".ipynb"):
-        return [], messages  # a notebook's JSON: its cells come as a notebook document
+    if is_notebook_json(uri, language_id):
+        return [], messages
     reason = too_large(source)
     if reason is not None:
         messages.append(Message(types.MessageType.Warning, f"xlalint: {uri} not checked: {reason}"))
-        start = types.Position(0, 0)
-        note = types.Diagnostic(
-            range=types.Range(start, start),
-            message=f"xlalint: not checked: {reason}",
-            severity=types.DiagnosticSeverity.Information,
-            source=SOURCE,
-        )
-        return [note], messages
+        return [not_checked(reason)], messages
     lines = split_lines(source)
     return [diagnostic(f, lines) for f in lint(source, uri, messages)[0]], messages
 
@@ -142,6 +172,11 @@ def lint_notebook(
     """The diagnostics of each code cell of a notebook, linted as one module."""
     messages: list[Message] = []
     module, uris = notebook_module(cells)
+    reason = too_large(module)
+    if reason is not None:  # said on the first code cell, as on a text document's first line
+        messages.append(Message(types.MessageType.Warning, f"xlalint: {notebook_uri} not checked: {reason}"))
+        first = next((cell.uri for cell in cells if cell.number in uris), None)
+        return [(cell, [not_checked(reason)] if cell.uri == first else []) for cell in cells], messages
     by_cell: dict[str, list[Finding]] = {}
     for finding in lint(module, notebook_uri, messages)[0]:
         located = module.to_cell(finding)
@@ -235,12 +270,12 @@ def _asked(kind: str, only: list) -> bool:
 
 
 def document_code_actions(
-    uri: str, source: str, path: str, params: types.CodeActionParams, unsafe: bool
+    uri: str, source: str, language_id: str | None, params: types.CodeActionParams, unsafe: bool
 ) -> tuple[list[types.CodeAction], list[Message]]:
     """The code actions on a text document: a quick fix per fixable finding in the
     range, and fix-all."""
     messages: list[Message] = []
-    if uri.endswith(".ipynb"):
+    if is_notebook_json(uri, language_id):
         return [], messages
     findings = [f for f in lint(source, uri, messages)[0] if _wanted(f, unsafe)]
     if not findings:
@@ -262,7 +297,7 @@ def document_code_actions(
             actions.append(_quick_fix(finding, diag, {uri: edits(source, fixed)}))
     settings = settings_for(uri, messages) if want_all else None
     if settings is not None:
-        result = fix_source(source, path, settings, unsafe=unsafe)
+        result = fix_source(source, document_path(uri) or "<stdin>", settings, unsafe=unsafe)
         if result.error is None and result.source != source:
             actions.append(_fix_all(FIX_ALL, {uri: edits(source, result.source)}))
     return actions, messages
