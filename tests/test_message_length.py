@@ -25,7 +25,9 @@ def long_messages(paths) -> list[str]:
     for path in paths:
         for finding in lint_source(path.read_text(), str(path), Settings(), select=["ALL"]):
             if len(finding.message) > MESSAGE_LIMIT:
-                found.append(f"{path.relative_to(ROOT)}:{finding.span.line} {finding.code} ({len(finding.message)}) {finding.message}")
+                found.append(
+                    f"{path.relative_to(ROOT)}:{finding.span.line} {finding.code} ({len(finding.message)}) {finding.message}"
+                )
     return found
 
 

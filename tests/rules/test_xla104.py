@@ -367,10 +367,7 @@ def test_streams_go_with_every_use_and_timing_events_say_why_they_stay():
     assert "xm.wait_device_ops" in called
     remaining = [f for f in result.remaining if f.code == CODE]
     assert [f.span.line for f in remaining] == [36, 37]
-    assert all(
-        "(no fix: line 54 has a use the fix cannot rewrite)" in f.message
-        for f in remaining
-    )
+    assert all("(no fix: line 54 has a use the fix cannot rewrite)" in f.message for f in remaining)
 
 
 @pytest.mark.parametrize(

@@ -79,9 +79,7 @@ _MEMORY_RESET = _remove("`torch.cuda.{name}()` resets CUDA allocator statistics:
 # On XLA a process has one device and no user streams: the compiler orders the work.
 _STREAM = CudaApi("stream", "`torch.cuda.{name}`: XLA has no user streams")
 _STREAM_CONTEXT = CudaApi("context", "`torch.cuda.{name}(...)`: XLA has no user streams")
-_DEVICE_CONTEXT = CudaApi(
-    "context", "`torch.cuda.{name}(...)` selects a CUDA device; an XLA process has one"
-)
+_DEVICE_CONTEXT = CudaApi("context", "`torch.cuda.{name}(...)` selects a CUDA device; an XLA process has one")
 _TENSOR_TYPE = _report("`torch.cuda.{name}` is a CUDA tensor type: use `torch.tensor(..., dtype=..., device={device})`")
 _NO_COUNTERPART = _report("`torch.cuda.{name}` has no XLA counterpart: remove it or keep it off the XLA path")
 
@@ -179,9 +177,7 @@ CUDA_API: dict[str, CudaApi] = {
     ),
     "CUDAGraph": _report("`torch.cuda.CUDAGraph`: XLA compiles and caches the graph itself; remove it"),
     # Not unwrapped: the body is captured to run at each `g.replay()`, not run in place.
-    "graph": _report(
-        "`torch.cuda.graph` captures its body for `.replay()`: XLA compiles and caches graphs itself"
-    ),
+    "graph": _report("`torch.cuda.graph` captures its body for `.replay()`: XLA compiles and caches graphs itself"),
     "make_graphed_callables": _report(
         "`torch.cuda.make_graphed_callables`: XLA compiles and caches the graph itself; call the module directly"
     ),
@@ -246,9 +242,7 @@ ACCELERATOR_API: dict[str, CudaApi] = {
     "device_index": CudaApi(
         "context", "`torch.accelerator.device_index(...)` selects a device; an XLA process has one"
     ),
-    "current_stream": CudaApi(
-        "stream", "`torch.accelerator.current_stream()`: XLA has no user streams"
-    ),
+    "current_stream": CudaApi("stream", "`torch.accelerator.current_stream()`: XLA has no user streams"),
     "set_stream": _remove("`torch.accelerator.set_stream()`: XLA has no user streams"),
     "set_device_index": _remove("`torch.accelerator.set_device_index()` has no meaning on XLA: remove it"),
     "set_device_idx": _remove("`torch.accelerator.set_device_idx()` has no meaning on XLA: remove it"),

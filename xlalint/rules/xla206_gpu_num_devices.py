@@ -199,8 +199,7 @@ os.environ["GPU_NUM_DEVICES"] = str(torch.cuda.device_count())
                 if semantic.call_name(call) in SPAWN:
                     self.report(
                         call,
-                        "XLA:GPU starts one process per GPU only when `GPU_NUM_DEVICES` is set: set "
-                        '`os.environ["GPU_NUM_DEVICES"] = "<number of GPUs>"` before spawning',
+                        "XLA:GPU starts one process per GPU only when `GPU_NUM_DEVICES` is set before spawning",
                     )
 
     def _environ_key(self, target: ast.expr) -> str | None:

@@ -418,26 +418,17 @@ xm.master_print(f"step {step} loss {loss.item()}")
     def _message(self, node: ast.AST, what: str, test: ast.AST) -> str:
         guard = test.test if isinstance(test, (ast.If, ast.While, ast.IfExp)) else test
         condition = self.ctx.source_of(guard)  # type: ignore[arg-type]
-        if len(condition) > 40 or "\n" in condition:
-            condition = "a test that differs between processes"
+        # Why it hangs and what to do instead are the explanation's (and the fix's title).
+        if len(condition) > 28 or "\n" in condition:
+            where = f"under a per-process test (line {test.lineno})"  # type: ignore[attr-defined]
         else:
-            condition = f"`{condition}`"
-        where = f"only where {condition} (line {test.lineno}) lets it"  # type: ignore[attr-defined]
+            where = f"only where `{condition}` (line {test.lineno})"  # type: ignore[attr-defined]
         if what == "collective":
             name = self.ctx.source_of(node.func)  # type: ignore[attr-defined]
-            return (
-                f"`{name}(...)` is a collective that runs {where}: the other processes never join it and "
-                "the run hangs; call it on every process"
-            )
+            return f"collective `{name}(...)` runs {where}: the run hangs"
         if what == "sync":
-            return (
-                f"this sync runs the pending graph {where}: the processes compile and run different graphs "
-                "and the run hangs; sync on every process"
-            )
-        return (
-            f"this host read runs the step's pending graph (with its collectives) {where}: the run hangs; "
-            "read it on every process before the test, or use `xm.master_print`/`xm.add_step_closure`"
-        )
+            return f"this sync runs {where}: the processes' graphs differ and the run hangs"
+        return f"this host read runs the pending graph and its collectives {where}: the run hangs"
 
     def _master_print_fix(self, stmt: ast.stmt, test: ast.AST) -> Fix | None:
         """``if <rank test>: print(<args>)`` -> ``xm.master_print(<args>)``."""

@@ -126,7 +126,9 @@ class Availability:
         if _chooses_a_backend(node):
             return  # `"nccl" if torch.cuda.is_available() else "gloo"`: the process group's finding
         # The bfloat16 XLA computes in is the explanation's: the message names the choice.
-        message = f"`{self.writer.short(test)}` is False on XLA: the script would take `{self.writer.short(node.orelse, 20)}`"
+        message = (
+            f"`{self.writer.short(test)}` is False on XLA: the script would take `{self.writer.short(node.orelse, 20)}`"
+        )
         fix = self.writer.fix(
             "unsafe",
             "Take the accelerator's branch",

@@ -105,7 +105,9 @@ class DeviceArguments:
             )
         if not on_accelerator:
             return False
-        message = f"`torch.Generator(device={self.writer.short(device, 30)})` raises on an XLA device: keep it on the CPU"
+        message = (
+            f"`torch.Generator(device={self.writer.short(device, 30)})` raises on an XLA device: keep it on the CPU"
+        )
         self._report_cpu(device, message, "unsafe", 'Keep the generator on the CPU: `device="cpu"`')
         return True
 

@@ -216,7 +216,9 @@ class ProcessGroups:
             return
         name, value = cuda[0]
         # What to pass instead is the fix's title; why is the explanation's.
-        message = f"`{name}={self.writer.short(value, 24)}` is a CUDA index: DDP moves inputs to `xla:<index>`, which raises"
+        message = (
+            f"`{name}={self.writer.short(value, 24)}` is a CUDA index: DDP moves inputs to `xla:<index>`, which raises"
+        )
         if has_star_args(call) or any(keyword(call, n) is None for n, _ in cuda):
             self.writer.report(value, message + " (no fix: passed by position)", None)
             return
