@@ -88,10 +88,7 @@ DEFAULT = _NO_COUNTERPART
 CUDA_API: dict[str, CudaApi] = {
     # -- the device ------------------------------------------------------------------
     "is_available": CudaApi("availability", ""),
-    "device_count": _report(
-        "`torch.cuda.device_count()`: `{xr}.world_size()` is the number of XLA processes "
-        "(`torch_xla.launch` starts one per device)"
-    ),
+    "device_count": _report("`torch.cuda.device_count()`: `{xr}.world_size()` is the number of XLA processes"),
     "current_device": CudaApi(
         "replace",
         "`torch.cuda.current_device()`: the index of this process's XLA device is `{xr}.local_ordinal()`",
@@ -101,11 +98,9 @@ CUDA_API: dict[str, CudaApi] = {
     "set_device": _remove("`torch.cuda.set_device()` has no meaning on XLA: each process has its device, remove it"),
     "device": _DEVICE_CONTEXT,
     "device_of": _DEVICE_CONTEXT,
-    "get_device_name": _report(
-        "`torch.cuda.get_device_name()`: on XLA `{xm}.xla_device_hw({device})` names the device kind"
-    ),
+    "get_device_name": _report("`torch.cuda.get_device_name()`: on XLA `{xm}.xla_device_hw({device})` names the kind"),
     "get_device_properties": _report(
-        "`torch.cuda.get_device_properties()`: no XLA counterpart; `{xm}.xla_device_hw({device})` names the kind"
+        "`torch.cuda.get_device_properties()`: on XLA `{xm}.xla_device_hw({device})` names the kind"
     ),
     "get_device_capability": _report("`torch.cuda.get_device_capability()` is a CUDA compute capability: no XLA one"),
     "is_bf16_supported": CudaApi(

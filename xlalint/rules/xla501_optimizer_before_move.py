@@ -650,18 +650,6 @@ def _function_name(node: ast.AST) -> str:
     return f"`{cls.name}.{function.name}`" if cls is not None else f"`{function.name}`"  # type: ignore[attr-defined]
 
 
-def _callee_text(source: str) -> str:
-    """A call as a name: ``Trainer(...)``."""
-    head, paren, _ = source.partition("(")
-    return f"{head}(...)" if paren else source
-
-
-def _assigned_target(statement: ast.stmt) -> str | None:
-    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-        return dotted_name(statement.targets[0])
-    return None
-
-
 def _top_statement(statement: ast.stmt, owner: ast.AST | None) -> ast.stmt | None:
     """The statement of ``owner``'s blocks that is or holds ``statement``."""
     node: ast.AST | None = statement
