@@ -64,7 +64,8 @@ before it.
 
 safe: `xm.optimizer_step(opt)` -> `opt.step()` (`optimizer_args=a` -> `opt.step(**a)`).
 None otherwise: run the SPMD script as one process per host; drop the per-process
-reductions; call `xr.use_spmd()` first thing.
+reductions; shard the batch with `xs.mark_sharding` instead of a `DistributedSampler`;
+call `xr.use_spmd()` first thing.
 
 ## Example
 
@@ -215,8 +216,8 @@ opt.step()
             made = next((c for c in self.ctx.launch.calls_before(spmd) if self.ctx.launch.starts_runtime(c)), None)
             if made is not None:
                 message = (
-                    f"`xr.use_spmd()` comes after `{self.ctx.source_of(made.func)}(...)` (line {made.lineno}), "
-                    "whose device or tensors are replicated"
+                    f"`xr.use_spmd()` follows `{self.ctx.source_of(made.func)}(...)` (line {made.lineno}): "
+                    "what that made is replicated to every device"
                 )
                 found.append((spmd, message, None))
         for node, message, fix in sorted(found, key=lambda f: (f[0].lineno, f[0].col_offset)):

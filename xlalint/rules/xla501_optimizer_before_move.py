@@ -414,10 +414,10 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             moves = "moves its holder" if move.wrapper is not None else "moves it"
             taken = ""
             if _position(optimizer.statement) > _position(move.statement):
-                taken = f" at line {optimizer.taken[0].lineno}"
+                taken = f" at line {optimizer.taken[0].lineno},"
             message = (
                 f"`{optimizer.name or 'this optimizer'}` takes `{model}`'s parameters{taken} before line {line} "
-                f"{moves} to XLA: it steps CPU copies"
+                f"{moves} to XLA: the model never trains"
             )
             wrap = self._fsdp_wrap_after(model, optimizer)
             if wrap is not None:
