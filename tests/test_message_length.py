@@ -10,9 +10,9 @@ import pytest
 
 from xlalint.engine.config import Settings
 from xlalint.engine.lint import lint_source
+from xlalint.rules._messages import MESSAGE_LIMIT
 
 ROOT = Path(__file__).resolve().parent.parent
-MESSAGE_LIMIT = 120
 SCRIPTS = sorted(
     p
     for folder in (ROOT / "tests" / "fixtures", ROOT / "examples", ROOT / "tests" / "harness" / "scripts")
