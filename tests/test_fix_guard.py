@@ -239,8 +239,7 @@ def test_detaching_a_sum_read_on_rank_0_is_withheld(unsafe):
         assert xla102.fix is None
         assert xla102.fix_withheld == (
             'not applied: it would bring XLA207 at line 28 (`f"step {step} loss {running / 10:.4f}"`): this host '
-            "read runs the step's pending graph (with its collectives) only where "
-            "`step % 10 == 0 and dist.get_rank() == 0` (line 27) lets it"
+            "read runs the step's graph only where `step % 10 == 0 and dist.get_rank() == 0` (line 27)"
         )
     else:  # the detach is unsafe: not offered, so nothing withheld
         assert xla102.fix_withheld is None

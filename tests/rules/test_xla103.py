@@ -230,8 +230,8 @@ def test_one_line_loop_body():
 def test_carried_state_message_names_the_state_and_the_rank_test_has_no_fix():
     found = findings(read("eval_loops.py"))
     assert [f.message.split("(")[1].split(")")[0] for f in found] == ["`correct`", "`self.total`", "`total`"]
-    assert "under a per-process test" in found[2].message and found[2].fix is None
-    assert "under a per-process test" not in found[0].message
+    assert "under a per-process test: no fix" in found[2].message and found[2].fix is None
+    assert "per-process test" not in found[0].message
 
 
 def test_carried_state_in_a_cuda_script_is_reported_as_following_from_the_port():

@@ -51,7 +51,7 @@ def test_main_with_arguments_has_no_fix():
     )
     (finding,) = findings(source, "f.py")
     assert finding.fix is None
-    assert "`args, rank`" in finding.message
+    assert "(no fix: `main` needs `args`, `rank`)" in finding.message
 
 
 @pytest.mark.parametrize(

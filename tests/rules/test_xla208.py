@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rules.fixture_checks import findings_of
+from xlalint.rules.xla208_runtime_before_launch import RuntimeBeforeLaunch
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA208"
 CODE = "XLA208"
@@ -40,6 +41,8 @@ def test_message_names_the_launch_and_the_remedy():
     path = FIXTURES / "spawn_from_main.py"
     messages = [f.message for f in findings(path.read_text(), str(path))]
     assert messages[1].startswith(
-        '`torch.zeros(1).to("xla")` starts the XLA runtime in the parent before `xmp.spawn(...)` (line 33)'
+        '`torch.zeros(1).to("xla")` starts the XLA runtime before `xmp.spawn(...)` (line 33): the workers fail'
     )
-    assert all("Runtime is already initialized" in m and "inside the worker function" in m for m in messages)
+    assert all(m.endswith(": the workers fail") for m in messages)
+    # The error the workers fail with, and the remedy, are the explanation's.
+    assert "Runtime is already initialized" in RuntimeBeforeLaunch.explanation

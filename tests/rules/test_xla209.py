@@ -46,12 +46,9 @@ def test_fix(case, unsafe):
 def test_messages_cite_the_wrap():
     path = FIXTURES / "fsdp_train.py"
     messages = [f.message for f in findings(path.read_text(), str(path))]
-    assert "clips by the norm of this process's shard only; use `model.clip_grad_norm_(...)`" in messages[0]
-    assert (
-        "`XlaFullyShardedDataParallel` (line 44) already reduced and sharded; step with `optimizer.step()`"
-        in messages[1]
-    )
-    assert "built before the model is wrapped" in messages[2]
+    assert "FSDP-wrapped `model` clips by the norm of this process's shard only" in messages[0]
+    assert "`XlaFullyShardedDataParallel` (line 44) already reduced and sharded" in messages[1]
+    assert "built before the `XlaFullyShardedDataParallel` wrap (line 44)" in messages[2]
 
 
 @pytest.mark.parametrize(

@@ -66,7 +66,7 @@ def test_a_backward_fallback_names_the_backward():
     path = FIXTURES / "upsample_step.py"
     (finding,) = findings(path.read_text(), str(path))
     assert finding.message.startswith(
-        "`F.interpolate`'s backward runs on the CPU on torch_xla 2.9.0 (aten::upsample_nearest2d_backward)"
+        "`F.interpolate`'s backward runs on the CPU in every step on torch_xla 2.9.0 (aten::upsample_nearest2d_backward)"
     )
 
 

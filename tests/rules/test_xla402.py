@@ -54,7 +54,7 @@ def test_fixed_files_are_clean():
 def test_without_a_replacement_there_is_no_fix():
     found = findings((FIXTURES / "amp_cuda.py").read_text())
     assert all(f.fix is None for f in found)
-    assert "no XLA GradScaler" in found[0].message
+    assert "autocast to bfloat16" in found[0].message
     assert "PJRT CUDA plugin" in found[1].message
 
 

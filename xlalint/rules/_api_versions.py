@@ -48,7 +48,7 @@ class ApiChange:
     #: release that dropped it was not checked.
     removed_exactly: bool = True
     #: What to do instead, for the message (when there is no drop-in replacement, or
-    #: to say more than its name).
+    #: to say more than its name): a few words; the rest is the rules' explanations.
     advice: str = ""
 
     def status(self, target: Version) -> Literal["deprecated", "removed"] | None:
@@ -75,10 +75,8 @@ class ApiChange:
 
 XM = "torch_xla.core.xla_model"
 # What both spellings of the XLA:CUDA device (`PJRT_DEVICE=CUDA`, `=GPU`) are told.
-NO_BUILTIN_CUDA = (
-    "torch_xla no longer has a built-in XLA:CUDA; the value works only with a PJRT CUDA "
-    "plugin installed (e.g. xla-cuda12-pjrt), otherwise run on TPU or CPU"
-)
+# (Without the plugin, run on TPU or CPU: XLA402's explanation.)
+NO_BUILTIN_CUDA = "it needs a PJRT CUDA plugin (e.g. xla-cuda12-pjrt)"
 
 API_CHANGES: tuple[ApiChange, ...] = (
     # -- deprecated, still present in 2.9 --------------------------------------------------
@@ -124,7 +122,7 @@ API_CHANGES: tuple[ApiChange, ...] = (
         "object",
         deprecated="2.5",
         removed="2.7",
-        advice="there is no public replacement; `torch.device(name).index` gives the ordinal",
+        advice="`torch.device(name).index` gives the ordinal",
     ),
     # -- XLA:CUDA, removed in 2.9 (deprecated in 2.8) ---------------------------------------
     ApiChange(
@@ -132,15 +130,14 @@ API_CHANGES: tuple[ApiChange, ...] = (
         "object",
         deprecated="2.8",
         removed="2.9",
-        advice='there is no XLA GradScaler; autocast to bfloat16 (`torch.autocast("xla", '
-        "dtype=torch.bfloat16)`), which needs no loss scaling",
+        advice="autocast to bfloat16, which needs no loss scaling",
     ),
     ApiChange(
         "torch_xla.amp.grad_scaler",
         "module",
         deprecated="2.8",
         removed="2.9",
-        advice="there is no XLA GradScaler; autocast to bfloat16, which needs no loss scaling",
+        advice="autocast to bfloat16, which needs no loss scaling",
     ),
     ApiChange(
         "PJRT_DEVICE=CUDA",
@@ -177,7 +174,6 @@ API_CHANGES: tuple[ApiChange, ...] = (
         "1.5",
         replacement="torch_xla.distributed.data_parallel",
         removed_exactly=False,
-        advice="or, better, `torch_xla.distributed.parallel_loader.MpDeviceLoader`",
     ),
     ApiChange("torch_xla_py.utils", "module", None, "1.5", replacement="torch_xla.utils.utils", removed_exactly=False),
     ApiChange(
@@ -390,7 +386,7 @@ class ApiVersionRule(Rule):
             message += f": {change.advice}"
         fix, no_fix_reason = self._fix(use)
         if no_fix_reason:
-            message += f" (no automatic fix: {no_fix_reason})"
+            message += f" (no fix: {no_fix_reason})"
         self.report(use.node, message, fix=fix)
 
     def _fix(self, use: Use) -> tuple[Fix | None, str]:
@@ -399,18 +395,18 @@ class ApiVersionRule(Rule):
         if use.func is None or change.replacement is None or change.rename_when is None:
             return None, ""
         if use.call is not None and not change.call_renamable(use.call):
-            return None, "the replacement does not take these arguments"
+            return None, "the replacement takes other arguments"
         if use.call is None and change.rename_when != "always":
             return None, ""  # a bare reference: the arguments of its later calls are unknown
         root = _root_name(use.func)
         if root is not None and root in self._fallback_names:
             # `except ImportError: xm = _Fallback()`: the new name would break the fallback path.
-            return None, f"`{root}` is also bound to a stand-in when torch_xla is missing"
+            return None, f"`{root}` is also a stand-in for a missing torch_xla"
         module, _, attr = change.replacement.rpartition(".")
         spelled, imports = self.ctx.reference(module, _PREFERRED_ALIASES.get(module))
         if imports and root is not None and root in self._guarded_imports:
             # An unconditional import added at the top would fail where the guarded one is skipped.
-            return None, f"`{root}` is imported conditionally; import `{module}` the same way"
+            return None, f"`{root}` is imported conditionally"
         new = f"{spelled}.{attr}"
         binding = self.ctx.semantic.imports.import_binding(use.func)
         return self.fix(

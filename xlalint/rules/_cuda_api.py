@@ -73,17 +73,13 @@ def _remove(message: str) -> CudaApi:
 
 _MEMORY_QUERY = CudaApi(
     "query",
-    "`torch.cuda.{name}()` reads CUDA's allocator (without CUDA it returns 0, not the XLA device's memory): "
-    'on XLA read `{xm}.get_memory_info({device})` (`["bytes_used"]`, `["bytes_limit"]`), which a TPU answers '
-    "and the CPU runtime does not; port it by hand or drop it",
+    "`torch.cuda.{name}()` reads CUDA's allocator: on XLA read `{xm}.get_memory_info({device})`",
 )
 _MEMORY_RESET = _remove("`torch.cuda.{name}()` resets CUDA allocator statistics: XLA has none, remove it")
 # On XLA a process has one device and no user streams: the compiler orders the work.
-_STREAM = CudaApi("stream", "`torch.cuda.{name}`: XLA has no user streams (the compiler orders the work)")
-_STREAM_CONTEXT = CudaApi("context", "`torch.cuda.{name}(...)`: XLA has no user streams (the compiler orders the work)")
-_DEVICE_CONTEXT = CudaApi(
-    "context", "`torch.cuda.{name}(...)` selects a CUDA device: an XLA process has one device, `{device}`"
-)
+_STREAM = CudaApi("stream", "`torch.cuda.{name}`: XLA has no user streams")
+_STREAM_CONTEXT = CudaApi("context", "`torch.cuda.{name}(...)`: XLA has no user streams")
+_DEVICE_CONTEXT = CudaApi("context", "`torch.cuda.{name}(...)` selects a CUDA device; an XLA process has one")
 _TENSOR_TYPE = _report("`torch.cuda.{name}` is a CUDA tensor type: use `torch.tensor(..., dtype=..., device={device})`")
 _NO_COUNTERPART = _report("`torch.cuda.{name}` has no XLA counterpart: remove it or keep it off the XLA path")
 
@@ -92,10 +88,7 @@ DEFAULT = _NO_COUNTERPART
 CUDA_API: dict[str, CudaApi] = {
     # -- the device ------------------------------------------------------------------
     "is_available": CudaApi("availability", ""),
-    "device_count": _report(
-        "`torch.cuda.device_count()`: `{xr}.world_size()` is the number of XLA processes "
-        "(`torch_xla.launch` starts one per device)"
-    ),
+    "device_count": _report("`torch.cuda.device_count()`: `{xr}.world_size()` is the number of XLA processes"),
     "current_device": CudaApi(
         "replace",
         "`torch.cuda.current_device()`: the index of this process's XLA device is `{xr}.local_ordinal()`",
@@ -105,11 +98,9 @@ CUDA_API: dict[str, CudaApi] = {
     "set_device": _remove("`torch.cuda.set_device()` has no meaning on XLA: each process has its device, remove it"),
     "device": _DEVICE_CONTEXT,
     "device_of": _DEVICE_CONTEXT,
-    "get_device_name": _report(
-        "`torch.cuda.get_device_name()`: on XLA `{xm}.xla_device_hw({device})` names the device kind"
-    ),
+    "get_device_name": _report("`torch.cuda.get_device_name()`: on XLA `{xm}.xla_device_hw({device})` names the kind"),
     "get_device_properties": _report(
-        "`torch.cuda.get_device_properties()`: no XLA counterpart; `{xm}.xla_device_hw({device})` names the kind"
+        "`torch.cuda.get_device_properties()`: on XLA `{xm}.xla_device_hw({device})` names the kind"
     ),
     "get_device_capability": _report("`torch.cuda.get_device_capability()` is a CUDA compute capability: no XLA one"),
     "is_bf16_supported": CudaApi(
@@ -121,8 +112,7 @@ CUDA_API: dict[str, CudaApi] = {
     "is_initialized": _report("`torch.cuda.is_initialized()` asks about CUDA: no XLA counterpart"),
     "synchronize": CudaApi(
         "wait",
-        "`torch.cuda.synchronize()` waits for the queued kernels: on XLA run the pending graph, "
-        "`{sync}()`, then wait for it, `{xm}.wait_device_ops()` (the wait alone runs nothing)",
+        "`torch.cuda.synchronize()` waits for CUDA kernels: on XLA `{sync}()`, then `{xm}.wait_device_ops()`",
     ),
     # -- random numbers --------------------------------------------------------------
     "manual_seed": CudaApi(
@@ -162,8 +152,7 @@ CUDA_API: dict[str, CudaApi] = {
     "reset_accumulated_host_memory_stats": _MEMORY_RESET,
     "ipc_collect": _MEMORY_RESET,
     "set_per_process_memory_fraction": _report(
-        "`torch.cuda.set_per_process_memory_fraction()`: XLA has no per-process fraction "
-        "(on TPU the runtime owns the HBM): remove it"
+        "`torch.cuda.set_per_process_memory_fraction()`: XLA has no per-process memory fraction"
     ),
     "caching_allocator_alloc": _NO_COUNTERPART,
     "caching_allocator_delete": _NO_COUNTERPART,
@@ -176,18 +165,14 @@ CUDA_API: dict[str, CudaApi] = {
     "default_stream": _STREAM,
     "stream": _STREAM_CONTEXT,
     "StreamContext": _STREAM_CONTEXT,
-    "set_stream": _remove("`torch.cuda.set_stream()`: XLA has no user streams (the compiler orders the work)"),
+    "set_stream": _remove("`torch.cuda.set_stream()`: XLA has no user streams"),
     "Event": CudaApi(
         "stream",
-        "`torch.cuda.Event` orders or times CUDA streams: XLA has none; time with `time.perf_counter()` "
-        "after `{sync}()` and `{xm}.wait_device_ops()`, or use `torch_xla.debug.metrics`",
+        "`torch.cuda.Event`: XLA has no CUDA events",
     ),
     "CUDAGraph": _report("`torch.cuda.CUDAGraph`: XLA compiles and caches the graph itself; remove it"),
     # Not unwrapped: the body is captured to run at each `g.replay()`, not run in place.
-    "graph": _report(
-        "`torch.cuda.graph` captures its body for `.replay()`: XLA compiles and caches the graph itself; "
-        "run the body where the graph is replayed"
-    ),
+    "graph": _report("`torch.cuda.graph` captures its body for `.replay()`: XLA compiles and caches graphs itself"),
     "make_graphed_callables": _report(
         "`torch.cuda.make_graphed_callables`: XLA compiles and caches the graph itself; call the module directly"
     ),
@@ -234,8 +219,7 @@ ACCELERATOR_API: dict[str, CudaApi] = {
     "current_accelerator": CudaApi("device", "`torch.accelerator.current_accelerator()` is not the XLA device"),
     "synchronize": CudaApi(
         "wait",
-        "`torch.accelerator.synchronize()` waits for the queued kernels: on XLA run the pending graph, "
-        "`{sync}()`, then wait for it, `{xm}.wait_device_ops()` (the wait alone runs nothing)",
+        "`torch.accelerator.synchronize()` waits for kernels: on XLA `{sync}()`, then `{xm}.wait_device_ops()`",
     ),
     "device_count": _report("`torch.accelerator.device_count()`: `{xr}.world_size()` is the number of XLA processes"),
     "current_device_index": CudaApi(
@@ -251,12 +235,10 @@ ACCELERATOR_API: dict[str, CudaApi] = {
         applicability="unsafe",
     ),
     "device_index": CudaApi(
-        "context", "`torch.accelerator.device_index(...)` selects a device: an XLA process has one device, `{device}`"
+        "context", "`torch.accelerator.device_index(...)` selects a device; an XLA process has one"
     ),
-    "current_stream": CudaApi(
-        "stream", "`torch.accelerator.current_stream()`: XLA has no user streams (the compiler orders the work)"
-    ),
-    "set_stream": _remove("`torch.accelerator.set_stream()`: XLA has no user streams (the compiler orders the work)"),
+    "current_stream": CudaApi("stream", "`torch.accelerator.current_stream()`: XLA has no user streams"),
+    "set_stream": _remove("`torch.accelerator.set_stream()`: XLA has no user streams"),
     "set_device_index": _remove("`torch.accelerator.set_device_index()` has no meaning on XLA: remove it"),
     "set_device_idx": _remove("`torch.accelerator.set_device_idx()` has no meaning on XLA: remove it"),
     "empty_cache": _remove("`torch.accelerator.empty_cache()` has no meaning on XLA: remove it"),

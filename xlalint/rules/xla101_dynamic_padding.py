@@ -165,7 +165,8 @@ past what the tokenizer keeps), else the option `max-length` (default 512). For 
 (not `.pad`) `truncation=True` unless a truncation strategy is already set. For
 collators the same keywords; a `Trainer` gets
 `data_collator=DataCollatorWithPadding(<tokenizer>, padding="max_length", max_length=N)`.
-`pad_sequence` has no fixed-length form: no fix.
+`pad_sequence` has no fixed-length form: no fix; pad each batch to a fixed length
+yourself (`F.pad` to `max_length`).
 
 ## Example
 ```python
@@ -605,8 +606,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
     def report_pad_sequence(self, call: ast.Call) -> None:
         self.report(
             call,
-            "`pad_sequence` in a collate function pads each batch to its longest sequence: every new "
-            "length compiles a new XLA graph; pad to a fixed length (e.g. `F.pad` to max_length)",
+            "`pad_sequence` in a collate function pads to each batch's longest sequence: a new graph per length",
         )
 
     def check_tokenizer_call(self, call: ast.Call, kind: str) -> None:
@@ -627,8 +627,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
             what += f", max_length={n}"
         self.report(
             kw,
-            f"`padding={self.segment(kw.value)}` pads each batch to its longest sequence: every new "
-            "length compiles a new XLA graph; pad to a fixed max_length",
+            f"`padding={self.segment(kw.value)}` pads to each batch's longest sequence: a new graph per length",
             fix=self.fix("unsafe", f"Pad to a fixed length ({what})", *ops),
         )
 
@@ -660,8 +659,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
         name = self.segment(call.func)
         self.report(
             call,
-            f"`{name}` pads each batch to its longest sequence (its default): every new length compiles a "
-            'new XLA graph; use padding="max_length"',
+            f"`{name}` pads to each batch's longest sequence by default: a new graph per length",
             fix=self.fix("unsafe", 'Pad to a fixed length (padding="max_length")', *ops),
         )
 
@@ -688,8 +686,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
             op = SetKeyword(self.ctx.span(call), "data_collator", new)
         self.report(
             call,
-            "Without a `data_collator`, the Trainer pads each batch to its longest sequence "
-            "(`DataCollatorWithPadding`): every new length compiles a new XLA graph",
+            "without a `data_collator` the Trainer pads to each batch's longest sequence: a new graph per length",
             fix=self.fix("unsafe", "Pass a collator that pads to a fixed length", op, imports=imports),
         )
 

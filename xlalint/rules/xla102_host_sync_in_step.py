@@ -35,8 +35,9 @@ micro-steps (`loss_accum += loss.detach()`) and made after them (the norm
 `float()`/`int()`/`bool()`/`str()` of one; `print`, `logging`/`logger.*`, `wandb.log`,
 `writer.add_scalar`, `tqdm.set_postfix` and f-strings/`%`/`.format` that render one;
 `if`/`while`/`assert` on one; the `step` of an `LBFGS` optimizer, which reads the loss
-and the gradients on the host several times in each step (no fix: on XLA a first-order
-optimizer such as SGD or Adam avoids it).
+and the gradients on the host several times in each step (its line search and stopping
+tests): each read runs the graph so far, and the graphs differ, so XLA keeps compiling (no
+fix: on XLA a first-order optimizer such as SGD or Adam avoids it).
 
 **Not flagged**: code in a function or lambda passed to `xm.add_step_closure` (it runs
 after the sync, when values are ready), code under a guard that runs it every N steps

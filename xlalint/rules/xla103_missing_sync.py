@@ -86,7 +86,8 @@ The loop that carries state gets the same fix, with jumps counted from the first
 statement that touches the state. It is safe: a sync cannot change a value, only where
 the graph is cut, and the loop is flagged only where the cut was measured to save
 compiles. Under a test that differs between processes (`if xm.is_master_ordinal():`)
-there is no fix: a sync only some processes run is XLA207's hang.
+there is no fix: a sync only some processes run is XLA207's hang. Sync on every process
+(before the test), or read the state once, after the loop.
 
 ```python
 for k, (x, y) in enumerate(val_loader):

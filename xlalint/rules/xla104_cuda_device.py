@@ -286,6 +286,11 @@ No fix:
   `GetAllocatorStats is not supported`). No number is written in its place: without CUDA
   the query returns 0, and a log of it (`mem 0MiB`) would report a value the device
   never gave;
+- a `torch.cuda.Event` used to time the step (`elapsed_time`): time with
+  `time.perf_counter()` after `torch_xla.sync()` and `xm.wait_device_ops()`, or read
+  `torch_xla.debug.metrics`; `with torch.cuda.graph(g):` (run the body where the graph is
+  replayed: XLA compiles and caches graphs itself); `set_per_process_memory_fraction`
+  (on TPU the runtime owns the memory: remove it);
 - `model.share_memory()` on a model the script moves to a device: once ported that is the
   XLA device, and XLA tensors cannot be shared between processes (`RuntimeError:
   _share_fd_: only available on CPU`). Train with one process per XLA device

@@ -403,11 +403,11 @@ calling `main(index)` when `main`'s only required parameter is an index (`index`
             return
         message = (
             f"`{func.name}` is called as `{func.name}(index{', *args' if needed > 1 else ''})` by the XLA "
-            "launcher, but has no parameter for the process index: TypeError in every process"
+            "launcher but takes no process index"
         )
         if self.called_directly(func):
             # A new first parameter would break those calls: leave it to the author.
-            self.report(func, f"{message} (it is also called directly in this file: update those calls too)")
+            self.report(func, f"{message} (no fix: also called directly)")
             return
         taken = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
         param = next(n for n in ("index", "process_index", "_index") if n not in taken)
@@ -442,10 +442,7 @@ calling `main(index)` when `main`'s only required parameter is an index (`index`
         ):
             return
         required = _required(main)
-        message = (
-            "XLA launchers (xla_spawn.py, SageMaker `pytorchxla`) start a script by calling its module-level "
-            "`_mp_fn(index)`; this script has none"
-        )
+        message = "no module-level `_mp_fn(index)`, which XLA launchers (xla_spawn.py, SageMaker) call"
         positional = {a.arg for a in (*main.args.posonlyargs, *main.args.args)}
         if not required or (len(required) == 1 and required[0] in INDEX_NAMES and required[0] in positional):
             call = "main(index)" if required else "main()"
@@ -457,8 +454,8 @@ calling `main(index)` when `main`'s only required parameter is an index (`index`
             op = InsertStatement(self.ctx.header_span(guard), code, where="before")
             self.report(guard, message, fix=self.fix("safe", f"Add `_mp_fn(index)` calling `{call}`", op))
         else:
-            names = ", ".join(required)
-            self.report(guard, f"{message} (`main` needs `{names}`: write `_mp_fn(index)` by hand)")
+            names = "`, `".join(required[:2]) + ("`, ..." if len(required) > 2 else "`")
+            self.report(guard, f"{message} (no fix: `main` needs `{names})")
 
     @staticmethod
     def calls_main(guard: ast.If) -> bool:

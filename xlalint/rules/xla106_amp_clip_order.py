@@ -51,8 +51,7 @@ MESSAGES = {
     NO_UNSCALE: "Gradients are clipped while still scaled by the GradScaler: call `scaler.unscale_(optimizer)` "
     "before clipping",
     LATE_REDUCE: "Gradients are all-reduced after `unscale_`/clipping: all-reduce them right after the backward",
-    CLIP_BEFORE_REDUCE: "Gradients are clipped before `xm.optimizer_step` all-reduces them, so each process clips "
-    "its own: reduce first (`xm.reduce_gradients(opt)`), then clip, then `opt.step()`",
+    CLIP_BEFORE_REDUCE: "Gradients are clipped before `xm.optimizer_step` all-reduces them: each process clips its own",
 }
 
 

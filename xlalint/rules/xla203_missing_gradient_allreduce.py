@@ -290,17 +290,12 @@ xm.optimizer_step(opt)
                 continue
             call = step.event.call
             what = self.ctx.source_of(call.func) + "(...)"
-            where = " on some paths through the step" if step.reduced_somewhere else ""
-            uses = "uses this process's gradients only"
-            remedy = "all-reduce them first (`xm.optimizer_step(opt)`)"
+            # Where to all-reduce is the fix's title and the explanation's.
+            where = " on some paths" if step.reduced_somewhere else ""
+            message = f"`{what}` steps on unreduced gradients{where}: each process trains its own model"
             closure = optimizer_closure(call, self.ctx.semantic)
-            if closure is not None:
-                if self.ctx.semantic.call_name(call) in OPTIMIZER_STEP:
-                    uses = "all-reduces the gradients before it runs the closure, whose backward makes new ones"
-                remedy = "all-reduce them in the closure, after its backward (`xm.reduce_gradients(opt)`)"
-            elif step.event.kind is Kind.SCALER_STEP:
-                remedy = "all-reduce them right after the backward (`xm.all_reduce` of `xm._fetch_gradients(opt)`)"
-            message = f"`{what}` {uses}{where}: each process trains its own model; {remedy}"
+            if closure is not None and self.ctx.semantic.call_name(call) in OPTIMIZER_STEP:
+                message = f"`{what}` all-reduces before its closure's backward makes the gradients{where}"
             if step.event.kind is Kind.SCALER_STEP:
                 fix = self._scaler_fix(step)
             elif closure is not None:

@@ -253,8 +253,7 @@ xm.broadcast_master_param(model)
                 continue
             reported.add(id(build))
             message = (
-                f"`{model}` is built with no `torch.manual_seed` before it and no "
-                f"`xm.broadcast_master_param({model})` after it: each process starts from different weights"
+                f"`{model}` is neither seeded before nor broadcast after its build: each process has its own weights"
             )
             self.report(build, message, fix=self._fix(model, build))
 

@@ -136,10 +136,9 @@ xmp.spawn(_mp_fn, args=(flags,), start_method="fork")
             operation = RemoveKeyword(self.ctx.span(node), "nprocs")
         else:
             operation = ReplaceExpr(self.ctx.span(value), "None")
-        message = (
-            f"`nprocs={self.ctx.source_of(value)}` raises under PJRT (only 1 or None): "
-            "spawn uses every local device (limit them with e.g. `TPU_NUM_DEVICES`)"
-        )
+        given = " ".join(self.ctx.source_of(value).split())
+        given = given if len(given) <= 30 else given[:27] + "..."
+        message = f"`nprocs={given}` raises under PJRT (only 1 or None): spawn uses every local device"
         fix = self.fix("safe" if literal else "unsafe", "drop `nprocs`: spawn uses every local device", operation)
         self.report(value if kw is None else kw, message, fix=fix)
 

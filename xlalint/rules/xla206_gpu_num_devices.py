@@ -48,7 +48,8 @@ class GpuNumDevices(Rule):
 
 On legacy XLA:GPU (`PJRT_DEVICE=CUDA` or `GPU`, deprecated in torch_xla 2.8 and
 removed in 2.9), `xmp.spawn`/`torch_xla.launch` start one process per GPU only if
-`GPU_NUM_DEVICES` is set; without it the script runs on one GPU. Environment values
+`GPU_NUM_DEVICES` is set; without it the script runs on one GPU. Set it before spawning:
+`os.environ["GPU_NUM_DEVICES"] = "<number of GPUs>"`. Environment values
 must be strings: `os.environ["GPU_NUM_DEVICES"] = 4` raises `TypeError: str expected,
 not int`.
 
@@ -199,8 +200,7 @@ os.environ["GPU_NUM_DEVICES"] = str(torch.cuda.device_count())
                 if semantic.call_name(call) in SPAWN:
                     self.report(
                         call,
-                        "XLA:GPU starts one process per GPU only when `GPU_NUM_DEVICES` is set: set "
-                        '`os.environ["GPU_NUM_DEVICES"] = "<number of GPUs>"` before spawning',
+                        "XLA:GPU starts one process per GPU only when `GPU_NUM_DEVICES` is set before spawning",
                     )
 
     def _environ_key(self, target: ast.expr) -> str | None:

@@ -16,6 +16,7 @@ from xlalint.analysis.semantic import enclosing_function, enclosing_statement
 from xlalint.analysis.steps import SYNC_CALLS, mutually_exclusive
 from xlalint.engine.rule import Invalid, Rule, Valid
 from xlalint.model import Fix, InsertStatement, RemoveStatement
+from xlalint.rules._messages import MESSAGE_LIMIT
 
 XM = "torch_xla.core.xla_model"
 DIST = "torch.distributed"
@@ -418,26 +419,20 @@ xm.master_print(f"step {step} loss {loss.item()}")
     def _message(self, node: ast.AST, what: str, test: ast.AST) -> str:
         guard = test.test if isinstance(test, (ast.If, ast.While, ast.IfExp)) else test
         condition = self.ctx.source_of(guard)  # type: ignore[arg-type]
-        if len(condition) > 40 or "\n" in condition:
-            condition = "a test that differs between processes"
-        else:
-            condition = f"`{condition}`"
-        where = f"only where {condition} (line {test.lineno}) lets it"  # type: ignore[attr-defined]
+        # Why it hangs and what to do instead are the explanation's (and the fix's title).
         if what == "collective":
             name = self.ctx.source_of(node.func)  # type: ignore[attr-defined]
-            return (
-                f"`{name}(...)` is a collective that runs {where}: the other processes never join it and "
-                "the run hangs; call it on every process"
-            )
-        if what == "sync":
-            return (
-                f"this sync runs the pending graph {where}: the processes compile and run different graphs "
-                "and the run hangs; sync on every process"
-            )
-        return (
-            f"this host read runs the step's pending graph (with its collectives) {where}: the run hangs; "
-            "read it on every process before the test, or use `xm.master_print`/`xm.add_step_closure`"
-        )
+            head, tail = f"collective `{name}(...)` runs", "the run hangs"
+        elif what == "sync":
+            head, tail = "this sync runs", "the processes' graphs differ and the run hangs"
+        else:
+            head, tail = "this host read runs the step's graph", "the run hangs"
+        line = test.lineno  # type: ignore[attr-defined]
+        message = f"{head} only where `{condition}` (line {line}): {tail}"
+        if len(message) > MESSAGE_LIMIT or "\n" in condition:
+            # A test too long to quote: the line says where it is.
+            message = f"{head} under a per-process test (line {line}): {tail}"
+        return message
 
     def _master_print_fix(self, stmt: ast.stmt, test: ast.AST) -> Fix | None:
         """``if <rank test>: print(<args>)`` -> ``xm.master_print(<args>)``."""

@@ -165,11 +165,9 @@ if __name__ == "__main__":
         for call in launch.parent_calls():
             if launch.starts_runtime(call):
                 what = self.ctx.source_of(call)
-                if len(what) > 40 or "\n" in what:
+                if len(what) > 30 or "\n" in what:
                     what = self.ctx.source_of(call.func) + "(...)"
                 self.report(
                     call,
-                    f"`{what}` starts the XLA runtime in the parent before `{launcher}(...)` "
-                    f'(line {first.lineno}): every worker fails with "Runtime is already initialized"; '
-                    "call it inside the worker function (`xr.device_type()` tests for XLA without starting it)",
+                    f"`{what}` starts the XLA runtime before `{launcher}(...)` (line {first.lineno}): the workers fail",
                 )

@@ -236,13 +236,12 @@ opt.step()
                 wrap = parallelism.fsdp_model_of_optimizer(optimizer)
                 if wrap is not None:
                     fix = own_step_fix(call, self.ctx.span, "FSDP reduced the gradients")
-                    found.append((call, self._optimizer_step_message(wrap, optimizer), fix))
+                    found.append((call, self._optimizer_step_message(wrap), fix))
         for wrap in wraps:
             for construction in parallelism.optimizers_built_before(wrap):
                 message = (
-                    f"this optimizer is built before the model is wrapped in `{_class(wrap)}` "
-                    f"(line {wrap.call.lineno}), which shards the parameters in place: it holds the "
-                    "unsharded ones; build it after the wrap, from the wrapped model's parameters"
+                    f"this optimizer is built before the `{_class(wrap)}` wrap (line {wrap.call.lineno}): "
+                    "it holds the unsharded parameters"
                 )
                 found.append((construction, message, None))
         for call in self.ctx.semantic.calls_of("clip_grad_norm_"):
@@ -251,18 +250,19 @@ opt.step()
                 wrap = parallelism.fsdp_wrap_of(model)
                 if wrap is not None and wrap.kind is WrapKind.XLA_FSDP:
                     message = (
-                        "`torch.nn.utils.clip_grad_norm_` of an `XlaFullyShardedDataParallel` model clips by the "
-                        f"norm of this process's shard only; use `{dotted_name(model)}.clip_grad_norm_(...)`"
+                        f"`torch.nn.utils.clip_grad_norm_` of FSDP-wrapped `{dotted_name(model)}` clips by the norm "
+                        "of this process's shard only"
                     )
                     found.append((call, message, self._clip_fix(call, model)))
         for node, message, fix in sorted(found, key=lambda f: (f[0].lineno, f[0].col_offset)):
             self.report(node, message, fix=fix)
 
-    def _optimizer_step_message(self, wrap: Wrap, optimizer: ast.expr | None) -> str:
-        name = self.ctx.source_of(optimizer) if optimizer is not None else "opt"
+    @staticmethod
+    def _optimizer_step_message(wrap: Wrap) -> str:
+        # The fix's title says to step with the optimizer itself.
         return (
-            f"`xm.optimizer_step` all-reduces the gradients that `{_class(wrap)}` (line {wrap.call.lineno}) "
-            f"already reduced and sharded; step with `{name}.step()`"
+            f"`xm.optimizer_step` reduces again what `{_class(wrap)}` (line {wrap.call.lineno}) "
+            "already reduced and sharded"
         )
 
     def _clip_fix(self, call: ast.Call, model: ast.expr):

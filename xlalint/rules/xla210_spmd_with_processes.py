@@ -64,7 +64,8 @@ before it.
 
 safe: `xm.optimizer_step(opt)` -> `opt.step()` (`optimizer_args=a` -> `opt.step(**a)`).
 None otherwise: run the SPMD script as one process per host; drop the per-process
-reductions; call `xr.use_spmd()` first thing.
+reductions; shard the batch with `xs.mark_sharding` instead of a `DistributedSampler`;
+call `xr.use_spmd()` first thing.
 
 ## Example
 
@@ -183,8 +184,8 @@ opt.step()
             spmd = parallelism.spmd_at(launch)
             if spmd is not None:
                 message = (
-                    f"`xr.use_spmd()` (line {spmd.lineno}) makes one process drive every device, and "
-                    f"`{self.ctx.source_of(launch.func)}` starts one process per device; run SPMD as one process"
+                    f"`xr.use_spmd()` (line {spmd.lineno}) drives every device from one process, but "
+                    f"`{self.ctx.source_of(launch.func)}` starts one per device"
                 )
                 found.append((launch, message, None))
         for call in self.ctx.semantic.calls_of("optimizer_step", "reduce_gradients", "all_reduce"):
@@ -207,16 +208,16 @@ opt.step()
                 and self._asks_world_size(replicas)
             ):
                 message = (
-                    f"under SPMD (`xr.use_spmd()`, line {spmd.lineno}) `xr.world_size()` is 1: this sampler gives "
-                    "the one process the whole dataset; shard the batch with `xs.mark_sharding` instead"
+                    f"under SPMD (line {spmd.lineno}) `xr.world_size()` is 1: this sampler gives one process "
+                    "the whole dataset"
                 )
                 found.append((call, message, None))
         for spmd in parallelism.use_spmd_calls:
             made = next((c for c in self.ctx.launch.calls_before(spmd) if self.ctx.launch.starts_runtime(c)), None)
             if made is not None:
                 message = (
-                    f"`xr.use_spmd()` after `{self.ctx.source_of(made.func)}(...)` (line {made.lineno}) made the XLA "
-                    "device or a tensor: those are replicated to every device; call `xr.use_spmd()` first"
+                    f"`xr.use_spmd()` follows `{self.ctx.source_of(made.func)}(...)` (line {made.lineno}): "
+                    "what that made is replicated to every device"
                 )
                 found.append((spmd, message, None))
         for node, message, fix in sorted(found, key=lambda f: (f[0].lineno, f[0].col_offset)):
@@ -224,9 +225,8 @@ opt.step()
 
     def _reduce_message(self, call: ast.Call, spmd: ast.Call) -> str:
         return (
-            f"`{self.ctx.source_of(call.func)}` reduces across processes, but under SPMD (`xr.use_spmd()`, line "
-            f"{spmd.lineno}) there is one process and the gradients are global already"
-            + ("; step with the optimizer itself" if self.ctx.semantic.call_name(call) == OPTIMIZER_STEP else "")
+            f"`{self.ctx.source_of(call.func)}` reduces across processes, but under SPMD (line {spmd.lineno}) "
+            "one process holds the global gradients"
         )
 
     def _asks_world_size(self, expr: ast.expr | None) -> bool:

@@ -53,10 +53,8 @@ MASK_METHODS = frozenset(
         "logical_or",
     }
 )
-_WHY = (
-    "has a data-dependent output shape: torch_xla runs the graph so far and computes it on the CPU "
-    "(a host round trip in every step), and each new size changes the shapes after it"
-)
+# The message says what happens; the explanation says why it costs and what to use instead.
+_WHY = "has a data-dependent output shape: torch_xla computes it on the CPU in every step"
 _ADVICE = "use `torch.where(cond, a, b)`, `masked_fill`, or arithmetic with a fixed-size mask (`(x * mask).sum()`)"
 
 
@@ -183,7 +181,7 @@ for x, y in loader:
             loop = steps.loop_of(node)
             if loop is None or not loop.is_tensor(node.func.value):  # type: ignore[union-attr]
                 return
-        self.report(node, f"`{what}` {_WHY}; {_ADVICE}")
+        self.report(node, f"`{what}` {_WHY}")
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         steps = self.ctx.steps
@@ -197,13 +195,12 @@ for x, y in loader:
         if loop is None or not (loop.is_tensor(node.value) or any(self._mask_of_tensor(m, loop) for m in masks)):
             return
         if isinstance(node.ctx, ast.Load):
-            self.report(node, f"Boolean-mask indexing {_WHY}; {_ADVICE}")
+            self.report(node, f"Boolean-mask indexing {_WHY}")
         else:
             # `x[mask] = v` is an index_put through `nonzero`: the same CPU fallback.
             self.report(
                 node,
-                "Assigning through a boolean mask runs `nonzero` on the CPU (a host round trip in every step); "
-                "use `x.masked_fill_(mask, value)` or `x = torch.where(mask, value, x)`",
+                "Assigning through a boolean mask runs `nonzero` on the CPU in every step",
             )
 
     # -- what the node computes -----------------------------------------------------------

@@ -170,8 +170,7 @@ enc = tokenizer(texts, padding="max_length", max_length=128, truncation=True)
             return
         self.report(
             shown,
-            "Padding to max_length without truncation=True: inputs longer than max_length keep their "
-            "length, and each new length compiles a new XLA graph",
+            "Padding to max_length without truncation=True: longer inputs keep their length and compile new graphs",
             fix=self.fix(
                 "unsafe",
                 "Truncate to max_length (truncation=True)",

@@ -135,6 +135,7 @@ class CpuFallbackOp(Rule):
                 if not ops:
                     continue  # this form was measured lowered
                 rows.append(f"| `{qualified}` | {form} | {', '.join(f'`{op}`' for op in ops)} |")
+        alternatives = [f"- `{name}`: {advice}" for name, advice in ALTERNATIVES.items()]
         return f"""
 ## Why
 
@@ -169,9 +170,10 @@ fallback counters after each. These fell back:
 
 ## Fix
 
-None: the message names a lowered alternative where there is one (`F.one_hot(x,
-n).sum(0)` for `bincount` with a known `minlength`); otherwise move the op out of the
-step (every N steps, or into `xm.add_step_closure`).
+None. Use a lowered alternative where there is one; otherwise move the op out of the
+step (every N steps, or into `xm.add_step_closure`):
+
+{chr(10).join(alternatives)}
 
 ## Example
 
@@ -203,18 +205,14 @@ for x, y in loader:
                     continue
                 qualified = qualified[1:]
             shown = qualified.replace("torch.nn.functional.", "F.")
-            advice = ALTERNATIVES.get(qualified)
             table = fallback_table()
             backward_only = all(op.endswith(BACKWARD) for op in ops)
             subject = f"`{shown}`'s backward" if backward_only else f"`{shown}`"
-            listed = ", ".join(op.removesuffix(BACKWARD) for op in ops) if backward_only else ", ".join(ops)
-            message = (
-                f"{subject} runs on the CPU on torch_xla {table['torch_xla']} ({listed}): a host round trip "
-                "and a graph cut in every step"
-            )
-            if advice:
-                message += f"; instead: {advice}"
-            self.report(call, message)
+            listed = ops[0].removesuffix(BACKWARD) if backward_only else ops[0]
+            if len(ops) > 1:
+                listed += f" and {len(ops) - 1} more"
+            # The cost and the lowered alternative (`ALTERNATIVES`) are the explanation's.
+            self.report(call, f"{subject} runs on the CPU in every step on torch_xla {table['torch_xla']} ({listed})")
 
     def _fallback(self, call: ast.Call, last: str, names, modules) -> tuple[str, list[str]] | None:
         """(the function's qualified name, its fallback ops) when ``call`` falls back; a

@@ -162,8 +162,7 @@ for batch, i in enumerate(range(0, train_data.size(0) - 1, bptt)):
                 self.report(
                     subscript,
                     f"`{dotted_name(subscript.value) or 'a device tensor'}` sliced at `{offsets[0]}`, which changes every "
-                    "step: one graph per offset (cut fixed-shape batches on the host, or `index_select` with a device "
-                    "index)",
+                    "step: one graph per offset",
                 )
 
     @cached_property

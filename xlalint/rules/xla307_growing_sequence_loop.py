@@ -145,8 +145,7 @@ for _ in range(max_new_tokens):
             if grown in fed_by_loop[id(loop)]:
                 self.report(
                     call,
-                    f"`{grown}` grows every iteration and is fed to a model: one new shape, and one compile, "
-                    "per iteration (write into a preallocated buffer by index, or sample on the host)",
+                    f"`{grown}` grows every iteration and is fed to a model: a new shape and a compile per iteration",
                 )
 
     def _names_fed_to_a_model(self, loop: ast.AST) -> frozenset[str]:

@@ -27,9 +27,15 @@ module and each call of (or reference to) a removed name, however it was importe
 - `xm.xrt_world_size()`, `xm.get_ordinal()`, `xm.parse_xla_device()` (removed in 2.7);
 - `torch_xla.amp.GradScaler`, the module `torch_xla.amp.grad_scaler`, and
   `PJRT_DEVICE` set to `CUDA`/`GPU` (`os.environ[...] = ...`, `setdefault`, `update`,
-  `putenv`, an `env` dict): XLA:CUDA was removed in 2.9;
+  `putenv`, an `env` dict): XLA:CUDA was removed in 2.9. There is no XLA GradScaler:
+  autocast to bfloat16 (`torch.autocast("xla", dtype=torch.bfloat16)`), which needs no
+  loss scaling. torch_xla no longer has a built-in XLA:CUDA: `PJRT_DEVICE=CUDA` works
+  only with a PJRT CUDA plugin installed (e.g. `xla-cuda12-pjrt`); otherwise run on TPU
+  or CPU;
 - `torch_xla.experimental.pjrt` (now `torch_xla.runtime`), and the pre-1.0
-  `torch_xla_py` modules (now `torch_xla.core.xla_model`, ...).
+  `torch_xla_py` modules (now `torch_xla.core.xla_model`, ...; for
+  `torch_xla_py.data_parallel`, `torch_xla.distributed.data_parallel` or, better,
+  `torch_xla.distributed.parallel_loader.MpDeviceLoader`).
 
 `torch_xla.distributed.data_parallel` still exists in 2.9 and is not flagged. The
 list, with versions, is one data table (`xlalint/rules/_api_versions.py`).

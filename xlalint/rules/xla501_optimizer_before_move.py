@@ -408,24 +408,20 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
                     self.report(optimizer.call, self._carried_message(optimizer, carried))
                 continue
             model, move = found
+            # Why the model never trains (the move makes new parameters, the optimizer
+            # steps the old CPU ones) and where to build it are the explanation's.
             line = move.statement.lineno
-            where = f"`{self.ctx.source_of(move.call)}` (line {line})"
-            if move.wrapper is not None:
-                where += f", which moves `{model}` with the module that holds it"
+            moves = "moves its holder" if move.wrapper is not None else "moves it"
+            taken = ""
             if _position(optimizer.statement) > _position(move.statement):
-                built = f"from `{model}`'s parameters taken at line {optimizer.taken[0].lineno}, before {where}"
-            else:
-                built = f"from `{model}`'s parameters before {where}"
+                taken = f" at line {optimizer.taken[0].lineno},"
             message = (
-                f"`{optimizer.name or 'this optimizer'}` is built {built}: "
-                "the move makes new parameters on the XLA device, the optimizer steps the old CPU ones, "
-                "and the model never trains"
+                f"`{optimizer.name or 'this optimizer'}` takes `{model}`'s parameters{taken} before line {line} "
+                f"{moves} to XLA: the model never trains"
             )
             wrap = self._fsdp_wrap_after(model, optimizer)
             if wrap is not None:
-                message += (
-                    f"; build the optimizer after the FSDP wrap (line {wrap.call.lineno}), which moves the model too"
-                )
+                message += f" (FSDP wraps it at line {wrap.call.lineno})"
                 fix = self._build_after_wrap(optimizer, model, wrap)
             else:
                 fix = self._fix(optimizer, model, move)
@@ -436,14 +432,13 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         and what to do: no text moves a statement across functions safely."""
         move = carried.move
         function = _function_name(move.statement)
-        through = ", ".join(f"`{_callee_text(self.ctx.source_of(c))}` (line {c.lineno})" for c in carried.calls)
-        moved = _assigned_target(move.statement) or move.model
+        # The calls that reach the move, by line (at most three); what to do is the explanation's.
+        lines = [str(c.lineno) for c in carried.calls]
+        through = ", ".join(lines[:3]) + (", ..." if len(lines) > 3 else "")
+        models = "`, `".join(optimizer.models[:2]) + ("`, ..." if len(optimizer.models) > 2 else "`")
         return (
-            f"`{optimizer.name or 'this optimizer'}` is built from the parameters of `{', '.join(optimizer.models)}`, "
-            f"which is moved to the XLA device later, in {function} by `{self.ctx.source_of(move.call)}` "
-            f"(line {move.statement.lineno}), reached through {through}: the move makes new parameters on the XLA "
-            "device, the optimizer steps the old CPU ones, and the model never trains; build the optimizer after "
-            f"the move, in {function} from `{moved}.parameters()`"
+            f"`{optimizer.name or 'this optimizer'}` takes `{models}'s parameters before {function} "
+            f"moves it to XLA (line {move.statement.lineno}, via {'line' if len(lines) == 1 else 'lines'} {through})"
         )
 
     # -- what is flagged -------------------------------------------------------------------
@@ -653,18 +648,6 @@ def _function_name(node: ast.AST) -> str:
         return "the module's code"
     cls = enclosing(function, ast.ClassDef)
     return f"`{cls.name}.{function.name}`" if cls is not None else f"`{function.name}`"  # type: ignore[attr-defined]
-
-
-def _callee_text(source: str) -> str:
-    """A call as a name: ``Trainer(...)``."""
-    head, paren, _ = source.partition("(")
-    return f"{head}(...)" if paren else source
-
-
-def _assigned_target(statement: ast.stmt) -> str | None:
-    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-        return dotted_name(statement.targets[0])
-    return None
 
 
 def _top_statement(statement: ast.stmt, owner: ast.AST | None) -> ast.stmt | None:

@@ -286,10 +286,7 @@ model.tie_weights()
                 continue
             # A name that may hold either kind of tied model gets the words that cover both.
             what = "its input and output embeddings" if all(kind == "hf" for kind, _ in tied) else "its tied weights"
-            message = (
-                f"`{move.model}` is moved to the XLA device here and {what} are not tied again after the move: "
-                f"the move makes two copies of each shared weight, which train apart"
-            )
+            message = f"`{move.model}` is moved to XLA and {what} are not tied again: two copies train apart"
             self.report(move.call, message, fix=self._fix_for(move, values))
 
     def _given_to_trainer(self, model: str) -> bool:

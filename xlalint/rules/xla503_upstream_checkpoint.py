@@ -142,13 +142,12 @@ h = torch_xla.utils.checkpoint.checkpoint(block, h)
             name = semantic.call_name(call)
             if name in UPSTREAM_CHECKPOINT:
                 fix = self._fix(call)
-                message = self.summary if fix else f"{self.summary} (it takes other keywords here: no automatic fix)"
+                message = self.summary if fix else f"{self.summary} (no fix: other keywords)"
                 self.report(call, message, fix=fix)
             elif name in UPSTREAM_SEQUENTIAL:
                 self.report(
                     call,
-                    "`torch.utils.checkpoint.checkpoint_sequential` in an XLA script saves no memory: "
-                    "checkpoint each segment with `torch_xla.utils.checkpoint.checkpoint`",
+                    "`torch.utils.checkpoint.checkpoint_sequential` in an XLA script saves no memory",
                 )
 
     def _fix(self, call: ast.Call):

@@ -85,11 +85,7 @@ class HostReads:
         if self.is_log_call(node) and any(self.renders_tensor(a, loop) for a in arguments(node)):
             return f"logging a tensor in the training step {WHY}"
         if attr == "step" and dotted_name(node.func.value) in self._lbfgs_optimizers:  # type: ignore[union-attr]
-            return (
-                "LBFGS's `step` reads the loss and gradients on the host several times a step (line search, "
-                "stopping tests): each read forces a graph execution and the graphs differ, so XLA keeps "
-                "compiling; SGD or Adam avoids it"
-            )
+            return "LBFGS's `step` reads the loss and gradients on the host several times a step: XLA keeps compiling"
         return None
 
     @cached_property

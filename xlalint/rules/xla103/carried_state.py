@@ -7,12 +7,19 @@ from __future__ import annotations
 from xlalint.engine.rule import Rule
 from xlalint.rules.xla103.sync_fix import sync_fix
 
-MESSAGE = (
-    "loop carries device tensors ({names}) across iterations and reads them on the host with no sync point: "
-    "each read compiles a graph one iteration longer"
-)
+# Why and what to do (sync on every process, or read the state after the loop) are the
+# explanation's. At most two names: the span shows the loop.
+MESSAGE = "loop carries device tensors ({names}) unsynced: each read compiles a longer graph"
+SHOWN_NAMES = 1
 
-RANK_NOTE = " (under a per-process test: sync on every process, or read the state after the loop)"
+# Under a per-process test the cost gives way to why there is no fix.
+RANK_MESSAGE = "loop carries device tensors ({names}) unsynced, under a per-process test: no fix"
+
+
+def carried_names(names: list[str]) -> str:
+    """``names`` quoted for the message, the first ``SHOWN_NAMES`` of them."""
+    shown = ", ".join(f"`{name}`" for name in names[:SHOWN_NAMES])
+    return shown + (f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
 
 
 def check(rule: Rule) -> None:
@@ -24,9 +31,9 @@ def check(rule: Rule) -> None:
     for state in ctx.loop_state.loops:
         if state.syncs or not state.reads:
             continue
-        names = ", ".join(f"`{name}`" for name in sorted(state.names))
+        names = carried_names(sorted(state.names))
         message = MESSAGE.format(names=names)
         if ctx.ranks.rank_test(state.node) is not None:
-            rule.report(state.node, message + RANK_NOTE)
+            rule.report(state.node, RANK_MESSAGE.format(names=names))
         else:
             rule.report(state.node, message, fix=sync_fix(rule, state.node, state.first))

@@ -108,9 +108,9 @@ class Amp:
                 return
         removal = ScalerRemoval(self.writer, call)
         fix = removal.fix()
-        message = "CUDA `GradScaler`: bfloat16 autocast on XLA needs no loss scaling"
+        message = "CUDA `GradScaler`: bfloat16 on XLA needs no loss scaling"
         if fix is None:
-            message += f" (remove the scaler by hand: {removal.blocker})"
+            message += f" (no fix: {removal.blocker})"
         self.writer.report(call, message, fix)
 
 

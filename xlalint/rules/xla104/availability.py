@@ -26,7 +26,7 @@ from xlalint.rules.xla104.writer import Writer
 # What an XLA device has that the CUDA checks ask about: a condition made only of these
 # is True on XLA.
 CAPABILITIES = IS_AVAILABLE | {"torch.cuda.is_bf16_supported"}
-FALSE_ON_XLA = "it is False on an XLA machine"
+FALSE_ON_XLA = "is False on an XLA machine"
 # What a branch may do and still change nothing on the device: say something.
 _REPORTING_CALLS = frozenset({"warnings.warn", "torch_xla.core.xla_model.master_print"})
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
@@ -47,14 +47,14 @@ class Availability:
         for call in self.calls:
             if id(call) in self.writer.claimed or self.ctx.semantic.call_name(call) not in IS_AVAILABLE:
                 continue
-            text = self.writer.short(call)
+            text = self.writer.short(call, 32)
             test_of = condition_holding(call)
             if isinstance(test_of, ast.If) and self.devices.decided_later(test_of) is not None:
                 continue  # `device = xm.xla_device()` after it decides the device
             if test_of is not None and self.devices.chooses_device(test_of):
                 self.writer.report(
                     call,
-                    f"`{text}` chooses the device: it is False on an XLA machine, so the script would run on the CPU",
+                    f"`{text}` chooses the device and {FALSE_ON_XLA}: the script would run on the CPU",
                     self._assume_available_fix(call),
                 )
                 continue
@@ -68,8 +68,7 @@ class Availability:
             if chooser is not None:
                 self.writer.report(
                     call,
-                    f"`{flag}` is computed from `{text}` and chooses the device (line {chooser.lineno}): "
-                    "it is False on an XLA machine, so the script would run on the CPU",
+                    f"`{flag}`, from `{text}`, {FALSE_ON_XLA}: line {chooser.lineno} would choose the CPU",
                     self._assume_available_fix(call),
                 )
                 continue
@@ -81,17 +80,17 @@ class Availability:
         stmt = parent(call)
         if isinstance(stmt, ast.Assert) and stmt.test is call and is_alone_on_its_lines(stmt):
             fix = self.writer.fix("unsafe", "Remove the assertion", RemoveStatement(self.ctx.span(stmt)))
-            self.writer.report(call, f"`{text}` is asserted: {FALSE_ON_XLA}, so the ported script would stop here", fix)
+            self.writer.report(call, f"`{text}` is asserted and {FALSE_ON_XLA}: the script would stop here", fix)
             return
         if test_of is not None and _chooses_a_backend(test_of):
             return  # `"nccl" if torch.cuda.is_available() else "gloo"`: the process group's finding
         if isinstance(test_of, ast.If) and self._only_reports(test_of):
             return  # `if not torch.cuda.is_available(): print("running on the CPU")`: nothing runs differently
         if test_of is not None:
-            where = "this condition takes the path without an accelerator"
+            where = "this test takes the path without an accelerator"
         else:
             where = "this value says there is no accelerator"
-        message = f"`{text}`: {FALSE_ON_XLA}, so {where}"
+        message = f"`{text}` {FALSE_ON_XLA}: {where}"
         self.writer.report(call, message, self._assume_available_fix(call))
 
     def _only_reports(self, test_of: ast.If) -> bool:
@@ -126,10 +125,9 @@ class Availability:
             return
         if _chooses_a_backend(node):
             return  # `"nccl" if torch.cuda.is_available() else "gloo"`: the process group's finding
-        bfloat16 = ", whose devices compute in bfloat16," if set(names) - IS_AVAILABLE else ""
+        # The bfloat16 XLA computes in is the explanation's: the message names the choice.
         message = (
-            f"`{self.writer.short(test)}`: {FALSE_ON_XLA}{bfloat16 or ','} so the ported script would take "
-            f"`{self.writer.short(node.orelse)}`"
+            f"`{self.writer.short(test)}` is False on XLA: the script would take `{self.writer.short(node.orelse, 20)}`"
         )
         fix = self.writer.fix(
             "unsafe",

@@ -58,7 +58,7 @@ class DeviceArguments:
             if self.writer.reads.read_as_string(reads) or self.writer.reads.read_as_device_type(reads):
                 # `device = "cuda" if ... else "cpu"` ... `"cuda" in device`: both sides go
                 # to "xla", a device and a string, and what is derived from it follows.
-                message = f"CUDA device selection, `{target.id}` is also read as a string" + self._kept_tests(reads)
+                message = f"CUDA device selection in `{target.id}`, read as a string too" + self._kept_tests(reads)
                 self.writer.report_device(node, message, as_string=self._derived_types(reads))
                 return
         self.writer.report_device(node, "CUDA device selection")
@@ -106,8 +106,7 @@ class DeviceArguments:
         if not on_accelerator:
             return False
         message = (
-            f"`torch.Generator(device={self.writer.short(device)})`: a generator on an XLA device raises "
-            '("XLA device type not an accelerator"): keep it on the CPU (`device="cpu"`)'
+            f"`torch.Generator(device={self.writer.short(device, 30)})` raises on an XLA device: keep it on the CPU"
         )
         self._report_cpu(device, message, "unsafe", 'Keep the generator on the CPU: `device="cpu"`')
         return True
@@ -127,13 +126,13 @@ class DeviceArguments:
         elif is_cuda_string(option.default) and (
             self.writer.reads.read_as_device(reads) or self.writer.reads.read_as_device_type(reads)
         ):
-            what = f"CUDA device `{self.writer.short(option.default)}`"
+            what = f"CUDA device `{self.writer.short(option.default, 30)}`"
         else:
             return
         flag = next((v for v in (string_value(a) for a in call.args) if v), option.destination)
         message = f"{what} as the default of `{flag}`" + self._kept_tests(reads)
         if (string_read := self.writer.reads.read_as_string(reads)) is not None:
-            message += f", read as a string (`{self.writer.short(string_read)}`)"
+            message += f", read as a string (`{self.writer.short(string_read, 30)}`)"
         self.writer.report_device(
             option.default,
             message,
@@ -229,29 +228,29 @@ class DeviceArguments:
                 # A string: `"cuda:0"`, `f"cuda:{rank}"` (a `torch.device` or a selection
                 # is reported where it is written).
                 if is_cuda_string(value):
-                    message = f"CUDA device `{self.writer.short(value)}` assigned to `{name.id}`, used as a device"
+                    message = f"CUDA device `{self.writer.short(value, 24)}` in `{name.id}`"
                     if self.writer.reads.read_as_string(reads):
                         # `"cuda" in device`, `device.startswith(...)`: a torch.device is no
                         # str, "xla" is both; a device type derived from it follows.
                         self.writer.report_device(
                             value,
-                            message + " and as a string" + self._kept_tests(reads),
+                            message + ", read as a string too" + self._kept_tests(reads),
                             as_string=self._derived_types(reads),
                         )
                     elif self.writer.reads.read_as_device_type(reads):
                         # `torch.autocast(device_type=device)` needs a str: "xla" is both.
                         self.writer.report_device(
-                            value, message + " and as a `device_type`", as_string=self._derived_types(reads)
+                            value, message + ", used as a `device_type` too", as_string=self._derived_types(reads)
                         )
                     else:
-                        self.writer.report_device(value, message)
+                        self.writer.report_device(value, message + ", used as a device")
 
     def _report_map_location(self, node: ast.expr) -> None:
         """``map_location=device`` of a CUDA device: once the device is the XLA device,
         ``torch.load`` cannot map onto it ("don't know how to restore data location")."""
         message = (
-            f"`map_location={self.writer.short(node)}` is a CUDA device (an XLA device once ported, "
-            "which `torch.load` cannot map onto): load onto the CPU"
+            f"`map_location={self.writer.short(node, 30)}` is the XLA device once ported, "
+            "which `torch.load` cannot map onto: load onto the CPU"
         )
         self._report_cpu(node, message, "safe", 'Load onto the CPU: `map_location="cpu"`')
 
@@ -276,12 +275,13 @@ class DeviceArguments:
         kept = self.writer.reads.kept_tests(reads)
         if not kept:
             return ""
+        # Why they stay (they lead to what needs CUDA: `pin_memory()`, `fused=True`) is the
+        # explanation's; the message names the lines, at most three.
         lines = sorted({test.lineno for test in kept})
         if len(lines) == 1:
-            where, lead = f"line {lines[0]} keeps its test", "it leads"
-        else:
-            where, lead = f"lines {', '.join(map(str, lines))} keep their tests", "they lead"
-        return f' ({where} against "cuda", false on XLA: on CUDA {lead} to `pin_memory()` or `fused=True`, which need CUDA)'
+            return f' (line {lines[0]} still tests "cuda")'
+        shown = ", ".join(map(str, lines[:3])) + (", ..." if len(lines) > 3 else "")
+        return f' (lines {shown} still test "cuda")'
 
 
 # XLA104's examples of this part (the rule runs them as its own: tests/test_rule_examples.py).

@@ -58,10 +58,6 @@ class ProcessGroups:
         backend = argument(call, 0, "backend")
         if backend is None:
             return
-        wanted = (
-            f'`dist.init_process_group("{XLA_BACKEND}", init_method="{XLA_INIT_METHOD}")` '
-            f"(with `import {XLA_BACKEND_MODULE}`)"
-        )
         # `backend = "nccl" if torch.cuda.is_available() else "gloo"` ... `init_process_group(backend)`:
         # the value is judged where it is written, the fix replaces the argument.
         value = self._only_value(backend)
@@ -86,7 +82,9 @@ class ProcessGroups:
             return
         else:
             return
-        message = f'the "nccl" backend runs on CUDA only: use {wanted}; rank and world size come from the XLA runtime'
+        # The rest of the port (`init_method="xla://"`, `import torch_xla.distributed.xla_backend`)
+        # is the fix's title and the explanation's.
+        message = f'the "nccl" backend runs on CUDA only: use "{XLA_BACKEND}"'
         fix, dropped, refusal = self._process_group_fix(call, replaced, replacement, fallback)
         self._report(backend, message, fix, dropped, refusal)
 
@@ -94,9 +92,8 @@ class ProcessGroups:
         """``def setup(rank, backend="nccl")``, ``--backend`` defaulting to "nccl": the
         default becomes "xla" where it is defined, the call keeps the user's setting."""
         message = (
-            f'`{self.writer.short(backend)}` is "nccl" by default (line {default.lineno}), a backend that runs '
-            f'on CUDA only: on XLA default to "{XLA_BACKEND}" and pass `init_method="{XLA_INIT_METHOD}"` '
-            f"(with `import {XLA_BACKEND_MODULE}`)"
+            f'`{self.writer.short(backend, 30)}` defaults to "nccl" (line {default.lineno}), '
+            f'which runs on CUDA only: use "{XLA_BACKEND}"'
         )
         replaced = [default, *self.devices.values_of(backend)] if isinstance(backend, ast.Name) else [default]
         # A caller's "nccl" is the same setting, ported with the default; its own variable is not.
@@ -107,7 +104,7 @@ class ProcessGroups:
         fix, dropped, refusal = self._process_group_fix(call, [*replaced, *passed], f'"{XLA_BACKEND}"', None, choices)
         other = next((value for value in passed if not self._is_nccl_constant(value)), None)
         if other is not None:
-            fix, refusal = None, f"line {other.lineno} passes its own backend `{self.writer.short(other)}`"
+            fix, refusal = None, f"line {other.lineno} passes its own backend `{self.writer.short(other, 20)}`"
         self._report(backend, message, fix, dropped, refusal)
 
     def _report(self, backend: ast.AST, message: str, fix: Fix | None, dropped: list[str], refusal: str) -> None:
@@ -131,23 +128,23 @@ class ProcessGroups:
             return None, [], "the call passes `*args` or `**kwargs`"
         # Positionally: backend, init_method, timeout, world_size, rank, store.
         if len(call.args) > 3 or keyword(call, "store") is not None:
-            return None, [], "a process group given its own store, or rank and world size by position"
+            return None, [], "a `store=`, or rank and world size by position"
         operations: list[Operation] = [ReplaceExpr(self.ctx.span(node), replacement) for node in replaced]
         operations.extend(also)
-        dropped = [f"the fallback `{self.writer.short(fallback)}`"] if fallback is not None else []
+        dropped = [f"the fallback `{self.writer.short(fallback, 20)}`"] if fallback is not None else []
         init_method = argument(call, 1, "init_method")
         if init_method is None:
             operations.append(SetKeyword(self.ctx.span(call), "init_method", f'"{XLA_INIT_METHOD}"'))
         elif string_value(init_method) != XLA_INIT_METHOD:
             if string_value(init_method) != ENV_INIT_METHOD:
                 # A tcp:// or file:// address of the user's own: "xla://" finds the master itself.
-                dropped.append(f"the rendezvous `{self.writer.short(init_method)}`")
+                dropped.append(f"the rendezvous `{self.writer.short(init_method, 20)}`")
             operations.append(ReplaceExpr(self.ctx.span(init_method), f'"{XLA_INIT_METHOD}"'))
         for name in RUNTIME_GIVEN_ARGUMENTS:
             given = keyword(call, name)
             if given is not None:
                 # Ignored under "xla://": the runtime's own rank and world size replace them.
-                dropped.append(f"`{name}={self.writer.short(given.value)}`")
+                dropped.append(f"`{name}=`")
                 operations.append(RemoveKeyword(self.ctx.span(call), name))
         imports = () if self.ctx.semantic.imports.imports_module(XLA_BACKEND_MODULE) else (Import(XLA_BACKEND_MODULE),)
         fix = self.writer.fix(
@@ -218,13 +215,12 @@ class ProcessGroups:
         if not cuda:
             return
         name, value = cuda[0]
+        # What to pass instead is the fix's title; why is the explanation's.
         message = (
-            f"`{name}={self.writer.short(value)}` names CUDA devices: given an index, DDP moves each input to "
-            "`xla:<index>`, which raises for any index but the process's own device (torch_xla's guide passes "
-            "none: `DDP(model, gradient_as_bucket_view=True)`)"
+            f"`{name}={self.writer.short(value, 24)}` is a CUDA index: DDP moves inputs to `xla:<index>`, which raises"
         )
         if has_star_args(call) or any(keyword(call, n) is None for n, _ in cuda):
-            self.writer.report(value, message + " (no fix: passed by position, remove it by hand)", None)
+            self.writer.report(value, message + " (no fix: passed by position)", None)
             return
         # `device_ids=[torch_xla.device()]` keeps what the script relies on: DDP moves each
         # input to this process's own device, `xla:0`. Written as the call, or as the
@@ -246,12 +242,7 @@ class ProcessGroups:
         what = " and ".join(
             f"`device_ids=[{device}]`" if n == "device_ids" and keep_ids else f"no `{n}`" for n, _ in cuda
         )
-        after = (
-            f": use {what}, this process's XLA device, so that DDP moves the inputs there as it moved them to the GPU"
-            if keep_ids
-            else f": use {what}; the inputs then stay where the script puts them (on the XLA device once ported)"
-        )
-        self.writer.report(value, message + after, self.writer.fix("safe", f"Use {what}", *operations, imports=imports))
+        self.writer.report(value, message, self.writer.fix("safe", f"Use {what}", *operations, imports=imports))
 
     def check_unused_local_rank(self) -> None:
         """``local_rank = int(os.environ["LOCAL_RANK"])`` that nothing reads, in an XLA
@@ -275,10 +266,7 @@ class ProcessGroups:
             if self.writer.reads.reads_of(target) or len(self.devices.values_of(target)) != 1:  # type: ignore[arg-type]
                 continue
             name = target.id  # type: ignore[attr-defined]
-            message = (
-                f"`{name}` holds torchrun's `LOCAL_RANK`, the index of the process's CUDA device, and nothing reads it: "
-                "on XLA the process's device is `torch_xla.device()`; remove it"
-            )
+            message = f"`{name}` holds torchrun's `LOCAL_RANK`, a CUDA device index, and nothing reads it"
             fix = self.writer.fix("safe", f"Remove the unused `{name}`", RemoveStatement(self.ctx.span(statement)))
             self.writer.report(statement, message, fix)
 
@@ -322,11 +310,10 @@ class ProcessGroups:
         moved = self._moved_to_a_device(receiver) if receiver else None
         if moved is None:
             return  # a model that stays on the CPU can be shared
+        # What to do instead (one process per device, or a CPU model) is the explanation's.
         message = (
-            f"`{self.writer.short(call)}`: line {moved.lineno} puts `{receiver}` on a device, the XLA device "
-            "once ported, and XLA tensors cannot be shared between processes (`RuntimeError: _share_fd_: only "
-            "available on CPU`): train with one process per XLA device (`torch_xla.launch`), each keeping its "
-            "own copy in step through DDP or `xm.optimizer_step`, or keep this model on the CPU"
+            f"`{self.writer.short(call, 30)}`: line {moved.lineno} puts `{receiver}` on the XLA device, "
+            "whose tensors cannot be shared"
         )
         self.writer.report(call, message, None)
 

@@ -31,9 +31,9 @@ class ObjectRemoval(ABC):
         self.call = call
         self.operations: list[Operation] = []
         self.imports: list[Import] = []
-        self.blocker = "it is used in a way the fix cannot rewrite"
+        self.blocker = "it has a use the fix cannot rewrite"
         # Why the use ``rewrite`` turned down cannot be rewritten (it may say more).
-        self.refusal = "uses it in a way the fix cannot rewrite"
+        self.refusal = "has a use the fix cannot rewrite"
         # The statements that build the object: this one and any re-assignment.
         self.constructions: list[ast.stmt] = []
 
@@ -47,7 +47,7 @@ class ObjectRemoval(ABC):
         (``refusal`` may then say why)."""
 
     def _blocked(self, node: ast.AST, why: str) -> None:
-        self.blocker = f"line {node.lineno} {why} (`{self.writer.short(node)}`)"
+        self.blocker = f"line {node.lineno} {why}"
 
     def rewritten_uses(self) -> list[ast.AST] | None:
         """Find the object's uses and record their rewrites; None (``blocker`` set) when

@@ -36,10 +36,10 @@ def unwrap_context(writer: Writer, call: ast.Call) -> tuple[UnwrapWith | None, s
     if target is not None:
         # These contexts enter as None: `as name` can go only if nothing reads the name.
         if not isinstance(target, ast.Name):
-            return None, f"the `with` binds `{writer.short(target)}`"
+            return None, f"the `with` binds `{writer.short(target, 30)}`"
         read = writer.devices.first_read(target)
         if read is not None:
-            return None, f"line {read.lineno} reads `{target.id}`, which the `with` sets to None"
+            return None, f"line {read.lineno} reads `{target.id}`"
     return UnwrapWith(writer.ctx.span(call)), ""
 
 
@@ -56,16 +56,14 @@ class Streams:
             self.writer.report(call, f"{message} (no fix: {refusal})", None)
             return
         fix = self.writer.fix("safe", f"Drop `{short}(...)`, keep the body of the `with`", unwrap)
-        self.writer.report(call, f"{message}; the fix keeps the body of the `with` without it", fix)
+        self.writer.report(call, message, fix)
 
     def check_stream(self, call: ast.Call, short: str, row: CudaApi) -> None:
         message = self.writer.spell(row.message, call, short)[0]
         removal = StreamRemoval(self.writer, call)
         fix = removal.fix()
         if fix is None:
-            message += f" (remove it by hand: {removal.blocker})"
-        else:
-            message += "; the fix removes it with what uses it"
+            message += f" (no fix: {removal.blocker})"
         self.writer.report(call, message, fix)
 
 
@@ -118,9 +116,9 @@ class StreamRemoval(ObjectRemoval):
             return False
         api = self._api(holder)
         if api is not None and api[1].action == "context":  # `with torch.cuda.stream(s):`
-            unwrap, refusal = unwrap_context(self.writer, holder)
+            unwrap, _ = unwrap_context(self.writer, holder)
             if unwrap is None:
-                self.refusal = f"uses it in a context the fix cannot drop: {refusal}"
+                self.refusal = "has a `with` the fix cannot drop"
                 return False
             self.operations.append(unwrap)
             return True

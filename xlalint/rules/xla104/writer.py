@@ -67,18 +67,18 @@ class Writer:
             return
         if to_cpu or id(node) in self.map_locations:
             fix = self.fix("safe", 'Load onto the CPU: `map_location="cpu"`', ReplaceExpr(self.ctx.span(node), '"cpu"'))
-            message += ': load onto the CPU (`map_location="cpu"`), then move to the XLA device'
+            message += ": load onto the CPU"
         else:
             device, imports = self.xla_device(node) if as_string is None else self.xla_string()
+            # At import time that is `torch.device("xla")`, which starts no runtime (the
+            # explanation says why).
             message += f": use `{device}`"
-            if self.devices.evaluated_at_import(node):
-                message += " (a device that does not start the XLA runtime when the module is imported)"
             fallback = self.devices.fallback_of(node)
             applicability = "safe"
             if fallback is not None:
                 # The other branch is the user's own choice of device: the fix drops it.
                 applicability = "unsafe"
-                message += f"; the fix drops the fallback `{self.short(fallback)}`"
+                message += f"; the fix drops the fallback `{self.short(fallback, 30)}`"
             operations = (ReplaceExpr(self.ctx.span(node), device), *(as_string or ()), *also)
             fix = self.fix(applicability, f"Use `{device}`", *operations, imports=imports)
         self.report(node, message, fix)
