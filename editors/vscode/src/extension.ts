@@ -49,7 +49,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
   );
   await watchPythonInterpreter(context);
-  await start();
+  restarting = start();
+  await restarting;
 }
 
 export async function deactivate(): Promise<void> {
@@ -94,9 +95,15 @@ async function stop(): Promise<void> {
   }
 }
 
-async function restart(): Promise<void> {
-  await stop();
-  await start();
+/** Restarts one after another: a settings change can come twice (the file and the UI). */
+let restarting: Promise<void> = Promise.resolve();
+
+function restart(): Promise<void> {
+  restarting = restarting.then(async () => {
+    await stop();
+    await start();
+  });
+  return restarting;
 }
 
 function settings(): vscode.WorkspaceConfiguration {
