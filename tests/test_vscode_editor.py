@@ -217,6 +217,20 @@ class Editor:
         rows[0].click()
         self.wait_for(lambda: [t for t in self.find(".tab.active") if name in t.text], 30, f"{name}'s tab")
 
+    def open_notebook(self, name: str) -> None:
+        """Opens a notebook in the notebook editor: clicked before the built-in ipynb
+        extension has registered it, it opens as JSON text; then closed and clicked again."""
+        deadline = time.monotonic() + 90
+        while True:
+            self.open_file(name)
+            try:
+                self.wait_for(lambda: self.find(".notebook-editor .cell-list-container"), 10, "the notebook editor")
+                return
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+                self.keys("w", control=True)
+
     def squiggles(self) -> list:
         return self.find(".squiggly-error, .squiggly-warning")
 
@@ -330,9 +344,13 @@ def test_rule_docs(editor):
 
 
 def test_notebook_diagnostics_and_fix_all(editor, workspace):
-    editor.open_file("train.ipynb")
+    editor.open_notebook("train.ipynb")
     editor.wait_for(editor.squiggles, 90, "xlalint's squiggles in a cell")
-    editor.wait_for(lambda: editor.problems() >= 1, 30, "the notebook's problems")
+    editor.wait_for(lambda: editor.problems() == 1, 30, "the notebook's one problem")
+    # On the third cell (the `torch.save`), not on the others.
+    cells = editor.find(".notebook-editor .cell-list-container .monaco-list-row.code-cell-row")
+    marked = [bool(c.find_elements("css selector", ".squiggly-error, .squiggly-warning")) for c in cells]
+    assert marked == [False, False, True], marked
     editor.shot("notebook-diagnostics")
     # Into the last cell's editor, then the extension's command.
     editor.find(".notebook-editor .cell-list-container .monaco-list-row .monaco-editor")[-1].click()
