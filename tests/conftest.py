@@ -12,3 +12,20 @@ def cuda_script() -> str:
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--run-editor",
+        action="store_true",
+        help="also run the tests marked `editor`: a real editor (JupyterLab) driven by headless Chromium",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--run-editor"):
+        return
+    skip = pytest.mark.skip(reason="an editor test (a real browser, minutes): run it with --run-editor")
+    for item in items:
+        if "editor" in item.keywords:
+            item.add_marker(skip)

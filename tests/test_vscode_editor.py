@@ -4,7 +4,7 @@
 their diagnostics waited for, fixes applied from the editor's own menus, and the files
 read back from disk.
 
-Marked ``editor`` (out of the default run: ``pytest -m editor tests/test_vscode_editor.py``).
+Marked ``editor``: skipped unless ``pytest --run-editor tests/test_vscode_editor.py``.
 Needs node and ``editors/vscode/node_modules`` (``npm ci`` there), code-server (on the
 PATH, or ``XLALINT_CODE_SERVER``: its executable or its ``out/node/entry.js``; see
 editors/vscode/README.md for an install that works with node 20), chromium, chromedriver
