@@ -175,7 +175,8 @@ class Editor:
 
         return self.driver.find_elements(By.CSS_SELECTOR, selector)
 
-    def wait_for(self, condition, seconds: float, what: str):
+    def wait_for(self, condition, seconds: float, what: str, shot: bool = True):
+        """``condition()``'s first truthy answer; a screenshot on timeout unless the caller retries."""
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             try:
@@ -185,7 +186,8 @@ class Editor:
             if found:
                 return found
             time.sleep(0.5)
-        self.shot(f"timeout-{what.replace(' ', '-')}")
+        if shot:
+            self.shot(f"timeout-{what.replace(' ', '-')}")
         raise AssertionError(f"no {what} after {seconds} s")
 
     def shot(self, name: str) -> None:
@@ -224,7 +226,9 @@ class Editor:
         while True:
             self.open_file(name)
             try:
-                self.wait_for(lambda: self.find(".notebook-editor .cell-list-container"), 10, "the notebook editor")
+                self.wait_for(
+                    lambda: self.find(".notebook-editor .cell-list-container"), 10, "the notebook editor", shot=False
+                )
                 return
             except AssertionError:
                 if time.monotonic() > deadline:
@@ -265,12 +269,14 @@ class Editor:
             f"the cursor at {line}:{column}",
         )
 
-    def quick_fix_titles(self) -> list[str]:
+    def quick_fix_titles(self, shot: bool = True) -> list[str]:
         """The quick fix menu's titles at the cursor (the menu closed again)."""
         from selenium.webdriver.common.keys import Keys
 
         self.keys(".", control=True)
-        rows = self.wait_for(lambda: self.find(".action-widget .monaco-list-row.action"), 20, "the quick fix menu")
+        rows = self.wait_for(
+            lambda: self.find(".action-widget .monaco-list-row.action"), 20, "the quick fix menu", shot=shot
+        )
         titles = [r.get_attribute("aria-label") for r in rows]
         self.keys(Keys.ESCAPE)
         return titles
@@ -391,7 +397,7 @@ def test_unsafe_fixes_setting(editor, code_server, workspace):
         # linted the script again, the menu has no fix for XLA301.
         def offered() -> list[str] | None:
             editor.go_to(LOADER_LINE, LOADER_COLUMN)
-            found = editor.quick_fix_titles()
+            found = editor.quick_fix_titles(shot=False)
             return found if any(t.startswith("xlalint (XLA301)") for t in found) else None
 
         titles = editor.wait_for(offered, 90, "XLA301's unsafe fix offered")
