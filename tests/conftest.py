@@ -18,7 +18,7 @@ def pytest_addoption(parser):
     parser.addoption(
         "--run-editor",
         action="store_true",
-        help="also run the tests marked `editor`: a real editor (JupyterLab) driven by headless Chromium",
+        help="also run the tests marked `editor`: a real editor (JupyterLab, code-server) driven by headless Chromium",
     )
 
 
