@@ -154,7 +154,7 @@ def _lint_source(
         port_selected = any(rule.code == PORT_CODE for rule in chosen)
         hidden = [port_rule(ctx)] if port_rule is not None and not port_selected else []
         _dispatch(nodes, active + hidden)
-        reads_noqa = UNUSED_NOQA in {rule.code for rule in chosen} and "noqa" in source.lower()
+        reads_noqa = UNUSED_NOQA in {rule.code for rule in chosen} and noqa.may_name_codes(source, noqa.OWN_CODE_PREFIX)
         if not reads_noqa and not any(rule.findings for rule in active + hidden):
             return []  # most files: no need to tokenize them for noqa comments
         suppressions = noqa.Suppressions(source)

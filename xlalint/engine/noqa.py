@@ -18,6 +18,7 @@ import functools
 import io
 import re
 import tokenize
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from xlalint.model import Finding, line_count, split_lines
@@ -31,6 +32,9 @@ NOQA = re.compile(
 )
 _ITEM = re.compile(r"[A-Za-z0-9]+")
 _CODE = re.compile(r"[A-Za-z]+[0-9]+")
+# The prefix of xlalint's own codes: the others in a comment (`E501`, `F401`) belong to
+# other tools.
+OWN_CODE_PREFIX = "XLA"
 DISABLE_FILE = re.compile(r"#\s*xlalint\s*:\s*disable-file\b")
 ALL = frozenset({"*"})
 
@@ -202,7 +206,26 @@ def without_codes(directive: Directive, codes: set[str], line_text: str) -> tupl
 
 def malformed_codes(source: str) -> list[tuple[int, str]]:
     """(line, code) of each malformed code in a ``# noqa:`` list (``XLA1O4``)."""
+    if not any(not _CODE.fullmatch(item) for item in _listed_codes(source)):
+        return []  # most files: no need to tokenize them
     return [(d.line, item.text) for d in directives(source) for item in d.items if not item.valid]
+
+
+def may_name_codes(source: str, prefix: str) -> bool:
+    """Whether a ``# noqa:`` list in ``source`` may name a code starting with ``prefix``
+    (``XLA``): read off the text, strings included, so a cheap test before the tokenizer
+    that tells comments from strings. Many files carry other tools' ``# noqa: F401``."""
+    prefix = prefix.upper()
+    return any(item.upper().startswith(prefix) for item in _listed_codes(source))
+
+
+def _listed_codes(source: str) -> Iterator[str]:
+    """Each item of each ``# noqa:`` code list in the text, comments or not."""
+    if "noqa" not in source.lower():
+        return
+    for match in NOQA.finditer(source):
+        if match.group("codes"):
+            yield from _ITEM.findall(match.group("codes"))
 
 
 def is_suppressed(code: str, lines: tuple[int, ...], suppressions: dict[int, frozenset[str]]) -> bool:

@@ -7,12 +7,9 @@ does for RUF100.
 
 from __future__ import annotations
 
-from xlalint.engine.noqa import Suppressions, without_codes
+from xlalint.engine.noqa import OWN_CODE_PREFIX, Suppressions, without_codes
 from xlalint.engine.rule import Invalid, Rule, Valid
 from xlalint.model import Finding, ReplaceComment, Span
-
-# Our codes: the others in a comment (`E501`, `F401`) belong to other tools.
-OWN_PREFIX = "XLA"
 
 
 class UnusedNoqa(Rule):
@@ -150,7 +147,7 @@ x = torch.ones(2)  # noqa: E501
             kinds: dict[str, dict[str, None]] = {"unused": {}, "unknown": {}}
             for item in directive.items:
                 code = item.code
-                if not item.valid or not code.startswith(OWN_PREFIX) or (index, code) in suppressions.used:
+                if not item.valid or not code.startswith(OWN_CODE_PREFIX) or (index, code) in suppressions.used:
                     continue
                 if code in known and code not in enabled:
                     # Not checked here (not selected, per-file-ignores): whether it
