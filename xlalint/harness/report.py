@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xlalint.harness.results import Cause, RunResult, RuntimeFinding
+from xlalint.harness.step_chart import step_charts
 
 if TYPE_CHECKING:
     from xlalint.harness.prepare import ScriptVersion, SourceFile
@@ -95,6 +96,10 @@ def format_text(report: HarnessReport, *, color: bool = False) -> str:
     if "original" in report.runs and "fixed" in report.runs:
         lines.append("")
         lines.extend(format_comparison(report.runs["original"], report.runs["fixed"], paint))
+    charts = step_charts(list(report.runs.values()))
+    if charts:
+        lines.append("")
+        lines.extend(charts)
     if report.fix_diff:
         lines.append("")
         lines.extend(format_diff(report.fix_diff, paint))
