@@ -377,7 +377,7 @@ def test_device_cuda_without_plugin_or_gpu_says_what_is_missing(tmp_path, xlalin
     done = xlalint_command("run", "--device", "cuda", str(script))
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith("xlalint run: error: --device cuda: no PJRT CUDA plugin is installed")
+    assert line.startswith("xlalint: error: --device cuda: no PJRT CUDA plugin is installed")
     assert f"the `harness-cuda` extra has it: {install_command('harness-cuda')})" in line
     if not os.path.exists("/dev/nvidia0"):
         assert "no NVIDIA GPU is visible" in line
@@ -392,7 +392,7 @@ def test_a_notebook_is_refused_with_what_to_do(tmp_path, run_xlalint):
     outcome = run_xlalint(notebook)
     assert outcome.status == 2 and outcome.stdout == ""
     assert outcome.stderr == (
-        f"xlalint run: error: {notebook} is a notebook: `xlalint run` runs Python scripts. Export it "
+        f"xlalint: error: {notebook} is a notebook: `xlalint run` runs Python scripts. Export it "
         f"(jupyter nbconvert --to script {notebook}) and run the .py; `xlalint check`/`fix` read notebooks as they are\n"
     )
     assert not (tmp_path / "ran").exists()

@@ -27,7 +27,7 @@ def refused(outcome, program: Path) -> str:
     assert (program / "helpers.py").read_text() == HELPERS
     assert not (program / "ran").exists()  # refused before the script ran
     lines = outcome.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("xlalint run: error: --json "), outcome.stderr
+    assert len(lines) == 1 and lines[0].startswith("xlalint: error: --json "), outcome.stderr
     return lines[0]
 
 
@@ -62,6 +62,6 @@ def test_the_command_line_as_a_user_types_it(program, xlalint_command):
     result = xlalint_command("run", "train.py", "--json", "train.py")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        "xlalint run: error: --json train.py is the script; write the report to another file"
+        "xlalint: error: --json train.py is the script; write the report to another file"
     ]
     assert (program / "train.py").read_text() == SCRIPT and not (program / "ran").exists()

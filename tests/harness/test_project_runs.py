@@ -92,7 +92,7 @@ def test_a_script_that_never_uses_the_xla_device_is_told_so(scripts_dir, tmp_pat
     assert warning.startswith("no XLA computation ran: 0 compilations and 0 executions: nothing ran on the XLA device;")
     assert "its model and data stayed on the CPU (and its 10 syncs had nothing to run)" in warning
     assert f"  warning: {warning}" in outcome.stdout
-    assert f"xlalint run: warning: the fixed run: {warning}" in outcome.stderr
+    assert f"warning: the fixed run: {warning}" in outcome.stderr
     assert "weight on cpu" in outcome.stdout
 
 

@@ -293,7 +293,7 @@ def test_a_run_that_did_nothing_on_xla_is_a_warning(tmp_path, run_xlalint):
         "never put a tensor there, so its model and data stayed on the CPU: move them with .to(torch_xla.device())"
     )
     assert f"  warning: {warning}" in outcome.stdout
-    assert f"xlalint run: warning: the original run: {warning}" in outcome.stderr
+    assert f"warning: the original run: {warning}" in outcome.stderr
     run = json.loads(report_path.read_text())["runs"]["original"]
     assert run["compiles"] == run["executions"] == 0
     assert run["warnings"] == [warning]

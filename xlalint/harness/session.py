@@ -31,6 +31,7 @@ from xlalint.harness import cleanup, cuda_libraries, environment, prepare, repor
 from xlalint.harness.environment import INSTALL_HINT, HarnessEnvironmentError
 from xlalint.harness.progress import Progress
 from xlalint.harness.results import RunResult
+from xlalint.help_format import error_line
 
 EXIT_OK = 0
 EXIT_SCRIPT_FAILED = 1
@@ -72,7 +73,7 @@ def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None
         with _sigterm_as_interrupt():
             harness_report = run_harness(options, stderr)
     except HarnessEnvironmentError as error:
-        stderr.write(f"xlalint run: error: {error}\n")
+        stderr.write(error_line(str(error)) + "\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
         stderr.write("xlalint run: interrupted; the script's processes were killed\n")
@@ -85,17 +86,17 @@ def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None
         try:
             write(harness_report, path)
         except OSError as error:
-            stderr.write(f"xlalint run: error: cannot write {path}: {error}\n")
+            stderr.write(error_line(f"cannot write {path}: {error}") + "\n")
             return EXIT_ERROR
     runs = list(harness_report.runs.values())
     for result in runs:
         for warning in result.warnings:
-            stderr.write(f"xlalint run: warning: the {result.description} run: {warning}\n")
+            stderr.write(f"warning: the {result.description} run: {warning}\n")
     import_errors = [run.import_error for run in runs if run.import_error]
     if import_errors:
         stderr.write(
-            f"xlalint run: error: torch_xla cannot be imported in the script's process "
-            f"({import_errors[0]}): {INSTALL_HINT}\n"
+            error_line(f"torch_xla cannot be imported in the script's process ({import_errors[0]}): {INSTALL_HINT}")
+            + "\n"
         )
         return EXIT_ERROR
     if not all(run.ok for run in runs):
