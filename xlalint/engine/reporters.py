@@ -33,6 +33,8 @@ SYNTAX_ERROR_DOC = {
 }
 
 Sources = dict[str, str]
+# Fewer files with fixes than this are computed in this process: a pool costs more.
+FILES_WORTH_A_POOL = 4
 
 
 def _location(row: int, col: int) -> dict[str, int]:
@@ -53,6 +55,36 @@ class FixEdits:
 
     def computed(self, finding: Finding) -> bool:
         return finding.fix is not None and finding.path in self.sources
+
+    def all_computed(self, findings: Sequence[Finding]) -> Sequence[Finding]:
+        """``findings``, once every file's edits are computed (:meth:`compute_all`)."""
+        self.compute_all()
+        return findings
+
+    def compute_all(self) -> None:
+        """Compute every file's edits now, on every core when many files have fixes:
+        one libcst parse and position pass per file (about a second for a large one),
+        which made a JSON or SARIF report of a large tree mostly serial work in this
+        process. Any failure of the pool leaves the files to be computed here, one by
+        one, on first use."""
+        from xlalint.engine.runner import available_cores
+
+        pending = [path for path in self.fixes if path not in self.by_file]
+        cores = min(available_cores(), len(pending))
+        if len(pending) < FILES_WORTH_A_POOL or cores < 2:
+            return
+        from concurrent.futures import ProcessPoolExecutor
+
+        from xlalint.fixers.apply import file_edits
+
+        texts = [str(self.sources[path]) for path in pending]
+        fixes = [self.fixes[path] for path in pending]
+        try:
+            with ProcessPoolExecutor(max_workers=cores) as pool:
+                results = list(pool.map(file_edits, texts, fixes, chunksize=max(1, len(pending) // (4 * cores))))
+        except Exception:  # a pool that cannot start or a result that does not pickle
+            return
+        self.by_file.update(zip(pending, results))
 
     def text_edits(self, finding: Finding) -> list:
         """The finding's fix as ``TextEdit``s of its file's text (in a notebook, of the
@@ -279,6 +311,7 @@ def _sarif_uri(path: str) -> str:
 
 def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
     fix_edits = FixEdits(findings, sources)
+    fix_edits.compute_all()
     docs = _rule_docs()
     index = {doc["code"]: i for i, doc in enumerate(docs)}
     rules = [
@@ -431,8 +464,12 @@ def render(fmt: str, findings: Sequence[Finding], *, sources: Sources | None = N
     renderers: dict[str, Callable[[], str]] = {
         "text": lambda: "\n".join(text_line(f, unsafe) for f in findings),  # concise's old name
         "concise": lambda: "\n".join(text_line(f, unsafe) for f in findings),
-        "json": lambda: json.dumps([finding_to_json(f, sources, edits) for f in findings], indent=2),
-        "json-lines": lambda: "\n".join(json.dumps(finding_to_json(f, sources, edits)) for f in findings),
+        "json": lambda: json.dumps(
+            [finding_to_json(f, sources, edits) for f in edits.all_computed(findings)], indent=2
+        ),
+        "json-lines": lambda: "\n".join(
+            json.dumps(finding_to_json(f, sources, edits)) for f in edits.all_computed(findings)
+        ),
         "github": lambda: render_github(findings, sources),
         "sarif": lambda: render_sarif(findings, sources),
         "junit": lambda: render_junit(findings),
