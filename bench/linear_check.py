@@ -42,6 +42,7 @@ from fix_speed import HEADER as FIXABLE_HEADER
 from typer.testing import CliRunner
 
 from xlalint.cli import app
+from xlalint.engine.collector import collect_less_often
 from xlalint.engine.config import Settings
 from xlalint.engine.fixing import fix_source
 from xlalint.engine.lint import lint_source
@@ -224,6 +225,7 @@ def main() -> None:
     parser.add_argument("--only", default="check,formats,fix,server", help="which parts to run")
     args = parser.parse_args()
     parts = set(args.only.split(","))
+    collect_less_often()  # as the command line does
     sizes = (args.small, args.large)
     # Imports, the rule registry, libcst, each format's reporter: not timed.
     lint_source(generated("trainers", 2), "warm.py", Settings())

@@ -19,6 +19,7 @@ import typer
 from xlalint import __version__
 from xlalint.engine import reporters, stopping
 from xlalint.engine import source as sourcefile
+from xlalint.engine.collector import collect_less_often
 from xlalint.engine.config import (
     RULE_LIST_COMMAND,
     ConfigError,
@@ -845,6 +846,7 @@ _register_harness()
 
 
 def main() -> None:
+    collect_less_often()
     try:
         app()
     except KeyboardInterrupt:

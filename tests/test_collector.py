@@ -1,0 +1,35 @@
+"""The command line raises the collector's thresholds (a large fix was superlinear at
+CPython's defaults) and never lowers thresholds set higher."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from xlalint import cli
+from xlalint.engine.collector import THRESHOLDS, collect_less_often
+
+
+@pytest.fixture
+def restored_thresholds():
+    saved = gc.get_threshold()
+    yield
+    gc.set_threshold(*saved)
+
+
+def test_the_thresholds_are_raised_and_never_lowered(restored_thresholds):
+    gc.set_threshold(700, 10, 10)
+    collect_less_often()
+    assert gc.get_threshold() == THRESHOLDS
+    gc.set_threshold(THRESHOLDS[0] * 2, 10, THRESHOLDS[2] * 3)
+    collect_less_often()
+    assert gc.get_threshold() == (THRESHOLDS[0] * 2, THRESHOLDS[1], THRESHOLDS[2] * 3)
+
+
+def test_the_command_line_raises_them_before_it_runs(restored_thresholds, monkeypatch):
+    gc.set_threshold(700, 10, 10)
+    seen = []
+    monkeypatch.setattr(cli, "app", lambda: seen.append(gc.get_threshold()))
+    cli.main()
+    assert seen == [THRESHOLDS]
