@@ -96,12 +96,7 @@ def test_the_compact_rule_list(tmp_path):
     ],
 )
 def test_an_unknown_code_points_at_the_rule_list(tmp_path, args, config, expected):
-    (tmp_path / "t.py").write_text(CUDA_SCRIPT)
-    if config is not None:
-        (tmp_path / "pyproject.toml").write_text(f"[tool.xlalint]\n{config}\n")
-    result = run_cli(*args, cwd=tmp_path)
-    assert result.returncode == 2
-    [line] = error_lines(result)
+    _, line = _the_error_line(tmp_path, args, config)
     assert line.startswith("xlalint: error: ") and expected in line
     assert line.endswith("; `xlalint rule --all --output-format concise` lists the rules")
 
@@ -130,12 +125,7 @@ def test_an_unknown_code_points_at_the_rule_list(tmp_path, args, config, expecte
 )
 def test_every_user_error_is_one_line_in_one_style(tmp_path, args, config, expected):
     """Click's usage errors ("Usage: ... Error: ...") and xlalint's own: the same one line."""
-    (tmp_path / "t.py").write_text(CUDA_SCRIPT)
-    if config is not None:
-        (tmp_path / "pyproject.toml").write_text(f"[tool.xlalint]\n{config}\n")
-    result = run_cli(*args, cwd=tmp_path)
-    assert result.returncode == 2
-    [line] = error_lines(result)
+    result, line = _the_error_line(tmp_path, args, config)
     assert line.startswith("xlalint: error: ") and expected in line, line
     assert result.stdout == b""
 
@@ -202,3 +192,15 @@ def test_json_fields_are_exactly_ruffs(tmp_path):
     assert set(first) == set(ours)
     assert set(first["fix"]) == set(ours["fix"]) and set(first["fix"]["edits"][0]) == set(ours["fix"]["edits"][0])
     assert first["severity"] == ours["severity"]
+
+
+def _the_error_line(tmp_path, args, config):
+    """Run the command on a CUDA script (with ``config`` as its settings): it fails with
+    exit 2 and one error line, returned with the result."""
+    (tmp_path / "t.py").write_text(CUDA_SCRIPT)
+    if config is not None:
+        (tmp_path / "pyproject.toml").write_text(f"[tool.xlalint]\n{config}\n")
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode == 2
+    [line] = error_lines(result)
+    return result, line
