@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 from support import CUDA_SCRIPT, run_cli
@@ -150,3 +151,26 @@ def test_an_existing_comment_keeps_every_code_and_its_text_byte_for_byte():
 def test_the_codes_after_a_malformed_code_still_suppress():
     source = "import torch\nx = torch.ones(2).cuda()  # noqa: XLA1O4, XLA104\n"
     assert lint_source(source, "t.py") == []
+
+
+def test_add_noqa_leaves_out_the_findings_that_exist_only_after_the_port(tmp_path):
+    """Issue 41: suppressing XLA104 means no port, so XLA201 (`torch.save` "after the
+    port") is not there either: a `# noqa: XLA201` would be unused (XLA100), and a
+    second run wrote `# noqa: XLA201, XLA100`. Now `check` passes after one run, on a
+    notebook too, and a second run changes nothing."""
+    script = CUDA_SCRIPT + 'torch.save(model.state_dict(), "m.pt")\n'
+    (tmp_path / "train.py").write_text(script)
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": script}]
+    notebook = {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "nb.ipynb").write_text(json.dumps(notebook))
+    before = run_cli("check", "--no-cache", "--output-format", "json", ".", cwd=tmp_path)
+    assert "XLA201" in {f["code"] for f in json.loads(before.stdout)}
+    first = run_cli("check", "--add-noqa", ".", cwd=tmp_path)
+    assert first.stderr.decode().strip() == "Added 4 noqa directives.", first.stderr
+    text = (tmp_path / "train.py").read_text()
+    assert "XLA201" not in text and text.count("# noqa: XLA104") == 2
+    check = run_cli("check", "--no-cache", ".", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout
+    second = run_cli("check", "--add-noqa", ".", cwd=tmp_path)
+    assert second.stderr.decode().strip() == "Added 0 noqa directives."
+    assert (tmp_path / "train.py").read_text() == text

@@ -40,7 +40,7 @@ from xlalint.engine import source as sourcefile
 from xlalint.engine.file_report import FileReport, internal_error
 from xlalint.engine.fixing import fix_source
 from xlalint.engine.lint import error_finding, lint_source
-from xlalint.engine.noqa import add_noqa
+from xlalint.engine.noqa import add_noqa_until_clean
 from xlalint.engine.notebook_json import (
     NotebookError,
     SourceString,
@@ -523,8 +523,9 @@ def _process(job, original: sourcefile.SourceFile, notebook: Notebook, *, write:
         return FileReport(job.path, [module.to_cell(f) for f in findings], source=module)
 
     if job.add_noqa:
-        findings = lint_source(module, job.path, job.settings)
-        new_module, count = add_noqa(module, findings)
+        new_module, findings, count = add_noqa_until_clean(
+            module, lambda text: lint_source(text, job.path, job.settings)
+        )
         remaining, applied, error = findings, [], None
     else:
         result = fix_source(module, job.path, job.settings, unsafe=job.unsafe)

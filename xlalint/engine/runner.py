@@ -16,7 +16,6 @@ from xlalint.engine.config import Settings
 from xlalint.engine.file_report import FileReport, internal_error
 from xlalint.engine.lint import error_finding, lint_source, parsed_tree
 from xlalint.engine.notebook import process_notebook
-from xlalint.model import Finding
 
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 12
@@ -54,7 +53,7 @@ def process(job: Job) -> FileReport:
 def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False) -> FileReport:
     text = original.text
     if job.add_noqa:
-        return _add_noqa(job, original, lint_source(text, job.path, job.settings))
+        return _add_noqa(job, original)
     if not job.fix:
         # The cache was asked before (``cached_report``): here only the answer is kept,
         # unless it depends on local modules the file imports (an entry names one file).
@@ -101,10 +100,10 @@ def resolved_imports(job: Job, specs: Sequence[project.ImportSpec]) -> list[str]
     return [str(path) for path in found]
 
 
-def _add_noqa(job: Job, original: sourcefile.SourceFile, findings: list[Finding]) -> FileReport:
-    from xlalint.engine.noqa import add_noqa
+def _add_noqa(job: Job, original: sourcefile.SourceFile) -> FileReport:
+    from xlalint.engine.noqa import add_noqa_until_clean
 
-    new, count = add_noqa(original.text, findings)
+    new, findings, count = add_noqa_until_clean(original.text, lambda text: lint_source(text, job.path, job.settings))
     report = FileReport(job.path, findings, source=original.text, fixed_source=new, noqa_added=count)
     if count and job.write:
         try:
