@@ -204,3 +204,24 @@ def _the_error_line(tmp_path, args, config):
     assert result.returncode == 2
     [line] = error_lines(result)
     return result, line
+
+
+@pytest.mark.parametrize("code", ["XLA11", "XLA10", "XLA1", "XLA3O1", "XLA2"])
+def test_rule_suggests_only_codes_it_accepts(tmp_path, code):
+    """Issue 41: `rule XLA11` said `did you mean XLA10?`, and `rule XLA10` then said
+    `unknown rule XLA10 (did you mean XLA10?)`. `rule` takes whole codes: it suggests
+    whole codes, never the code given, and what it suggests is a rule it explains."""
+    result = run_cli("rule", code, cwd=tmp_path)
+    assert result.returncode == 2
+    suggested = re.findall(r"did you mean `([^`]+)`", result.stderr.decode())
+    assert suggested != [code]
+    for near in suggested:
+        assert run_cli("rule", near, cwd=tmp_path).returncode == 0, near
+
+
+def test_a_selector_suggests_a_prefix_and_never_itself():
+    from xlalint.engine.config import unknown_rule
+
+    known = [r.code for r in all_rules()]
+    assert "(did you mean `XLA10`?)" in unknown_rule("unknown rule selector", "XLA1O", known)
+    assert "(did you mean `XLA100`?)" in unknown_rule("unknown rule", "XLA10", known, prefixes=False)

@@ -761,7 +761,12 @@ def rule(
         found = rules_by_code().get(code.upper())
         if found is None:
             raise fail(
-                unknown_rule("unknown rule", code.upper(), [*rules_by_code(), reporters.SYNTAX_ERROR_DOC["code"]])
+                unknown_rule(
+                    "unknown rule",
+                    code.upper(),
+                    [*rules_by_code(), reporters.SYNTAX_ERROR_DOC["code"]],
+                    prefixes=False,
+                )
             )
         selected = [found]
     else:

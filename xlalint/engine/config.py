@@ -83,11 +83,15 @@ def did_you_mean(value: str, known: Iterable[str], cutoff: float = 0.6) -> str:
     return f" (did you mean `{best[1]}`?)" if best[0] >= cutoff else ""
 
 
-def unknown_rule(description: str, code: str, known_codes: Iterable[str]) -> str:
-    """An unknown code (``XLA1O4``), the near miss and where the rules are listed."""
+def unknown_rule(description: str, code: str, known_codes: Iterable[str], *, prefixes: bool = True) -> str:
+    """An unknown code (``XLA1O4``), the near miss and where the rules are listed.
+    ``prefixes``: whether a prefix of a code is accepted where ``code`` was given (a
+    selector) or only a whole code (``xlalint rule``, a ``[rules]`` table): only what is
+    accepted there is suggested, and never ``code`` itself."""
     # A selector is a code or a prefix of one: its near misses are the codes' prefixes of
     # its length, one character off (`XLA1O4`: `XLA104`; `XLA1O`: `XLA10`; `XLA9`: none).
-    near = did_you_mean(code, {known[: len(code)] for known in known_codes}, cutoff=0.8)
+    candidates = {known[: len(code)] for known in known_codes} if prefixes else set(known_codes)
+    near = did_you_mean(code, candidates - {code}, cutoff=0.8)
     return f"{description} `{code}`{near}; `{RULE_LIST_COMMAND}` lists the rules"
 
 
@@ -392,7 +396,7 @@ def _kind(value: object) -> str:
 def _validate_rule_tables(settings: Settings, source: str, known: Mapping[str, DeclaresOptions]) -> None:
     for code, _ in settings.rule_settings:
         if code not in known:
-            raise ConfigError(f"{source}: [rules]: {unknown_rule('unknown rule', code, known)}")
+            raise ConfigError(f"{source}: [rules]: {unknown_rule('unknown rule', code, known, prefixes=False)}")
         try:
             settings.rule_options(code, known[code].options)
         except ConfigError as exc:
