@@ -398,6 +398,7 @@ def _run(
                     command="fix" if fix else "check",
                     after_port=sum(f.after_port for f in fixed),
                     hint_unsafe=unsafe_setting is None,
+                    checked=reporters.checked_count(reports) if fix else None,
                 ),
                 file=out,
             )

@@ -23,6 +23,8 @@ class FileReport:
     # The local modules the file imports (paths as found), when the run follows imports.
     imports: list[str] | None = None
     followed: bool = False  # checked because a checked file imports it (engine/follow.py)
+    # Fixing: how many findings `check` reports on the file as it was (None: not fixed).
+    checked: int | None = None
 
     @property
     def unreadable(self) -> bool:

@@ -25,6 +25,8 @@ class FixResult:
     applied: list[Finding] = field(default_factory=list)
     remaining: list[Finding] = field(default_factory=list)
     error: str | None = None
+    #: How many findings the input had (what ``check`` reports on it).
+    checked: int | None = None
 
     def changed(self, original: str) -> bool:
         return self.source != original
@@ -41,6 +43,25 @@ def fix_source(
     *,
     unsafe: bool = False,
     select: Iterable[str] | None = None,
+) -> FixResult:
+    """The fixed source, the fixes applied, the findings left, and how many ``check``
+    found on ``source`` (``checked``: a fix can remove code that had another finding,
+    and the port can reveal findings, so fixed + remaining may differ from it)."""
+    counted: list[int] = []
+    result = _fix_source(source, path, settings, unsafe=unsafe, select=select, counted=counted)
+    if result.checked is None:
+        result.checked = counted[0] if counted else len(result.remaining)
+    return result
+
+
+def _fix_source(
+    source: str,
+    path: str,
+    settings: Settings | None,
+    *,
+    unsafe: bool,
+    select: Iterable[str] | None,
+    counted: list[int],
 ) -> FixResult:
     if source.startswith("\ufeff"):
         result = fix_source(source[1:], path, settings, unsafe=unsafe, select=select)
@@ -64,6 +85,7 @@ def fix_source(
     texts = _Texts(source)
     withheld: list[_Withheld] = []
     findings = lint_source(current, path, settings, select=select)
+    counted.append(len(findings))
     for _ in range(MAX_PASSES):
         if any(f.code == SYNTAX_ERROR[0] for f in findings):
             return FixResult(current, applied, _marked(findings, withheld, texts))

@@ -522,6 +522,7 @@ def _process(job, original: sourcefile.SourceFile, notebook: Notebook, *, write:
         findings = lint_source(module, job.path, job.settings)
         return FileReport(job.path, [module.to_cell(f) for f in findings], source=module)
 
+    checked = None
     if job.add_noqa:
         new_module, findings, count = add_noqa_until_clean(
             module, lambda text: lint_source(text, job.path, job.settings)
@@ -531,6 +532,7 @@ def _process(job, original: sourcefile.SourceFile, notebook: Notebook, *, write:
         result = fix_source(module, job.path, job.settings, unsafe=job.unsafe)
         new_module, count = result.source, 0
         remaining, applied, error = result.remaining, result.applied, result.error
+        checked = result.checked
     fixed = module
     if new_module != module:
         try:
@@ -554,4 +556,5 @@ def _process(job, original: sourcefile.SourceFile, notebook: Notebook, *, write:
         fixed_source=fixed,
         error=error,
         noqa_added=count,
+        checked=checked,
     )

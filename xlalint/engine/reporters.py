@@ -183,14 +183,18 @@ def summary(
     command: str = "check",
     after_port: int = 0,
     hint_unsafe: bool = True,
+    checked: int | None = None,
 ) -> str:
     """ruff's summary; ``after_port``: how many of the ``fixed`` followed from the port;
+    ``checked``: how many findings ``check`` reported before ``fix`` (said when the
+    count differs, and why);
     ``hint_unsafe``: say how many unsafe fixes ``--unsafe-fixes`` would add (not when
     the settings turn unsafe fixes off: ``unsafe-fixes = false``, ``--no-unsafe-fixes``)."""
     lines = []
     if not findings:
         lines.append(
-            f"Found {fixed} error{'s' if fixed != 1 else ''} ({fixed} fixed, 0 remaining{after_port_note(after_port)})."
+            f"Found {fixed} error{'s' if fixed != 1 else ''} "
+            f"({fixed} fixed, 0 remaining{after_port_note(after_port)}{checked_note(checked, fixed)})."
             if fixed
             else "All checks passed!"
         )
@@ -199,7 +203,7 @@ def summary(
     if fixed:
         lines.append(
             f"Found {total} error{'s' if total != 1 else ''} "
-            f"({fixed} fixed, {len(findings)} remaining{after_port_note(after_port)})."
+            f"({fixed} fixed, {len(findings)} remaining{after_port_note(after_port)}{checked_note(checked, total)})."
         )
     else:
         lines.append(f"Found {total} error{'s' if total != 1 else ''}.")
@@ -221,6 +225,26 @@ def withheld_notes(findings: Sequence[Finding]) -> list[str]:
     return [
         f"note: {location(f)}: {f.code} fix {printable(f.fix_withheld)}" for f in findings if f.fix_withheld is not None
     ]
+
+
+def checked_count(reports) -> int | None:
+    """How many findings ``check`` reports on the files ``fix`` was given (None when
+    no file was fixed)."""
+    counts = [r.checked if r.checked is not None else len(r.findings) + len(r.fixed) for r in reports]
+    return sum(counts) if any(r.checked is not None for r in reports) else None
+
+
+def checked_note(checked: int | None, total: int) -> str:
+    """Why ``fix``'s count is not ``check``'s: a fix that removes or rewrites code takes
+    the findings in that code with it (counted neither fixed nor remaining, as ruff
+    counts), and the code the fixes write can have findings of its own."""
+    if checked is None or checked == total:
+        return ""
+    if checked > total:
+        gone = checked - total
+        return f"; `check` found {checked}: {gone} went with code a fix rewrote"
+    more = total - checked
+    return f"; `check` found {checked}: {more} more appeared as the fixes changed the code"
 
 
 def after_port_note(count: int) -> str:

@@ -70,6 +70,7 @@ def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False)
 
     result = fix_source(text, job.path, job.settings, unsafe=job.unsafe)
     report = FileReport(job.path, result.remaining, result.applied, text, result.source, result.error)
+    report.checked = result.checked
     if job.write and not stdin and report.changed:
         try:
             sourcefile.write_atomic(Path(job.path), original, result.source)
