@@ -153,12 +153,13 @@ def test_json_has_ruffs_name_severity_and_url(tmp_path):
     # The anchor is GitHub's for the rule's heading in docs/rules.md.
     assert "\n## cuda-device (XLA104)\n" in (ROOT / "docs" / "rules.md").read_text(encoding="utf-8")
     assert anchor == "cuda-device-xla104"
-    # The same URL in `rule --output-format json` and as the SARIF rule's helpUri.
+    # The same URL in `rule --output-format json`; SARIF, uploaded to code scanning, has
+    # no helpUri for a `file:` URL of this machine (its `help` has the whole text).
     rule = json.loads(run_cli("rule", "XLA104", "--output-format", "json", cwd=tmp_path).stdout)
     assert rule["url"] == first["url"]
     sarif = json.loads(run_cli("check", "--no-cache", "--output-format", "sarif", "train.py", cwd=tmp_path).stdout)
     rules = {r["id"]: r for r in sarif["runs"][0]["tool"]["driver"]["rules"]}
-    assert rules["XLA104"]["helpUri"] == first["url"]
+    assert "helpUri" not in rules["XLA104"] and rules["XLA104"]["help"]["text"].strip()
     lines = run_cli("check", "--no-cache", "--output-format", "json-lines", "train.py", cwd=tmp_path).stdout
     assert json.loads(lines.splitlines()[0]) == first
 
@@ -225,3 +226,13 @@ def test_a_selector_suggests_a_prefix_and_never_itself():
     known = [r.code for r in all_rules()]
     assert "(did you mean `XLA10`?)" in unknown_rule("unknown rule selector", "XLA1O", known)
     assert "(did you mean `XLA100`?)" in unknown_rule("unknown rule", "XLA10", known, prefixes=False)
+
+
+def test_sarif_help_uri_is_the_installs_public_url(monkeypatch):
+    """A git install from GitHub has a public page for the rules: SARIF points there."""
+    from xlalint.engine import reporters, rule_docs
+
+    monkeypatch.setattr(rule_docs, "_rules_page", lambda: "https://github.com/o/xlalint/blob/abc/docs/rules.md")
+    sarif = json.loads(reporters.render("sarif", []))
+    rules = {r["id"]: r for r in sarif["runs"][0]["tool"]["driver"]["rules"]}
+    assert rules["XLA104"]["helpUri"] == "https://github.com/o/xlalint/blob/abc/docs/rules.md#cuda-device-xla104"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from xlalint import __version__
 from xlalint.engine.escaping import json_text, printable, uri_reference, xml_text
-from xlalint.engine.rule_docs import rule_url
+from xlalint.engine.rule_docs import public_url, rule_url
 from xlalint.model import Finding
 
 # Every output format, in the order --help lists them (`text` is concise's old name).
@@ -347,7 +347,8 @@ def render_sarif(findings: Sequence[Finding], sources: Sources | None) -> str:
             "help": {"text": doc["explanation"] or doc["summary"], "markdown": doc["explanation"] or doc["summary"]},
             "defaultConfiguration": {"level": "error"},
             "properties": {"tags": ["xla", "pytorch"], "precision": "high", "problem.severity": "error"},
-            **({"helpUri": doc["url"]} if doc["url"] else {}),
+            # Only a public URL: the rule's full help is in `help` already (issue 41).
+            **({"helpUri": public_url(doc["url"])} if public_url(doc["url"]) else {}),
         }
         for doc in docs
     ]

@@ -33,3 +33,10 @@ def rule_url(name: str, code: str) -> str | None:
     """The URL of the rule's section of docs/rules.md, or None without the page."""
     page = _rules_page()
     return f"{page}#{anchor(name, code)}" if page is not None else None
+
+
+def public_url(url: str | None) -> str | None:
+    """``url`` when someone else can open it (``https:``, ``http:``), else None: a
+    ``file:`` URL names a file on the machine that ran the check, useless in a report
+    uploaded elsewhere (SARIF's ``helpUri`` in code scanning)."""
+    return url if url is not None and url.startswith(("https://", "http://")) else None
