@@ -80,7 +80,8 @@ def test_show_settings_without_a_config_and_its_errors(tmp_path):
     (tmp_path / "a.py").write_text(CUDA_SCRIPT)
     text = run_cli("check", "--show-settings", "a.py", cwd=tmp_path).stdout.decode()
     assert "config file: none (defaults)\n" in text and 'target-version = "2.9"\n' in text
-    for args in ((), ("a.py", "b.py"), ("-",)):
+    # No path is the folder, as ruff's (tests/test_ruff_controls.py).
+    for args in (("a.py", "b.py"), ("-",)):
         result = run_cli("check", "--show-settings", *args, cwd=tmp_path)
         assert result.returncode == 2
         assert result.stderr.decode() == "xlalint: error: --show-settings takes one file or folder\n"

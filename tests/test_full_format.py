@@ -5,6 +5,7 @@ FORCE_COLOR), a diff preview with --show-fixes, cell-relative frames in notebook
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -98,9 +99,14 @@ def test_no_color_and_force_color(tmp_path):
             "check", "--no-cache", "--output-format", "full", "train.py", cwd=tmp_path, env=both
         ).stdout.decode()
     )
-    # concise stays the exact one-line form on a terminal too, without colour.
+    # concise is coloured on a terminal, as ruff's (tests/test_ruff_controls.py), and
+    # stays the exact one-line form without colour.
     _, shown = on_terminal("check", "--no-cache", "--output-format", "concise", "train.py", cwd=tmp_path)
-    assert ESC not in shown and shown.startswith("train.py:3:9: XLA104 [*] ")
+    assert ESC in shown and re.sub(r"\x1b\[[0-9;]*m", "", shown).startswith("train.py:3:9: XLA104 [*] ")
+    _, plain = on_terminal(
+        "check", "--no-cache", "--output-format", "concise", "train.py", cwd=tmp_path, env={"NO_COLOR": "1"}
+    )
+    assert ESC not in plain and plain.startswith("train.py:3:9: XLA104 [*] ")
 
 
 def test_show_fixes_previews_each_fix_as_a_diff(tmp_path):

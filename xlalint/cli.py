@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from xlalint import __version__
-from xlalint.engine import reporters, stopping
+from xlalint.engine import reporters, stopping, text_report
 from xlalint.engine import source as sourcefile
 from xlalint.engine.collector import collect_less_often
 from xlalint.engine.config import (
@@ -25,6 +25,7 @@ from xlalint.engine.config import (
     ConfigError,
     ConfigFinder,
     Settings,
+    command_line_config,
     parse_target_version,
     unknown_rule,
     validate_selectors,
@@ -33,6 +34,7 @@ from xlalint.engine.escaping import printable
 from xlalint.engine.fix_output import print_diffs, print_fixes
 from xlalint.engine.rule_docs import rule_url
 from xlalint.engine.runner import FileReport, Job, internal_error, process_all, process_text
+from xlalint.engine.text_report import use_color
 from xlalint.help_format import USAGE_EXIT, Command, Group, error_line
 
 app = typer.Typer(
@@ -113,8 +115,10 @@ Format = Annotated[
     typer.Option(
         "--output-format",
         help="How to print findings. Default: full (code frames) on a terminal, concise (one line each) "
-        "when piped. Only full has colour: on a terminal unless NO_COLOR is set, piped with FORCE_COLOR=1.",
+        "when piped. Colour (full, concise, grouped): on a terminal unless NO_COLOR is set, piped with "
+        "FORCE_COLOR=1.",
         show_default=False,
+        envvar="XLALINT_OUTPUT_FORMAT",
     ),
 ]
 # metavar="": a flag takes no value, so its help shows none (typer would print `<bool>`).
@@ -138,8 +142,13 @@ TargetVersion = Annotated[
     str | None, typer.Option("--target-version", help='torch_xla version to target, e.g. "2.9".', metavar="VERSION")
 ]
 ConfigFile = Annotated[
-    Path | None,
-    typer.Option("--config", help="Use this config file instead of discovering one.", metavar="FILE"),
+    list[str] | None,
+    typer.Option(
+        "--config",
+        help="A config file to use instead of discovering one, or a TOML `KEY = VALUE` setting on top of "
+        "the config (repeatable), e.g. --config 'select = [\"XLA1\"]'.",
+        metavar="FILE|KEY=VALUE",
+    ),
 ]
 NoCache = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.", metavar="")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print findings only: no summary.", metavar="")]
@@ -189,6 +198,30 @@ ForceExclude = Annotated[
 ]
 
 
+# Options as ruff's (issue 41): grouped here, their logic in engine/ modules.
+Exclude = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--exclude",
+        help="Globs of files and folders to leave out, replacing the config's `exclude`; comma-separated.",
+        metavar="FILE_PATTERN",
+    ),
+]
+OutputFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--output-file", "-o", help="Write the report to this file (atomically) instead of stdout.", metavar="PATH"
+    ),
+]
+Isolated = Annotated[
+    bool, typer.Option("--isolated", help="Read no config file (the defaults and --config KEY=VALUE only).", metavar="")
+]
+Watch = Annotated[
+    bool,
+    typer.Option("--watch", "-w", help="Check again whenever a file changes (until Ctrl-C).", metavar=""),
+]
+
+
 class Invocation:
     """What one check/fix run was asked to do."""
 
@@ -203,11 +236,14 @@ class Invocation:
         need_rules=True,
         unsafe_fixes: bool | None = None,
         extend_exclude: list[str] | None = None,
+        exclude: list[str] | None = None,
+        isolated: bool = False,
     ):
         self.need_rules = need_rules
         self.overrides = {
             "unsafe_fixes": unsafe_fixes,
             "extend_exclude": _patterns(extend_exclude),
+            "exclude": _patterns(exclude),
             "cwd": str(Path.cwd()),
             "select": _codes(select),
             "ignore": _codes(ignore),
@@ -221,7 +257,8 @@ class Invocation:
             if self.overrides[key]:
                 validate_selectors(self.overrides[key], known, f"--{key.replace('_', '-')}")
         self.known = known
-        self.finder = ConfigFinder(config, known)
+        config_file, inline = command_line_config(config)
+        self.finder = ConfigFinder(config_file, known, inline=inline, isolated=isolated)
         self._with_overrides: dict[int, tuple[Settings, Settings]] = {}
 
     def unsafe_fixes(self) -> bool | None:
@@ -272,7 +309,7 @@ def _run(
     show_fixes: bool,
     stdin_filename: str | None,
     target_version: str | None,
-    config: Path | None,
+    config: list[str] | None,
     no_cache: bool,
     quiet: bool,
     force_exclude: bool,
@@ -281,7 +318,18 @@ def _run(
     show_files: bool = False,
     exit_non_zero_on_fix: bool = False,
     follow_imports: bool | None = None,
+    exclude: list[str] | None = None,
+    output_file: Path | None = None,
+    isolated: bool = False,
+    watch: bool = False,
 ) -> None:
+    arguments = dict(locals())
+    if watch:
+        _watch({**arguments, "watch": False})
+        return
+    if output_file is not None:
+        _to_output_file(output_file, {**arguments, "output_file": None})
+        return
     paths = paths or []
     use_stdin = paths == ["-"] or (stdin_filename is not None and not paths)
     try:
@@ -293,6 +341,8 @@ def _run(
             config=config,
             unsafe_fixes=unsafe,
             extend_exclude=extend_exclude,
+            exclude=exclude,
+            isolated=isolated,
         )
         # Unsafe fixes: applied (True), hinted at (None, the default) or neither (False).
         unsafe_setting = invocation.unsafe_fixes()
@@ -360,10 +410,26 @@ def _run(
         sys.stdout.buffer.flush()
         out = sys.stderr
     fmt = output_format.value if output_format is not None else "full" if _is_terminal(out) else "concise"
+
+    def summary_text() -> str:
+        text = reporters.summary(
+            findings,
+            unsafe,
+            fixed=len(fixed),
+            command="fix" if fix else "check",
+            after_port=sum(f.after_port for f in fixed),
+            hint_unsafe=unsafe_setting is None,
+            checked=reporters.checked_count(reports) if fix else None,
+        )
+        return text_report.paint_summary(text, use_color(out))
+
     if diff:
         print_diffs(reports, out, quiet=quiet)
     elif statistics:
         print(reporters.statistics(findings, unsafe, as_json=fmt == "json"), file=out)
+        if fmt != "json" and not quiet and not nothing_found:
+            # As ruff's: the counts, then the summary (`Found N errors.`, what is fixable).
+            print(summary_text(), file=out)
     else:
         # Edits (and a notebook's positions in its file) are computed on the text the
         # remaining findings were found in: after a fix, that is the fixed text.
@@ -377,31 +443,24 @@ def _run(
             else None
         )
         if fmt == "full":
-            from xlalint.engine.full_format import render_full, use_color
+            from xlalint.engine.full_format import render_full
 
             out.flush()
             render_full(findings, sources or {}, unsafe=unsafe, show_fixes=show_fixes, out=out, color=use_color(out))
             if show_fixes and fix:
                 print_fixes(reports, fixed=True, unsafe=unsafe, out=out)
+        elif fmt in text_report.LINE_FORMATS:
+            rendered = text_report.render(fmt, findings, unsafe, color=use_color(out))
+            if rendered:
+                print(rendered, file=out)
+            if fmt != "pylint" and show_fixes:
+                print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
         else:
             rendered = reporters.render(fmt, findings, sources=sources, unsafe=unsafe)
             if rendered:
                 print(rendered, file=out)
-            if fmt in ("text", "concise") and show_fixes:
-                print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
-        if fmt in ("full", "concise", "text") and not quiet and not nothing_found:
-            print(
-                reporters.summary(
-                    findings,
-                    unsafe,
-                    fixed=len(fixed),
-                    command="fix" if fix else "check",
-                    after_port=sum(f.after_port for f in fixed),
-                    hint_unsafe=unsafe_setting is None,
-                    checked=reporters.checked_count(reports) if fix else None,
-                ),
-                file=out,
-            )
+        if fmt in ("full", "concise", "text", "grouped") and not quiet and not nothing_found:
+            print(summary_text(), file=out)
             for note in reporters.withheld_notes(findings):
                 print(note, file=out)
             followed = sum(r.followed for r in reports)
@@ -424,6 +483,69 @@ def _run(
         raise typer.Exit(1)
 
 
+def _to_output_file(path: Path, arguments: dict) -> None:
+    """``--output-file``: the run, with what it prints on stdout written to ``path``
+    (atomically, also when findings make it exit 1; not after a usage error)."""
+    from xlalint.engine import output_file as report_file
+
+    stdin = arguments["paths"] == ["-"] or (arguments["stdin_filename"] is not None and not arguments["paths"])
+    if stdin and arguments["fix"] and not arguments["diff"]:
+        raise fail("--output-file: `fix -` prints the fixed code on stdout; name a file to fix instead")
+    captured = report_file.Capture()
+    status = 0
+    try:
+        with contextlib.redirect_stdout(captured):
+            _run(**arguments)
+    except typer.Exit as exc:
+        status = exc.exit_code
+    if status == USAGE_EXIT and not captured.getvalue():
+        raise typer.Exit(status)
+    try:
+        report_file.write(path, captured.getvalue())
+    except report_file.OutputFileError as exc:
+        raise fail(str(exc)) from None
+    if status:
+        raise typer.Exit(status)
+
+
+def _watch(arguments: dict) -> None:
+    """``--watch``: the run, then again whenever a file it reads changes (engine/watch.py)."""
+    from xlalint.engine.files import discover
+    from xlalint.engine.watch import snapshot, watch
+
+    if arguments["fix"] or arguments["paths"] == ["-"] or arguments["stdin_filename"] is not None:
+        raise fail("--watch checks files: not with fixes or stdin")
+    paths = [Path(p) for p in arguments["paths"] or ["."]]
+
+    def run_once() -> None:
+        with contextlib.suppress(typer.Exit):
+            _run(**arguments)
+        sys.stdout.flush()
+
+    def take_snapshot():
+        try:
+            invocation = Invocation(
+                select=arguments["select"],
+                ignore=arguments["ignore"],
+                extend_select=arguments["extend_select"],
+                target_version=arguments["target_version"],
+                config=arguments["config"],
+                need_rules=False,
+                extend_exclude=arguments["extend_exclude"],
+                exclude=arguments["exclude"],
+                isolated=arguments["isolated"],
+            )
+            files = list(discover(paths, invocation, force_exclude=arguments["force_exclude"], unreadable={}))
+        except ConfigError:
+            files = []  # the run says what is wrong with the config; a fix of it is a change
+        return snapshot(files, [p if p.is_dir() else p.parent for p in paths])
+
+    try:
+        watch(run_once, take_snapshot, lambda line: typer.echo(line, err=True))
+    except KeyboardInterrupt:
+        raise typer.Exit(0) from None
+
+
 def _show_files(invocation: Invocation, paths: list[str], force_exclude: bool) -> None:
     """As ``ruff check --show-files``: the files that would be checked, sorted, one a line."""
     from xlalint.engine.files import discover
@@ -436,11 +558,18 @@ def _show_files(invocation: Invocation, paths: list[str], force_exclude: bool) -
 def _warn_malformed_noqa(reports: list[FileReport]) -> None:
     """A malformed code in a ``# noqa:`` list (``XLA1O4``) suppresses nothing: said on
     stderr, one line each, not a finding (as ruff warns)."""
-    from xlalint.engine.noqa import malformed_codes
+    from xlalint.engine.noqa import malformed_codes, unknown_file_directives
 
     for report in reports:
         if report.source is None or report.path.endswith(".ipynb"):
             continue
+        for line, comment in unknown_file_directives(report.source):
+            typer.echo(
+                f"warning: {printable(report.path)}:{line}: unknown directive `{printable(comment)}` "
+                "(the file-level ones are `# xlalint: noqa`, `# xlalint: noqa: CODES` and "
+                "`# xlalint: disable-file`): it suppresses nothing",
+                err=True,
+            )
         for line, code in malformed_codes(report.source):
             typer.echo(
                 f"warning: {printable(report.path)}:{line}: malformed code `{printable(code)}` in `# noqa` "
@@ -627,31 +756,45 @@ def check(
         bool,
         typer.Option(
             "--show-settings",
-            help="Print the configuration resolved for the file given (config file, rules, options); check nothing.",
+            help="Print the configuration resolved for the file given (default: .; config file, rules, "
+            "options); check nothing.",
             metavar="",
         ),
     ] = False,
+    diff: Annotated[
+        bool,
+        typer.Option("--diff", help="Print the fixes as a diff, write nothing (as `fix --diff`).", metavar=""),
+    ] = False,
+    exclude: Exclude = None,
+    output_file: OutputFile = None,
+    isolated: Isolated = False,
+    watch: Watch = False,
 ) -> None:
     """Check files and report findings."""
     if show_settings:
-        _show_settings(paths, select, ignore, extend_select, target_version, config, unsafe_fixes, extend_exclude)
+        _show_settings(
+            paths, select, ignore, extend_select, target_version, config, unsafe_fixes, extend_exclude,
+            exclude=exclude, isolated=isolated,
+        )  # fmt: skip
         return
     _run(
-        paths, fix=fix, unsafe=unsafe_fixes, diff=False, select=select, ignore=ignore, extend_select=extend_select,
-        output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
-        stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
-        quiet=quiet, force_exclude=force_exclude, add_noqa=add_noqa, extend_exclude=extend_exclude,
-        show_files=show_files, exit_non_zero_on_fix=exit_non_zero_on_fix, follow_imports=follow_imports,
+        paths, fix=fix or diff, unsafe=unsafe_fixes, diff=diff, select=select, ignore=ignore,
+        extend_select=extend_select, output_format=output_format, statistics=statistics, exit_zero=exit_zero,
+        show_fixes=show_fixes, stdin_filename=stdin_filename, target_version=target_version, config=config,
+        no_cache=no_cache, quiet=quiet, force_exclude=force_exclude, add_noqa=add_noqa,
+        extend_exclude=extend_exclude, show_files=show_files, exit_non_zero_on_fix=exit_non_zero_on_fix,
+        follow_imports=follow_imports, exclude=exclude, output_file=output_file, isolated=isolated, watch=watch,
     )  # fmt: skip
 
 
 def _show_settings(
-    paths, select, ignore, extend_select, target_version, config, unsafe_fixes=None, extend_exclude=None
+    paths, select, ignore, extend_select, target_version, config, unsafe_fixes=None, extend_exclude=None, **more
 ) -> None:
     from xlalint.engine.settings_view import describe
     from xlalint.rules import all_rules
 
-    if not paths or len(paths) != 1 or paths[0] == "-":
+    paths = paths or ["."]  # as ruff's: the folder it runs in
+    if len(paths) != 1 or paths[0] == "-":
         raise fail("--show-settings takes one file or folder")
     try:
         invocation = Invocation(
@@ -663,6 +806,7 @@ def _show_settings(
             need_rules=False,  # the settings are shown whatever they select
             unsafe_fixes=unsafe_fixes,
             extend_exclude=extend_exclude,
+            **more,
         )
         path = Path(paths[0])
         typer.echo(describe(path, invocation.settings(path), list(all_rules()), cache=cache_folder(invocation)))
@@ -718,6 +862,9 @@ def fix_command(
     show_files: ShowFiles = False,
     exit_non_zero_on_fix: ExitNonZeroOnFix = False,
     follow_imports: FollowImports = None,
+    exclude: Exclude = None,
+    output_file: OutputFile = None,
+    isolated: Isolated = False,
 ) -> None:
     """Apply fixes in place (safe ones; --unsafe-fixes adds the rest), then report what remains."""
     _run(
@@ -725,7 +872,8 @@ def fix_command(
         output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
         stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
         quiet=quiet, force_exclude=force_exclude, extend_exclude=extend_exclude, show_files=show_files,
-        exit_non_zero_on_fix=exit_non_zero_on_fix, follow_imports=follow_imports,
+        exit_non_zero_on_fix=exit_non_zero_on_fix, follow_imports=follow_imports, exclude=exclude,
+        output_file=output_file, isolated=isolated,
     )  # fmt: skip
 
 
@@ -823,6 +971,18 @@ def explain(rule_class) -> str:
     from xlalint.docs import explain as markdown
 
     return markdown(rule_class)
+
+
+@app.command("version", cls=Command)
+def version_command(
+    output_format: Annotated[
+        RuleFormat, typer.Option("--output-format", help="text or json (concise is text).")
+    ] = RuleFormat.text,
+) -> None:
+    """Print xlalint's version and the torch / torch_xla versions it targets."""
+    from xlalint.engine.targets import describe_version
+
+    typer.echo(describe_version(as_json=output_format is RuleFormat.json))
 
 
 @app.command(cls=Command)

@@ -210,10 +210,12 @@ class Settings:
         target_version: tuple[int, int] | None = None,
         unsafe_fixes: bool | None = None,
         extend_exclude: Iterable[str] | None = None,
+        exclude: Iterable[str] | None = None,
         cwd: str | None = None,
     ) -> Settings:
         """These settings with the command line's options on top: ``--select`` replaces
-        the file's selection, ``--ignore``/``--extend-select`` adjust it."""
+        the file's selection, ``--ignore``/``--extend-select`` adjust it; ``--exclude``
+        replaces the file's ``exclude`` (its ``extend-exclude`` stays), as ruff's."""
         changes: dict[str, Any] = {}
         if select is not None or ignore or extend_select:
             layer = (tuple(select) if select is not None else None, tuple(extend_select or ()), tuple(ignore or ()))
@@ -222,8 +224,10 @@ class Settings:
             changes["target_version"] = target_version
         if unsafe_fixes is not None:
             changes["unsafe_fixes"] = unsafe_fixes
-        if extend_exclude:
-            changes["command_line_exclude"] = (*self.command_line_exclude, *extend_exclude)
+        if exclude:
+            changes["exclude"] = ()
+        if extend_exclude or exclude:
+            changes["command_line_exclude"] = (*self.command_line_exclude, *(exclude or ()), *(extend_exclude or ()))
             changes["command_line_root"] = cwd
         return replace(self, **changes)
 
@@ -413,9 +417,12 @@ def _validate_rule_tables(settings: Settings, source: str, known: Mapping[str, D
         validate_selectors(selectors, known, f"{source}: {sel_key}")
 
 
-def load_file(path: Path, rules: Mapping[str, DeclaresOptions]) -> Settings | None:
-    """Settings from one config file, checked against the known ``rules``; None for a
-    pyproject.toml without xlalint."""
+def load_file(
+    path: Path, rules: Mapping[str, DeclaresOptions], inline: Mapping[str, Any] | None = None
+) -> Settings | None:
+    """Settings from one config file, checked against the known ``rules``, with the
+    command line's ``--config KEY=VALUE`` (``inline``) on top; None for a pyproject.toml
+    without xlalint."""
     import tomllib  # only a run that finds a config file pays for the TOML parser
 
     try:
@@ -443,7 +450,47 @@ def load_file(path: Path, rules: Mapping[str, DeclaresOptions]) -> Settings | No
         table = tool.get("xlalint", data)
     else:
         table = data
-    return settings_from_table(table, str(path), str(path.parent.resolve()), rules)
+    return settings_from_table(merged(table, inline or {}), str(path), str(path.parent.resolve()), rules)
+
+
+def merged(table: Mapping[str, Any], inline: Mapping[str, Any]) -> dict[str, Any]:
+    """``table`` with ``inline``'s keys on top, tables merged key by key (``--config
+    'rules.XLA101.max-length = 3'`` keeps the file's other rule options), as ruff does."""
+    out = dict(table)
+    for key, value in inline.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+INLINE_SOURCE = "--config"
+
+
+def command_line_config(values: Iterable[str] | None) -> tuple[Path | None, dict[str, Any]]:
+    """``--config`` as ruff reads it: a value naming a file is the config file (one at
+    most); any other is a TOML ``KEY = VALUE`` of the settings, applied on top of every
+    config file found (``--config 'select = ["XLA1"]'``)."""
+    import tomllib
+
+    path: Path | None = None
+    inline: dict[str, Any] = {}
+    for value in values or ():
+        if "=" not in value or Path(value).is_file():
+            if path is not None:
+                raise ConfigError(f"{INLINE_SOURCE}: one config file at most (`{path}` and `{value}`)")
+            path = Path(value)
+            continue
+        try:
+            parsed = tomllib.loads(value)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(
+                f"{INLINE_SOURCE} `{value}`: neither a file nor a TOML `KEY = VALUE` ({exc}); "
+                "e.g. --config 'select = [\"XLA1\"]'"
+            ) from None
+        inline = merged(inline, parsed)
+    return path, inline
 
 
 def _exists(path: Path, test) -> bool:
@@ -462,10 +509,31 @@ class ConfigFinder:
 
     explicit: Path | None
     rules: Mapping[str, DeclaresOptions]
+    #: ``--config KEY=VALUE``: settings on top of every config file's (or of none).
+    inline: Mapping[str, Any] = field(default_factory=dict)
+    #: ``--isolated``: no config file is read, only ``inline`` and the defaults.
+    isolated: bool = False
     _by_dir: dict[Path, Settings] = field(default_factory=dict)
     _by_given: dict[Path, Settings] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.isolated and self.explicit is not None:
+            raise ConfigError(f"--isolated reads no config file: not with --config {self.explicit}")
+        if self.inline:  # said as the command line's, before any file's name is put on it
+            settings_from_table(self.inline, INLINE_SOURCE, None, self.rules)
+
+    def _defaults(self) -> Settings:
+        """No config file: the defaults, with ``--config KEY=VALUE`` on top."""
+        if not self.inline:
+            return Settings()
+        return replace(settings_from_table(self.inline, INLINE_SOURCE, None, self.rules), source=None)
+
     def for_path(self, path: Path) -> Settings:
+        if self.isolated:
+            key = Path("<isolated>")
+            if key not in self._by_dir:
+                self._by_dir[key] = self._defaults()
+            return self._by_dir[key]
         if self.explicit is not None:
             return self._explicit_settings()
         folder = path if _exists(path, Path.is_dir) else path.parent
@@ -479,7 +547,9 @@ class ConfigFinder:
             assert self.explicit is not None
             if not self.explicit.is_file():
                 raise ConfigError(f"{self.explicit}: config file not found")
-            self._by_dir[key] = load_file(self.explicit, self.rules) or Settings(source=str(self.explicit))
+            self._by_dir[key] = load_file(self.explicit, self.rules, self.inline) or replace(
+                self._defaults(), source=str(self.explicit)
+            )
         return self._by_dir[key]
 
     def _for_dir(self, folder: Path) -> Settings:
@@ -494,12 +564,12 @@ class ConfigFinder:
             for name in ("xlalint.toml", "pyproject.toml"):
                 candidate = current / name
                 if _exists(candidate, Path.is_file):
-                    settings = load_file(candidate, self.rules)
+                    settings = load_file(candidate, self.rules, self.inline)
                     if settings is not None:
                         break
             if settings is not None:
                 break
-        settings = settings or Settings()
+        settings = settings or self._defaults()
         for current in passed:
             self._by_dir[current] = settings
         return settings

@@ -12,7 +12,6 @@ handed to rich as plain text, never as markup.
 from __future__ import annotations
 
 import difflib
-import os
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TextIO
@@ -24,6 +23,7 @@ from rich.text import Text
 from xlalint.engine.escaping import printable
 from xlalint.engine.notebook import CellText, NotebookError, split_module
 from xlalint.engine.reporters import FixEdits, Sources, applicable, location
+from xlalint.engine.text_report import use_color  # noqa: F401  (its place before; the harness imports it here)
 from xlalint.model import Finding, split_lines
 
 CONTEXT_LINES = 2  # around the reported lines, as ruff shows (blank edge lines dropped)
@@ -41,17 +41,6 @@ ADDED = "green"
 HELP = "bold cyan"
 NOTE = "bold"
 UNSAFE_FIX_NOTE = "This is an unsafe fix and may change runtime behavior"  # ruff's words
-
-
-def use_color(stream: TextIO) -> bool:
-    """Colour on a terminal; ``NO_COLOR`` (non-empty) turns it off, ``FORCE_COLOR``
-    (non-empty) on, NO_COLOR winning as https://no-color.org asks."""
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("FORCE_COLOR"):
-        return True
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty()) and os.environ.get("TERM") != "dumb"
 
 
 def render_full(

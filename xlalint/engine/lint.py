@@ -139,6 +139,7 @@ def _lint_source(
         return [tree]
     if noqa.file_disabled(source):
         return []
+    exempt = noqa.file_exemptions(source)  # `# xlalint: noqa: XLA104` lines
     chosen = rules if rules is not None else selected_rules(settings, path, select)
     nodes: list[ast.AST] = []
     try:
@@ -185,6 +186,8 @@ def _lint_source(
         # Without its parent links the tree is freed as soon as the analyses are.
         for node in nodes:
             del node.parent
+    if exempt:
+        findings = [finding for finding in findings if finding.code not in exempt]
     if any(finding.fix is not None for finding in findings):
         findings = _applicable_fixes(_controlled_fixes(findings, settings), source)
     return sorted(set(findings), key=Finding.sort_key)

@@ -40,10 +40,54 @@ ALL = frozenset({"*"})
 
 
 def file_disabled(source: str) -> bool:
+    """``# xlalint: disable-file`` in the first ten lines, or ``# xlalint: noqa`` (no
+    codes) on a line of its own anywhere, as ruff's ``# ruff: noqa``."""
+    if "xlalint" not in source:
+        return False  # most files: no need to look further
+    if file_exemptions(source) is ALL:
+        return True
     if not DISABLE_FILE.search(source):
-        return False  # most files: no need to split them into lines
+        return False
     head = split_lines(source)[:10]
     return any(DISABLE_FILE.search(line) for line in head)
+
+
+# A file-level directive: a comment line of its own, `# xlalint: ...`.
+FILE_DIRECTIVE = re.compile(r"^[ \t]*#\s*xlalint\s*:(?P<rest>[^\r\n]*)", re.M)
+FILE_NOQA = re.compile(r"\s*noqa\b(?:\s*:\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?\s*(?:#.*)?$")
+KNOWN_DIRECTIVE = re.compile(r"\s*(disable-file\b|noqa\b)")
+
+
+def file_exemptions(source: str) -> frozenset[str]:
+    """The codes ``# xlalint: noqa: XLA104, XLA201`` lines exempt the whole file from
+    (``ALL`` for a bare ``# xlalint: noqa``), as ruff's ``# ruff: noqa[: codes]``."""
+    if "xlalint" not in source:
+        return frozenset()
+    codes: set[str] = set()
+    for match in FILE_DIRECTIVE.finditer(source):
+        noqa = FILE_NOQA.match(match.group("rest"))
+        if noqa is None:
+            continue
+        if noqa.group("codes") is None:
+            return ALL
+        codes.update(code.upper() for code in re.split(r"[\s,]+", noqa.group("codes")) if code)
+    return frozenset(codes)
+
+
+def unknown_file_directives(source: str) -> list[tuple[int, str]]:
+    """``# xlalint: ...`` comment lines that are neither ``disable-file`` nor a
+    well-formed ``noqa[: codes]``: (line, the comment), to warn about (they suppress
+    nothing, as ruff warns about a ``# ruff: noqa`` it cannot read)."""
+    if "xlalint" not in source:
+        return []
+    found = []
+    for match in FILE_DIRECTIVE.finditer(source):
+        rest = match.group("rest")
+        known = KNOWN_DIRECTIVE.match(rest)
+        if known and (known.group(1) == "disable-file" or FILE_NOQA.match(rest)):
+            continue
+        found.append((source.count("\n", 0, match.start()) + 1, match.group(0).strip()))
+    return found
 
 
 def _continued_lines(source: str, tokens: list[tokenize.TokenInfo]) -> set[int]:

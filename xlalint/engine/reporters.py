@@ -21,7 +21,8 @@ from xlalint.engine.rule_docs import public_url, rule_url
 from xlalint.model import Finding
 
 # Every output format, in the order --help lists them (`text` is concise's old name).
-FORMATS = ("full", "concise", "text", "json", "json-lines", "github", "sarif", "junit")
+# `grouped` and `pylint` are rendered by :mod:`xlalint.engine.text_report`, with concise.
+FORMATS = ("full", "concise", "text", "grouped", "pylint", "json", "json-lines", "github", "sarif", "junit")
 SYNTAX_ERROR_DOC = {
     "code": "XLA000",
     "name": "syntax-error",
