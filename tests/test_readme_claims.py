@@ -94,25 +94,46 @@ def test_the_configuration_example_names_every_key_and_is_valid():
     settings_from_table(table, "README.md", None, rules_by_code())
 
 
-@pytest.mark.parametrize("option", ["--show-files", "--extend-exclude", "--exit-non-zero-on-fix", "--no-unsafe-fixes"])
+@pytest.mark.parametrize(
+    "option",
+    [
+        "--show-files", "--extend-exclude", "--exit-non-zero-on-fix", "--no-unsafe-fixes", "--exclude",
+        "--output-file", "--isolated", "--watch",
+    ],
+)  # fmt: skip
 def test_the_fix_controls_on_the_command_line_are_documented(option):
     assert f"`{option}" in README or f"{option}`" in README
 
 
 def test_the_colour_the_readme_promises_a_pipe(tmp_path):
-    """Piped, `concise` (never coloured) unless `--output-format full`, which
-    `FORCE_COLOR=1` colours, as the README's command shows."""
+    """Piped, `concise` unless `--output-format full`; `FORCE_COLOR=1` colours either,
+    as ruff's, as the README's command shows, and says why piped is not ruff's `full`."""
     from support import CUDA_SCRIPT
 
     text = " ".join(README.split())
     assert "`FORCE_COLOR=1 xlalint check --output-format full . | less -R`" in text
-    assert "`concise` never has any" in text
+    assert "Ruff prints `full` piped too; xlalint keeps `concise` there on purpose" in text
     (tmp_path / "train.py").write_text(CUDA_SCRIPT)
     forced = {"FORCE_COLOR": "1", "NO_COLOR": ""}
     full = run_cli("check", "--no-cache", "--output-format", "full", ".", cwd=tmp_path, env=forced)
     assert b"\x1b[" in full.stdout
-    piped = run_cli("check", "--no-cache", ".", cwd=tmp_path, env=forced)
+    piped = run_cli("check", "--no-cache", ".", cwd=tmp_path, env={"FORCE_COLOR": "", "NO_COLOR": ""})
     assert b"\x1b[" not in piped.stdout and piped.stdout.startswith(b"train.py:3:9: XLA104 [*] ")
+    forced_concise = run_cli("check", "--no-cache", ".", cwd=tmp_path, env=forced)
+    assert forced_concise.stdout.startswith(b"\x1b[1mtrain.py\x1b[0m")
+
+
+def test_the_ruff_table_names_options_that_exist():
+    """Every xlalint option in the "Coming from ruff" table is one `check`, `fix` or
+    `rule` takes (or a command that exists)."""
+    table = README.split("### Coming from ruff", 1)[1].split("\n### ", 1)[0]
+    rows = [line.split(" | ")[1] for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    helps = " ".join(run_cli(*cmd, "--help").stdout.decode() for cmd in (["check"], ["fix"], ["rule"], []))
+    options = {o for row in rows[1:] for o in re.findall(r"(?<![\w-])(--[a-z][a-z-]+|-[a-zA-Z])\b", row)}
+    assert options and {o for o in options if o not in helps} == set()
+    commands = {c for row in rows[1:] for c in re.findall(r"`xlalint ([a-z]+)", row)}
+    assert commands >= {"version", "clean", "server", "rule"}
+    assert all(run_cli(c, "--help").returncode == 0 for c in commands)
 
 
 def test_show_settings_says_where_the_cache_goes_without_a_config(tmp_path):
