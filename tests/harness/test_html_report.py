@@ -111,3 +111,22 @@ def test_the_cli_passes_html_to_the_run(monkeypatch, tmp_path):
     result = CliRunner().invoke(app, ["run", str(script), "--html", str(tmp_path / "r.html")])
     assert result.exit_code == 0, result.output
     assert seen == [Path(tmp_path / "r.html")]
+
+
+def test_a_newcomer_reads_the_summary_lines_the_colour_key_and_the_unit():
+    """Issue 41: the summary's two lines ran into one paragraph; the charts had no
+    colour key and no unit on the y axis."""
+    from dataclasses import replace
+
+    page = to_html(replace(REPORT, fix_summary="Found 2 errors (2 fixed, 0 remaining).\n1 unsafe fix available."))
+    assert '<p class="summary">Found 2 errors (2 fixed, 0 remaining).</p>' in page
+    assert '<p class="summary">1 unsafe fix available.</p>' in page
+    ms_chart, compiles_chart = per_step_charts([ORIGINAL, FIXED])
+    for chart, unit in ((ms_chart, "ms"), (compiles_chart, "compiles")):
+        svg = ElementTree.fromstring(chart)
+        ns = "{http://www.w3.org/2000/svg}"
+        [axis] = [t for t in svg.iter(f"{ns}text") if t.get("class") == "unit"]
+        assert axis.text == unit and axis.get("transform").startswith("rotate(-90")
+        keys = {g.find(f"{ns}text").text: g.find(f"{ns}line").get("stroke") for g in svg.iter(f"{ns}g")}
+        lines = {p.get("class")[4:]: p.get("stroke") for p in svg.iter(f"{ns}polyline")}
+        assert keys == lines == {"original": "#d9534f", "fixed": "#2e8b57"}

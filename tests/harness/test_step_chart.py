@@ -30,9 +30,13 @@ FIXED = _run("fixed", [None, 20.0, 20.0, 20.0, 20.0, 20.0], [1, 1, 1, 1, 1, 1])
 def test_both_runs_share_one_scale_per_chart():
     assert step_charts([ORIGINAL, FIXED]) == [
         "ms per step, steps 1 to 6 (scale: _ is 0, @ is 400):",
+        "  marks, low to high: _ 0, . 44, : 89, - 133, = 178, + 222, * 267, # 311, % 356, @ 400 "
+        "(each about the value shown; blank: no value)",
         "  original   @.@.@",  # the first step has no time before it: a blank
         "  fixed      .....",
         "compiles so far, steps 1 to 6 (scale: _ is 0, @ is 4):",
+        "  marks, low to high: _ 0, . 0.4, : 0.9, - 1.3, = 1.8, + 2.2, * 2.7, # 3.1, % 3.6, @ 4 "
+        "(each about the value shown; blank: no value)",
         "  original  :==##@",
         "  fixed     ::::::",
     ]
@@ -44,7 +48,7 @@ def test_long_runs_are_grouped_into_columns_keeping_the_stalls():
     run = _run("original", ms, list(range(300)))
     lines = step_charts([run])
     assert lines[0] == "ms per step, steps 1 to 300, 5 steps a column (scale: _ is 0, @ is 1000):"
-    row = lines[1].split("  ")[-1].strip()
+    row = lines[2].split("  ")[-1].strip()
     assert len(row) == WIDTH
     assert row.count("@") == 1 and row.index("@") == 150 // 5
 
@@ -62,3 +66,15 @@ def test_the_text_report_shows_the_charts_after_the_comparison():
     assert lines.index("compiles so far, steps 1 to 6 (scale: _ is 0, @ is 4):") > next(
         i for i, line in enumerate(lines) if line.startswith("comparison (original vs fixed)")
     )
+
+
+def test_the_legend_names_every_mark_a_row_can_have():
+    """Issue 41: the legend explained only `_` and `@`; every mark a row uses is in it."""
+    from xlalint.harness.step_chart import LEVELS
+
+    lines = step_charts([ORIGINAL, FIXED])
+    for title in (0, 4):
+        legend = lines[title + 1]
+        assert all(f" {mark} " in legend for mark in LEVELS)
+        rows = "".join(line[12:] for line in lines[title + 2 : title + 4])
+        assert set(rows) - {" "} <= set(LEVELS)

@@ -49,7 +49,8 @@ def to_html(report: HarnessReport) -> str:
         f'<p class="verdict">{_e(verdict(report))}</p>',
     ]
     if report.fix_summary:
-        parts.append(f"<p>{_e(report.fix_summary)}</p>")
+        # One paragraph a line: HTML would run the summary's lines into one.
+        parts.extend(f'<p class="summary">{_e(line)}</p>' for line in report.fix_summary.splitlines() if line.strip())
     original, fixed = report.runs.get("original"), report.runs.get("fixed")
     if original and fixed and not (original.killed or fixed.killed) and not original.native:
         parts.append(_comparison_table(original, fixed))
@@ -85,19 +86,21 @@ def per_step_charts(runs: list[RunResult]) -> list[str]:
     """An SVG chart each of ms per step and of compiles so far, one line per run (the
     first step has no time: it has no step before it)."""
     charts = []
-    for title, series_of in (
-        ("ms per step", lambda steps: steps.step_ms),
-        ("compiles so far", lambda steps: steps.step_compiles),
+    for title, unit, series_of in (
+        ("ms per step", "ms", lambda steps: steps.step_ms),
+        ("compiles so far", "compiles", lambda steps: steps.step_compiles),
     ):
         series = {run.label: list(series_of(run.steps)) for run in runs if run.steps is not None}
         series = {label: values for label, values in series.items() if any(v is not None for v in values)}
         if series:
-            charts.append(line_chart(title, series))
+            charts.append(line_chart(title, series, unit))
     return charts
 
 
-def line_chart(title: str, series: dict[str, list[float | int | None]]) -> str:
-    """A small line chart: x the step (1-based), y from 0 to the largest value."""
+def line_chart(title: str, series: dict[str, list[float | int | None]], unit: str = "") -> str:
+    """A small line chart: x the step (1-based), y from 0 to the largest value, in
+    ``unit`` (named along the y axis); a colour key at the top right, a line sample
+    and the run's name for each run."""
     steps = max(len(values) for values in series.values())
     top = max((v for values in series.values() for v in values if v is not None), default=0) or 1
     plot_w = CHART_WIDTH - _MARGIN_LEFT - 8
@@ -122,13 +125,21 @@ def line_chart(title: str, series: dict[str, list[float | int | None]]) -> str:
         f'<text x="{CHART_WIDTH - 8}" y="{CHART_HEIGHT - 6}" text-anchor="end">step {steps}</text>',
         f'<text x="{_MARGIN_LEFT + plot_w / 2}" y="{CHART_HEIGHT - 6}" text-anchor="middle">{_e(title)}</text>',
     ]
+    if unit:
+        middle = _MARGIN_TOP + plot_h / 2
+        parts.append(
+            f'<text class="unit" x="14" y="{middle:.1f}" text-anchor="middle" '
+            f'transform="rotate(-90 14 {middle:.1f})">{_e(unit)}</text>'
+        )
     for number, (label, values) in enumerate(series.items()):
         colour = _RUN_COLOURS.get(label, "#337ab7")
         points = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values, start=1) if v is not None)
         parts.append(f'<polyline class="run-{_e(label)}" fill="none" stroke="{colour}" points="{points}"/>')
+        key_y = _MARGIN_TOP + 12 + 14 * number
         parts.append(
-            f'<text x="{CHART_WIDTH - 12}" y="{_MARGIN_TOP + 12 + 14 * number}" text-anchor="end" '
-            f'fill="{colour}">{_e(label)}</text>'
+            f'<g class="key"><line x1="{CHART_WIDTH - 96}" y1="{key_y - 4}" x2="{CHART_WIDTH - 76}" '
+            f'y2="{key_y - 4}" stroke="{colour}" stroke-width="2"/>'
+            f'<text x="{CHART_WIDTH - 72}" y="{key_y}" fill="{colour}">{_e(label)}</text></g>'
         )
     parts.append("</svg>")
     return "\n".join(parts)

@@ -37,10 +37,20 @@ def step_charts(runs: Sequence[RunResult]) -> list[str]:
         per_column = -(-steps // WIDTH)  # ceil: steps grouped into at most WIDTH columns
         grouping = f", {per_column} steps a column" if per_column > 1 else ""
         lines.append(f"{title}, steps 1 to {steps}{grouping} (scale: _ is 0, @ is {_number(top)}):")
+        lines.append(legend(top))
         label_width = max(len(name) for name in series)
         for name, values in series.items():
             lines.append(f"  {name:<{label_width}}  {_row(values, per_column, combine, top)}")
     return lines
+
+
+def legend(top: float) -> str:
+    """What each mark stands for, on this chart's scale: mark k of the nine above ``_``
+    is a value nearest k/9 of the top (a blank column: no value, as the first step's
+    time)."""
+    steps = len(LEVELS) - 1
+    marks = ", ".join(f"{mark} {_number(top * k / steps)}" for k, mark in enumerate(LEVELS))
+    return f"  marks, low to high: {marks} (each about the value shown; blank: no value)"
 
 
 def _row(values: list[float | int | None], per_column: int, combine: Callable, top: float) -> str:
