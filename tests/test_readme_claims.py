@@ -168,3 +168,34 @@ def test_the_xla104_example_is_what_the_fixer_writes():
     explanation = rules_by_code()["XLA104"].explanation
     before, after = re.findall(r"```python\n(.*?)```", explanation[explanation.index("## Example") :], re.S)[:2]
     assert fix_source(before, "train.py", Settings(), unsafe=True).source == after
+
+
+def test_the_editor_test_extra_runs_the_editor_tests_on_its_own():
+    """Issue 41: `pip install -e '.[editor-test]'` had no pytest, and with pytest alone
+    addopts' `--dist worksteal` failed (pytest-xdist was only in `test`). The extra has
+    what the editor tests import and what addopts needs; CONTRIBUTING gives the command."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    extra = project["project"]["optional-dependencies"]["editor-test"]
+    names = {re.split(r"[<>=\[ ]", requirement)[0] for requirement in extra}
+    assert {"pytest", "pytest-xdist", "selenium", "nbformat"} <= names
+    assert "--dist" in project["tool"]["pytest"]["ini_options"]["addopts"]  # why pytest-xdist
+    contributing = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    for needed in (
+        "pip install -e '.[editor-test]'",
+        "--run-editor",
+        "chromium chromium-driver",
+        "editors/vscode/install-code-server.sh",
+        "XLALINT_CODE_SERVER=",
+    ):
+        assert needed in contributing, needed
+
+
+def test_the_readme_says_how_code_server_users_install_the_extension():
+    text = " ".join(README.split())
+    assert "`code-server --install-extension editors/vscode/xlalint.vsix`" in text
+    vscode = " ".join((ROOT / "editors" / "vscode" / "README.md").read_text(encoding="utf-8").split())
+    assert "code-server --install-extension editors/vscode/xlalint.vsix" in vscode
+    assert "node DEST/package/out/node/entry.js --install-extension" in vscode
+    assert ". .venv/bin/activate && code-server" in vscode  # daily use, from the environment

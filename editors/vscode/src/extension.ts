@@ -3,6 +3,7 @@
 // `xlalint rule CODE` in a read-only markdown document.
 
 import { execFile } from "node:child_process";
+import { statSync } from "node:fs";
 import { homedir } from "node:os";
 import * as vscode from "vscode";
 import { CodeActionRequest, LanguageClient, type LanguageClientOptions, type ServerOptions } from "vscode-languageclient/node";
@@ -118,7 +119,20 @@ async function resolveServerCommand(): Promise<CommandLine> {
   const config = settings();
   const chosen = { path: config.get<string>("path", ""), interpreter: config.get<string>("interpreter", "") };
   const python = chosen.path.trim() || chosen.interpreter.trim() ? undefined : await pythonInterpreter();
-  return serverCommand(chosen, python, { workspaceFolder: workspaceFolder(), home: homedir() });
+  return serverCommand(
+    chosen,
+    python,
+    { workspaceFolder: workspaceFolder(), home: homedir() },
+    { virtualEnv: process.env.VIRTUAL_ENV, platform: process.platform, isFile },
+  );
+}
+
+function isFile(path: string): boolean {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
 }
 
 /** The Python extension's API, as far as it is read here (it may be absent, or older). */

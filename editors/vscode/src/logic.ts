@@ -26,7 +26,7 @@ export interface CommandLine {
   command: string;
   args: string[];
   /** Which setting chose it, said in the output and in errors. */
-  origin: "xlalint.path" | "xlalint.interpreter" | "the Python extension's interpreter" | "PATH";
+  origin: "xlalint.path" | "xlalint.interpreter" | "the Python extension's interpreter" | "VIRTUAL_ENV" | "PATH";
 }
 
 /** What `${workspaceFolder}` and `~` stand for. */
@@ -36,6 +36,22 @@ export interface Variables {
 }
 
 export const SERVER_ARGS = ["server"];
+
+/** The environment the extension host runs in, as far as finding the server reads it. */
+export interface Environment {
+  /** `VIRTUAL_ENV`: set by `activate`, also when the host's PATH lacks the venv (code-server started from one). */
+  virtualEnv?: string;
+  platform: string;
+  isFile(path: string): boolean;
+}
+
+/** `xlalint` in a virtual environment's scripts folder (`bin/`, `Scripts\` on Windows). */
+export function venvExecutable(virtualEnv: string, platform: string): string {
+  const windows = platform === "win32";
+  const separator = windows ? "\\" : "/";
+  const root = virtualEnv.replace(/[\\/]+$/, "");
+  return windows ? `${root}${separator}Scripts${separator}xlalint.exe` : `${root}${separator}bin${separator}xlalint`;
+}
 
 /** `~` at the start, and `${workspaceFolder}` anywhere (left as is when there is no folder). */
 export function expandVariables(value: string, variables: Variables): string {
@@ -52,12 +68,14 @@ export function expandVariables(value: string, variables: Variables): string {
 /**
  * The server's command line: `xlalint.path` (an executable), else `xlalint.interpreter`
  * (a python with xlalint installed: `-m xlalint`), else the Python extension's selected
- * interpreter, else `xlalint` on the PATH, as ruff's extension chooses.
+ * interpreter, else the `xlalint` of the activated virtual environment (`VIRTUAL_ENV`,
+ * when it has one), else `xlalint` on the PATH, as ruff's extension finds ruff.
  */
 export function serverCommand(
   settings: LaunchSettings,
   pythonInterpreter: string | undefined,
   variables: Variables,
+  environment?: Environment,
 ): CommandLine {
   const path = expandVariables(settings.path, variables);
   if (path) {
@@ -73,6 +91,13 @@ export function serverCommand(
       args: ["-m", "xlalint", ...SERVER_ARGS],
       origin: "the Python extension's interpreter",
     };
+  }
+  const virtualEnv = environment?.virtualEnv?.trim();
+  if (virtualEnv && environment) {
+    const executable = venvExecutable(virtualEnv, environment.platform);
+    if (environment.isFile(executable)) {
+      return { command: executable, args: [...SERVER_ARGS], origin: "VIRTUAL_ENV" };
+    }
   }
   return { command: "xlalint", args: [...SERVER_ARGS], origin: "PATH" };
 }

@@ -53,6 +53,25 @@ group("serverCommand", () => {
     });
   });
 
+  test("unset, no Python extension, an activated venv: its xlalint (code-server's PATH may lack it)", () => {
+    const environment = { virtualEnv: "/home/me/.venv/", platform: "linux", isFile: (p: string) => p === "/home/me/.venv/bin/xlalint" };
+    assert.deepEqual(serverCommand(unset, undefined, variables, environment), {
+      command: "/home/me/.venv/bin/xlalint",
+      args: ["server"],
+      origin: "VIRTUAL_ENV",
+    });
+    const windows = { virtualEnv: "C:\\venv", platform: "win32", isFile: (p: string) => p === "C:\\venv\\Scripts\\xlalint.exe" };
+    assert.equal(serverCommand(unset, undefined, variables, windows).command, "C:\\venv\\Scripts\\xlalint.exe");
+  });
+
+  test("the selected interpreter wins over VIRTUAL_ENV, and a venv without xlalint falls to the PATH", () => {
+    const environment = { virtualEnv: "/venv", platform: "linux", isFile: () => true };
+    assert.equal(serverCommand(unset, "/env/bin/python", variables, environment).origin, "the Python extension's interpreter");
+    const without = { virtualEnv: "/venv", platform: "linux", isFile: () => false };
+    assert.equal(serverCommand(unset, undefined, variables, without).origin, "PATH");
+    assert.equal(serverCommand(unset, undefined, variables, { platform: "linux", isFile: () => true }).origin, "PATH");
+  });
+
   test("unset and no Python extension: xlalint on the PATH", () => {
     assert.deepEqual(serverCommand(unset, undefined, variables), {
       command: "xlalint",
