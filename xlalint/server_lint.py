@@ -26,6 +26,7 @@ from xlalint.engine.config import ConfigError, ConfigFinder, Settings
 from xlalint.engine.fixing import describe, fix_source
 from xlalint.engine.lint import SYNTAX_ERROR, lint_source
 from xlalint.engine.notebook import CellText, NotebookError, code_cell, split_module
+from xlalint.engine.reporters import AFTER_PORT
 from xlalint.engine.source import MAX_BYTES
 from xlalint.fixers.apply import apply_fixes, text_edits
 from xlalint.model import Finding, split_lines
@@ -219,12 +220,20 @@ def _utf16(lines: list[str], line: int, col: int) -> types.Position:
     return types.Position(line=max(line - 1, 0), character=len(prefix.encode("utf-16-le")) // 2)
 
 
+def diagnostic_message(finding: Finding) -> str:
+    """The message as the CLI prints it, ending ` (after the port)` for a finding that
+    follows from the port; a notebook cell's starts with `cell N: `, the cell counted as
+    the CLI counts it, since VS Code's Problems panel shows only a line within the cell."""
+    cell = f"cell {finding.cell}: " if finding.cell is not None else ""
+    return f"{cell}{finding.message}{AFTER_PORT if finding.after_port else ''}"
+
+
 def diagnostic(finding: Finding, lines: list[str]) -> types.Diagnostic:
     s = finding.span
     error = finding.code == SYNTAX_ERROR[0]
     return types.Diagnostic(
         range=types.Range(start=_utf16(lines, s.line, s.col), end=_utf16(lines, s.end_line, s.end_col)),
-        message=finding.message,
+        message=diagnostic_message(finding),
         severity=types.DiagnosticSeverity.Error if error else types.DiagnosticSeverity.Warning,
         code=finding.code,
         source=SOURCE,
