@@ -109,8 +109,8 @@ def test_an_unknown_code_points_at_the_rule_list(tmp_path, args, config, expecte
         (
             ("check", "--output-format", "fulll", "t.py"),
             None,
-            "invalid value for '--output-format': 'fulll' is not one of 'full', 'concise', 'text', 'json', "
-            "'json-lines', 'github', 'sarif', 'junit' (did you mean `full`?)",
+            "invalid value for '--output-format': 'fulll' is not one of 'full', 'concise', 'text', 'grouped', "
+            "'pylint', 'json', 'json-lines', 'github', 'sarif', 'junit' (did you mean `full`?)",
         ),
         (("check", "t.py", "--target-version"), None, "option '--target-version' requires an argument"),
         (("rule",), None, "give a rule code or --all (`xlalint rule --all --output-format concise` lists the rules)"),

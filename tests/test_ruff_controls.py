@@ -264,3 +264,12 @@ def test_version_names_the_torch_and_torch_xla_it_targets(tmp_path):
     assert lines[2].startswith("harness (xlalint run): torch 2.9.0, torch_xla 2.9.0 (installed here: ")
     info = json.loads(run_cli("version", "--output-format", "json", cwd=tmp_path).stdout)
     assert info["harness"] == {"torch": "2.9.0", "torch_xla": "2.9.0"} and info["version"] == __version__
+
+
+def test_a_bad_output_format_names_the_environment_variable_only_when_it_came_from_there(tmp_path):
+    write(tmp_path, {"t.py": "import torch\n"})
+    bad = run_cli("check", "t.py", cwd=tmp_path, env={"XLALINT_OUTPUT_FORMAT": "fulll"})
+    assert bad.returncode == 2
+    assert "'--output-format' (env var: 'XLALINT_OUTPUT_FORMAT'): 'fulll'" in bad.stderr.decode()
+    given = run_cli("check", "--output-format", "fulll", "t.py", cwd=tmp_path, env={"XLALINT_OUTPUT_FORMAT": ""})
+    assert "'--output-format': 'fulll'" in given.stderr.decode() and "env var" not in given.stderr.decode()

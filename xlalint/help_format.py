@@ -16,6 +16,7 @@ from typing import Any
 
 # typer 0.28 carries its own copy of click (typer._click): its exceptions are the ones
 # raised; the context and formatter are whichever click typer uses.
+from typer._click import core as click_core
 from typer._click import exceptions as click_errors
 from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import Abort
@@ -42,6 +43,7 @@ def usage_message(error: Any) -> str:
         return f"unknown option `{error.option_name}`{hint}"
     message = error.format_message().rstrip(".")
     message = message[:1].lower() + message[1:]
+    message = _without_unused_envvar(error, message)
     if isinstance(error, click_errors.BadParameter) and error.param is not None:
         choices = getattr(error.param.type, "choices", None)
         found = _INVALID_CHOICE.match(error.message)
@@ -49,6 +51,19 @@ def usage_message(error: Any) -> str:
             names = [getattr(choice, "value", choice) for choice in choices]
             return message + did_you_mean(found["value"], names)
     return message
+
+
+def _without_unused_envvar(error: Any, message: str) -> str:
+    """click names an option's environment variable in its error (`'--output-format'
+    (env var: 'XLALINT_OUTPUT_FORMAT')`) wherever the value came from: said only when
+    the value came from there."""
+    param, ctx = getattr(error, "param", None), getattr(error, "ctx", None)
+    envvar = getattr(param, "envvar", None)
+    if not isinstance(envvar, str) or ctx is None or param is None or param.name is None:
+        return message
+    if ctx.get_parameter_source(param.name) is click_core.ParameterSource.ENVIRONMENT:
+        return message
+    return message.replace(f" (env var: '{envvar}')", "")
 
 
 class Command(TyperCommand):
