@@ -25,6 +25,7 @@ from xlalint.engine.config import (
     ConfigError,
     ConfigFinder,
     Settings,
+    parse_target_runtime,
     parse_target_version,
     unknown_rule,
     validate_selectors,
@@ -137,6 +138,14 @@ StdinFilename = Annotated[
 TargetVersion = Annotated[
     str | None, typer.Option("--target-version", help='torch_xla version to target, e.g. "2.9".', metavar="VERSION")
 ]
+TargetRuntime = Annotated[
+    str | None,
+    typer.Option(
+        "--target-runtime",
+        help='The backend the port writes for: "torch-xla" (default) or "torch-tpu" (TorchTPU).',
+        metavar="RUNTIME",
+    ),
+]
 ConfigFile = Annotated[
     Path | None,
     typer.Option("--config", help="Use this config file instead of discovering one.", metavar="FILE"),
@@ -203,6 +212,7 @@ class Invocation:
         need_rules=True,
         unsafe_fixes: bool | None = None,
         extend_exclude: list[str] | None = None,
+        target_runtime: str | None = None,
     ):
         self.need_rules = need_rules
         self.overrides = {
@@ -213,6 +223,7 @@ class Invocation:
             "ignore": _codes(ignore),
             "extend_select": _codes(extend_select),
             "target_version": parse_target_version(target_version, "--target-version") if target_version else None,
+            "target_runtime": parse_target_runtime(target_runtime, "--target-runtime") if target_runtime else None,
         }
         from xlalint.rules import rules_by_code
 
@@ -281,6 +292,7 @@ def _run(
     show_files: bool = False,
     exit_non_zero_on_fix: bool = False,
     follow_imports: bool | None = None,
+    target_runtime: str | None = None,
 ) -> None:
     paths = paths or []
     use_stdin = paths == ["-"] or (stdin_filename is not None and not paths)
@@ -293,6 +305,7 @@ def _run(
             config=config,
             unsafe_fixes=unsafe,
             extend_exclude=extend_exclude,
+            target_runtime=target_runtime,
         )
         # Unsafe fixes: applied (True), hinted at (None, the default) or neither (False).
         unsafe_setting = invocation.unsafe_fixes()
@@ -604,6 +617,7 @@ def check(
     show_fixes: ShowFixes = False,
     stdin_filename: StdinFilename = None,
     target_version: TargetVersion = None,
+    target_runtime: TargetRuntime = None,
     config: ConfigFile = None,
     no_cache: NoCache = False,
     quiet: Quiet = False,
@@ -633,7 +647,9 @@ def check(
 ) -> None:
     """Check files and report findings."""
     if show_settings:
-        _show_settings(paths, select, ignore, extend_select, target_version, config, unsafe_fixes, extend_exclude)
+        _show_settings(
+            paths, select, ignore, extend_select, target_version, config, unsafe_fixes, extend_exclude, target_runtime
+        )
         return
     _run(
         paths, fix=fix, unsafe=unsafe_fixes, diff=False, select=select, ignore=ignore, extend_select=extend_select,
@@ -641,11 +657,20 @@ def check(
         stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
         quiet=quiet, force_exclude=force_exclude, add_noqa=add_noqa, extend_exclude=extend_exclude,
         show_files=show_files, exit_non_zero_on_fix=exit_non_zero_on_fix, follow_imports=follow_imports,
+        target_runtime=target_runtime,
     )  # fmt: skip
 
 
 def _show_settings(
-    paths, select, ignore, extend_select, target_version, config, unsafe_fixes=None, extend_exclude=None
+    paths,
+    select,
+    ignore,
+    extend_select,
+    target_version,
+    config,
+    unsafe_fixes=None,
+    extend_exclude=None,
+    target_runtime=None,
 ) -> None:
     from xlalint.engine.settings_view import describe
     from xlalint.rules import all_rules
@@ -662,6 +687,7 @@ def _show_settings(
             need_rules=False,  # the settings are shown whatever they select
             unsafe_fixes=unsafe_fixes,
             extend_exclude=extend_exclude,
+            target_runtime=target_runtime,
         )
         path = Path(paths[0])
         typer.echo(describe(path, invocation.settings(path), list(all_rules()), cache=cache_folder(invocation)))
@@ -709,6 +735,7 @@ def fix_command(
     show_fixes: ShowFixes = False,
     stdin_filename: StdinFilename = None,
     target_version: TargetVersion = None,
+    target_runtime: TargetRuntime = None,
     config: ConfigFile = None,
     no_cache: NoCache = False,
     quiet: Quiet = False,
@@ -724,7 +751,7 @@ def fix_command(
         output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
         stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
         quiet=quiet, force_exclude=force_exclude, extend_exclude=extend_exclude, show_files=show_files,
-        exit_non_zero_on_fix=exit_non_zero_on_fix, follow_imports=follow_imports,
+        exit_non_zero_on_fix=exit_non_zero_on_fix, follow_imports=follow_imports, target_runtime=target_runtime,
     )  # fmt: skip
 
 
