@@ -34,6 +34,7 @@ from xlalint.engine.escaping import printable
 from xlalint.engine.fix_output import print_diffs, print_fixes
 from xlalint.engine.rule_docs import rule_url
 from xlalint.engine.runner import FileReport, Job, internal_error, process_all, process_text
+from xlalint.engine.runtimes import active_codes
 from xlalint.help_format import USAGE_EXIT, Command, Group, error_line
 
 app = typer.Typer(
@@ -248,7 +249,7 @@ class Invocation:
         # One object per config file: the cache keys jobs that share it at the cost of one.
         if id(found) not in self._with_overrides:
             settings = found.with_overrides(**self.overrides)
-            if self.need_rules and not settings.enabled_codes(self.known):
+            if self.need_rules and not active_codes(settings, self.known):
                 raise ConfigError(no_rule_selected(settings))
             self._with_overrides[id(found)] = (found, settings)
         return self._with_overrides[id(found)][1]

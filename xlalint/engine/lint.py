@@ -23,7 +23,7 @@ from xlalint.engine import noqa
 from xlalint.engine.config import Settings
 from xlalint.engine.context import Context
 from xlalint.engine.rule import Rule
-from xlalint.engine.runtimes import TORCH_TPU, writes_torch_xla
+from xlalint.engine.runtimes import TORCH_TPU, active_codes, writes_torch_xla
 from xlalint.model import (
     AppendToBody,
     Finding,
@@ -95,7 +95,7 @@ def _selected_rules(settings: Settings, path: str | None, wanted: tuple[str, ...
     from xlalint.rules import all_rules
 
     rules = all_rules()
-    enabled = settings.enabled_codes((r.code for r in rules), path)
+    enabled = active_codes(settings, (r.code for r in rules), path)
     if wanted is not None:
         enabled = {code for code in enabled if any(code.startswith(s) or s == "ALL" for s in wanted)}
     return tuple(rule for rule in rules if rule.code in enabled)

@@ -15,13 +15,14 @@ a TPU here: every TorchTPU fix is unsafe (``engine/lint.py``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from xlalint.engine.config import TORCH_TPU, TORCH_XLA, Settings
 from xlalint.model import Fix
 
-TORCH_XLA = "torch-xla"
-TORCH_TPU = "torch-tpu"
+__all__ = ["TORCH_TPU", "TORCH_XLA", "active_codes", "runs_under", "writes_torch_xla"]
 
 Scope = Literal["applies", "changed", "not applicable"]
 
@@ -112,6 +113,11 @@ def runs_under(code: str, runtime: str) -> bool:
         scope = TORCH_TPU_SCOPE.get(code)
         return scope is not None and scope.scope != "not applicable"
     return True
+
+
+def active_codes(settings: Settings, codes: Iterable[str], path: str | None = None) -> set[str]:
+    """The codes that run: those the settings enable, less those the runtime does not need."""
+    return {code for code in settings.enabled_codes(codes, path) if runs_under(code, settings.target_runtime)}
 
 
 def writes_torch_xla(fix: Fix) -> bool:
