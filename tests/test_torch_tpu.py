@@ -174,3 +174,18 @@ def test_target_runtime_from_the_config_and_the_command_line(tmp_path):
     assert bad.stderr.strip().splitlines() == [
         'xlalint: error: `--target-runtime` must be "torch-xla" or "torch-tpu", got \'tpu\' (did you mean `torch-tpu`?)'
     ]
+
+
+def test_a_cuda_trainer_ports_its_device_option_and_tests_with_it():
+    fixtures = ROOT / "tests" / "fixtures" / "torch_tpu"
+    source = (fixtures / "cuda_trainer.py").read_text(encoding="utf-8")
+    expected = (fixtures / "cuda_trainer.unsafe.py").read_text(encoding="utf-8")
+    fixed = fix_source(source, "cuda_trainer.py", TPU, unsafe=True)
+    assert fixed.error is None and fixed.source == expected
+    assert fix_source(expected, "cuda_trainer.py", TPU, unsafe=True).source == expected
+    # The option's default, its choices and the test of the device type change together.
+    assert 'default="tpu", choices=["tpu", "cpu"]' in expected and 'device.type == "tpu"' in expected
+    assert all(public(name) for name in tpu_names(expected))
+    # What has no TorchTPU counterpart stays reported, never replaced by a number.
+    (left,) = lint_source(expected, "cuda_trainer.py", TPU)
+    assert "max_memory_allocated" in left.message and left.fix is None

@@ -9,6 +9,7 @@ TorchTPU counterpart, and rewritten where that is mechanical.
 from __future__ import annotations
 
 import ast
+import re
 
 from xlalint.analysis.semantic import keyword, string_value
 from xlalint.analysis.syntax import has_star_args, whole_statement
@@ -58,6 +59,13 @@ CALLS: dict[str, tuple[str | None, str]] = {
     "torch_xla.compile": (None, "`torch_xla.compile` is torch_xla's: on TorchTPU use `torch.compile(...)`"),
     "torch_xla.step": (None, "`torch_xla.step()` is torch_xla's: TorchTPU needs no step context"),
 }
+# In a script of one process, what the multi-process helpers come to (their master is
+# the process, their reduction over one replica is nothing).
+SINGLE_PROCESS: dict[str, str] = {
+    _XM + "optimizer_step": "{arg0}.step()",
+    _XM + "master_print": "print({arg0})",
+    _XM + "save": "{torch}.save({arg0}, {arg1})",
+}
 # A sync of torch_xla's lazy graph: TorchTPU dispatches each op as it comes.
 SYNCS = frozenset({"torch_xla.sync", "torch_xla.torch_xla.sync", _XM + "mark_step"})
 SYNC_MESSAGE = "TorchTPU runs ops as they come (its default eager mode): the XLA step sync goes"
@@ -98,9 +106,12 @@ unsafe (nothing of TorchTPU has run on a TPU here):
 - `torch.compile(..., backend="openxla")` -> `backend="tpu"`;
 - `init_process_group("xla", init_method="xla://")` -> `init_process_group("tpu_dist")`;
 - an `import torch_xla...` statement whose names nothing uses is removed.
-The rest is reported with its counterpart: `xm.save` (`torch.save` on one rank),
-`xm.optimizer_step` (DDP and `opt.step()`), step closures, `MpDeviceLoader`, the
-launchers (torchrun), the rank queries (`torch.distributed`).
+- in a script of one process: `xm.optimizer_step(opt)` -> `opt.step()`,
+  `xm.master_print(x)` -> `print(x)`, `xm.save(obj, path)` -> `torch.save(obj, path)`.
+The rest is reported with its counterpart: in a multi-process script `xm.save`
+(`torch.save` on one rank) and `xm.optimizer_step` (DDP and `opt.step()`); step
+closures, `MpDeviceLoader`, the launchers (torchrun), the rank queries
+(`torch.distributed`).
 
 ## Example
 
@@ -202,6 +213,8 @@ for x, y in loader:
             self.report(node, SYNC_MESSAGE, fix)
         elif name in CALLS:
             template, message = CALLS[name]
+            if template is None and name in SINGLE_PROCESS and not self.ctx.parallelism.multiprocess:
+                template = SINGLE_PROCESS[name]
             self.report(node, message, self._call_fix(node, template))
         elif name == "torch.compile":
             backend = keyword(node, "backend")
@@ -213,15 +226,17 @@ for x, y in loader:
             self._process_group(node)
 
     def _call_fix(self, call: ast.Call, template: str | None):
+        """The call rewritten as ``template``: ``{torch}`` as the file spells torch,
+        ``{argN}`` the call's positional arguments (no keywords, no more arguments)."""
         if template is None or call.keywords or has_star_args(call):
             return None
-        wanted = 1 if "{arg0}" in template else 0
+        wanted = sum(f"{{arg{i}}}" in template for i in range(3))
         if len(call.args) != wanted:
             return None
         torch, imports = self.ctx.reference("torch", at=call)
         code = template.replace("{torch}", torch)
-        parts = (("arg0", self.ctx.span(call.args[0])),) if wanted else ()
-        fix_title = "Use `" + code.replace("{arg0}", "...") + "`"
+        parts = tuple((f"arg{i}", self.ctx.span(argument)) for i, argument in enumerate(call.args))
+        fix_title = "Use `" + re.sub(r"\{arg\d\}", "...", code) + "`"
         return self.fix("unsafe", fix_title, ReplaceExpr(self.ctx.span(call), code, parts), imports=imports)
 
     def _process_group(self, call: ast.Call) -> None:
