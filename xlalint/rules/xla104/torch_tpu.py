@@ -53,7 +53,7 @@ class TorchTpuPort:
             self._autocast(call, name)
         elif name in GENERIC_GRAD_SCALER or name in CUDA_GRAD_SCALER:
             self._grad_scaler(call, name)
-        elif (found := lookup(name)) is not None:
+        elif (found := lookup(name)) is not None and not found[0].endswith("Tensor"):  # types: in `finish`
             self._cuda_call(call, *found)
         elif name in INIT_PROCESS_GROUP:
             self._backend(call)
@@ -156,6 +156,8 @@ class TorchTpuPort:
 
     # -- the device type in strings ------------------------------------------------------
     def finish(self) -> None:
+        self._tensor_types()
+        self._formatted_devices()
         for node in self.ctx.semantic.nodes_of(ast.Constant):
             if id(node) in self.claimed or not isinstance(node.value, str):
                 continue
@@ -169,7 +171,33 @@ class TorchTpuPort:
             fix = self.rule.fix("unsafe", f'Use `"{tpu}"`', ReplaceExpr(self.ctx.span(node), f"{quote}{tpu}{quote}"))
             self.rule.report(node, f'`"{node.value}"` is the CUDA device type: on TorchTPU `"{tpu}"`', fix)
 
-    def _is_text(self, node: ast.Constant) -> bool:
+    def _tensor_types(self) -> None:
+        """``torch.cuda.FloatTensor`` and the other CUDA tensor types, called or not
+        (``T = torch.cuda.FloatTensor if cuda else torch.FloatTensor``): no TorchTPU type."""
+        for node in self.ctx.semantic.nodes_of(ast.Attribute):
+            name = self.ctx.semantic.qualified_name(node) or ""
+            found = lookup(name)
+            if found is not None and found[0].endswith("Tensor") and not isinstance(parent(node), ast.Attribute):
+                self.rule.report(node, found[1].message.replace("{name}", found[0]), None)
+
+    def _formatted_devices(self) -> None:
+        """``f"cuda:{rank}"`` -> ``f"tpu:{rank}"``: a device with its index formatted in."""
+        for node in self.ctx.semantic.nodes_of(ast.JoinedStr):
+            first = node.values[0] if node.values else None
+            if not (isinstance(first, ast.Constant) and first.value == "cuda:" and len(node.values) > 1):
+                continue
+            if self._is_text(node):
+                continue
+            text = self.ctx.source_of(node)
+            start = text.find("cuda:")
+            if start < 0 or not text[:start].lower().lstrip("rb").startswith("f"):
+                continue
+            fix = self.rule.fix(
+                "unsafe", "Use `tpu:`", ReplaceExpr(self.ctx.span(node), text[:start] + "tpu:" + text[start + 5 :])
+            )
+            self.rule.report(node, f'`"cuda:..."` is a CUDA device: on TorchTPU `"{DEVICE_TYPE}:..."`', fix)
+
+    def _is_text(self, node: ast.Constant | ast.JoinedStr) -> bool:
         """A string only printed or logged, a docstring, or part of an f-string."""
         holder = parent(node)
         if isinstance(holder, (ast.JoinedStr, ast.Expr)):
@@ -233,6 +261,8 @@ TORCH_TPU_INVALID = [
         model = DDP(model, device_ids=[rank], output_device=rank)
         if args.device == "cuda:0":
             print("cuda:0 picked")
+        device = f"cuda:{local_rank}"
+        Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor
         """,
         unsafe_fixed="""
         import torch
@@ -242,7 +272,9 @@ TORCH_TPU_INVALID = [
         model = DDP(model)
         if args.device == "tpu:0":
             print("cuda:0 picked")
+        device = f"tpu:{local_rank}"
+        Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor
         """,
-        count=3,
+        count=5,
     ),
 ]
