@@ -17,6 +17,7 @@ from xlalint.engine.config import Settings
 from xlalint.engine.fixing import fix_source
 from xlalint.engine.lint import lint_source
 from xlalint.engine.rule import Rule
+from xlalint.engine.runtimes import ONLY_FOR, TORCH_XLA
 from xlalint.rules import all_rules
 
 VALID = [pytest.param(rule, i, id=f"{rule.code}-valid-{i}") for rule in all_rules() for i in range(len(rule.VALID))]
@@ -29,7 +30,9 @@ def settings_for(rule, example=None) -> Settings:
     options = tuple((example.options or {}).items()) if example else ()
     target = example.target_version if example and example.target_version else "2.9"
     major, minor = (int(p) for p in target.split("."))
-    return Settings(rule_settings=((rule.code, options),), target_version=(major, minor))
+    # A rule of one runtime only (XLA601: TorchTPU) runs its examples there.
+    runtime = ONLY_FOR.get(rule.code, TORCH_XLA)
+    return Settings(rule_settings=((rule.code, options),), target_version=(major, minor), target_runtime=runtime)
 
 
 def at_work(rule) -> tuple[list | None, list[str] | None]:

@@ -26,6 +26,7 @@ from xlalint.engine.config import (
     ConfigFinder,
     Settings,
     command_line_config,
+    parse_target_runtime,
     parse_target_version,
     unknown_rule,
     validate_selectors,
@@ -34,6 +35,7 @@ from xlalint.engine.escaping import printable
 from xlalint.engine.fix_output import print_diffs, print_fixes
 from xlalint.engine.rule_docs import rule_url
 from xlalint.engine.runner import FileReport, Job, internal_error, process_all, process_text
+from xlalint.engine.runtimes import active_codes
 from xlalint.engine.text_report import use_color
 from xlalint.help_format import USAGE_EXIT, Command, Group, error_line
 
@@ -141,6 +143,14 @@ StdinFilename = Annotated[
 TargetVersion = Annotated[
     str | None, typer.Option("--target-version", help='torch_xla version to target, e.g. "2.9".', metavar="VERSION")
 ]
+TargetRuntime = Annotated[
+    str | None,
+    typer.Option(
+        "--target-runtime",
+        help='The backend the port writes for: "torch-xla" (default) or "torch-tpu" (TorchTPU).',
+        metavar="RUNTIME",
+    ),
+]
 ConfigFile = Annotated[
     list[str] | None,
     typer.Option(
@@ -238,6 +248,7 @@ class Invocation:
         extend_exclude: list[str] | None = None,
         exclude: list[str] | None = None,
         isolated: bool = False,
+        target_runtime: str | None = None,
     ):
         self.need_rules = need_rules
         self.overrides = {
@@ -249,6 +260,7 @@ class Invocation:
             "ignore": _codes(ignore),
             "extend_select": _codes(extend_select),
             "target_version": parse_target_version(target_version, "--target-version") if target_version else None,
+            "target_runtime": parse_target_runtime(target_runtime, "--target-runtime") if target_runtime else None,
         }
         from xlalint.rules import rules_by_code
 
@@ -274,7 +286,7 @@ class Invocation:
         # One object per config file: the cache keys jobs that share it at the cost of one.
         if id(found) not in self._with_overrides:
             settings = found.with_overrides(**self.overrides)
-            if self.need_rules and not settings.enabled_codes(self.known):
+            if self.need_rules and not active_codes(settings, self.known):
                 raise ConfigError(no_rule_selected(settings))
             self._with_overrides[id(found)] = (found, settings)
         return self._with_overrides[id(found)][1]
@@ -322,6 +334,7 @@ def _run(
     output_file: Path | None = None,
     isolated: bool = False,
     watch: bool = False,
+    target_runtime: str | None = None,
 ) -> None:
     arguments = dict(locals())
     if watch:
@@ -343,6 +356,7 @@ def _run(
             extend_exclude=extend_exclude,
             exclude=exclude,
             isolated=isolated,
+            target_runtime=target_runtime,
         )
         # Unsafe fixes: applied (True), hinted at (None, the default) or neither (False).
         unsafe_setting = invocation.unsafe_fixes()
@@ -534,6 +548,7 @@ def _watch(arguments: dict) -> None:
                 extend_exclude=arguments["extend_exclude"],
                 exclude=arguments["exclude"],
                 isolated=arguments["isolated"],
+                target_runtime=arguments["target_runtime"],
             )
             files = list(discover(paths, invocation, force_exclude=arguments["force_exclude"], unreadable={}))
         except ConfigError:
@@ -734,6 +749,7 @@ def check(
     show_fixes: ShowFixes = False,
     stdin_filename: StdinFilename = None,
     target_version: TargetVersion = None,
+    target_runtime: TargetRuntime = None,
     config: ConfigFile = None,
     no_cache: NoCache = False,
     quiet: Quiet = False,
@@ -774,7 +790,7 @@ def check(
     if show_settings:
         _show_settings(
             paths, select, ignore, extend_select, target_version, config, unsafe_fixes, extend_exclude,
-            exclude=exclude, isolated=isolated,
+            exclude=exclude, isolated=isolated, target_runtime=target_runtime,
         )  # fmt: skip
         return
     _run(
@@ -784,6 +800,7 @@ def check(
         no_cache=no_cache, quiet=quiet, force_exclude=force_exclude, add_noqa=add_noqa,
         extend_exclude=extend_exclude, show_files=show_files, exit_non_zero_on_fix=exit_non_zero_on_fix,
         follow_imports=follow_imports, exclude=exclude, output_file=output_file, isolated=isolated, watch=watch,
+        target_runtime=target_runtime,
     )  # fmt: skip
 
 
@@ -854,6 +871,7 @@ def fix_command(
     show_fixes: ShowFixes = False,
     stdin_filename: StdinFilename = None,
     target_version: TargetVersion = None,
+    target_runtime: TargetRuntime = None,
     config: ConfigFile = None,
     no_cache: NoCache = False,
     quiet: Quiet = False,
@@ -873,7 +891,7 @@ def fix_command(
         stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
         quiet=quiet, force_exclude=force_exclude, extend_exclude=extend_exclude, show_files=show_files,
         exit_non_zero_on_fix=exit_non_zero_on_fix, follow_imports=follow_imports, exclude=exclude,
-        output_file=output_file, isolated=isolated,
+        output_file=output_file, isolated=isolated, target_runtime=target_runtime,
     )  # fmt: skip
 
 

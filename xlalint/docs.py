@@ -131,10 +131,34 @@ def table(link_prefix: str = "") -> str:
     return "\n".join(rows)
 
 
+def runtime_scope_table() -> str:
+    """Which rules run when the port targets TorchTPU (``engine/runtimes.py``), and why."""
+    from xlalint.engine.runtimes import TORCH_TPU_SCOPE
+    from xlalint.rules import all_rules
+
+    rows = [
+        '## The rules on TorchTPU (`target-runtime = "torch-tpu"`)',
+        "",
+        'With `target-runtime = "torch-tpu"` (`--target-runtime torch-tpu`) the port writes for',
+        "TorchTPU (torch-tpu 0.2.0) and only the rules below marked *applies* or *changed* run;",
+        "every fix is unsafe until it has run on a TPU. The sources are TorchTPU's user-guide",
+        'notebooks and the torch-tpu 0.2.0 wheel. With the default `"torch-xla"` every rule runs',
+        "but XLA601.",
+        "",
+        "| code | name | on TorchTPU | why | source |",
+        "|---|---|---|---|---|",
+    ]
+    for rule in all_rules():
+        scope = TORCH_TPU_SCOPE.get(rule.code)
+        if scope is not None:
+            rows.append(f"| {rule.code} | {rule.name} | {scope.scope} | {_cell(scope.why)} | {_cell(scope.source)} |")
+    return "\n".join(rows)
+
+
 def rules_markdown() -> str:
     from xlalint.rules import all_rules
 
-    sections = [PREAMBLE.rstrip(), "## The rules", table()]
+    sections = [PREAMBLE.rstrip(), "## The rules", table(), runtime_scope_table()]
     sections += [explain(rule, level=2) for rule in all_rules()]
     sections.append(explain_syntax_error(level=2))
     return "\n\n".join(sections) + "\n"

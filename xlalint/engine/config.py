@@ -19,6 +19,12 @@ from typing import Any, Literal, Protocol
 Applicability = Literal["safe", "unsafe", ""]
 
 DEFAULT_TARGET = (2, 9)
+# The backends a port can write for: torch_xla (the default) or TorchTPU (`torch.tpu`);
+# which rules run for each: engine/runtimes.py.
+TORCH_XLA = "torch-xla"
+TORCH_TPU = "torch-tpu"
+TARGET_RUNTIMES = (TORCH_XLA, TORCH_TPU)
+DEFAULT_RUNTIME = TORCH_XLA
 # Real config files are a few KiB; parsing and checking one of 18 MB took 23 s and 470 MB.
 CONFIG_MAX_BYTES = 1024 * 1024
 KNOWN_KEYS = {
@@ -38,6 +44,7 @@ KNOWN_KEYS = {
 }
 # The fix controls that take rule selectors, as ruff's.
 FIX_SELECTOR_KEYS = ("fixable", "unfixable", "extend-safe-fixes", "extend-unsafe-fixes")
+KNOWN_KEYS.add("target-runtime")
 # `follow-imports`: whether `check`/`fix` also check the local modules a checked file imports.
 KNOWN_KEYS.add("follow-imports")
 
@@ -110,6 +117,8 @@ class Settings:
     exclude: tuple[str, ...] = ()
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     target_version: tuple[int, int] = DEFAULT_TARGET
+    #: ``target-runtime``: the backend the port writes for (``TARGET_RUNTIMES``).
+    target_runtime: str = DEFAULT_RUNTIME
     rule_settings: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     #: The folder the config file is in (globs are relative to it), or None.
     root: str | None = None
@@ -208,6 +217,7 @@ class Settings:
         ignore: Iterable[str] | None = None,
         extend_select: Iterable[str] | None = None,
         target_version: tuple[int, int] | None = None,
+        target_runtime: str | None = None,
         unsafe_fixes: bool | None = None,
         extend_exclude: Iterable[str] | None = None,
         exclude: Iterable[str] | None = None,
@@ -222,6 +232,8 @@ class Settings:
             changes["overrides"] = (*self.overrides, layer)
         if target_version is not None:
             changes["target_version"] = target_version
+        if target_runtime is not None:
+            changes["target_runtime"] = target_runtime
         if unsafe_fixes is not None:
             changes["unsafe_fixes"] = unsafe_fixes
         if exclude:
@@ -296,6 +308,15 @@ def _matches_any(code: str, selectors: Iterable[str]) -> bool:
 # The torch_xla releases there are: 1.5 .. 1.13, then 2.0 .. 2.9 (the newest).
 OLDEST_TARGET = (1, 5)
 NEWEST_MINOR = {1: 13, 2: DEFAULT_TARGET[1]}
+
+
+def parse_target_runtime(value: object, key: str = "target-runtime") -> str:
+    """``"torch-xla"`` or ``"torch-tpu"``: the backend the port writes for."""
+    if value in TARGET_RUNTIMES:
+        return str(value)
+    choices = " or ".join(f'"{name}"' for name in TARGET_RUNTIMES)
+    near = did_you_mean(value, TARGET_RUNTIMES, cutoff=0.5) if isinstance(value, str) else ""
+    raise ConfigError(f"`{key}` must be {choices}, got {value!r}{near}")
 
 
 def parse_target_version(value: object, key: str = "target-version") -> tuple[int, int]:
@@ -373,6 +394,7 @@ def settings_from_table(
         extend_unsafe_fixes=codes("extend-unsafe-fixes", table.get("extend-unsafe-fixes", [])),
         per_file_ignores=per_file_ignores,
         target_version=_target_version(table, source),
+        target_runtime=_target_runtime(table, source),
         follow_imports=follow_imports,
         rule_settings=tuple((code, tuple(opts.items())) for code, opts in rules.items()),
         root=root,
@@ -387,6 +409,15 @@ def _target_version(table: dict[str, Any], source: str) -> tuple[int, int]:
         return DEFAULT_TARGET
     try:
         return parse_target_version(table["target-version"])
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def _target_runtime(table: dict[str, Any], source: str) -> str:
+    if "target-runtime" not in table:
+        return DEFAULT_RUNTIME
+    try:
+        return parse_target_runtime(table["target-runtime"])
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
 

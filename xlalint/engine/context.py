@@ -25,6 +25,7 @@ from xlalint.analysis.steps import StepAnalysis
 from xlalint.analysis.tokenizers import Tokenizers
 from xlalint.analysis.training_objects import TrainingObjects
 from xlalint.engine import source as sourcefile
+from xlalint.engine.runtimes import TORCH_TPU
 from xlalint.model import Import, Span, split_lines
 
 if TYPE_CHECKING:
@@ -52,6 +53,11 @@ class Context:
     @property
     def target_version(self) -> tuple[int, int]:
         return self.settings.target_version
+
+    @property
+    def on_torch_tpu(self) -> bool:
+        """The port targets TorchTPU (``target-runtime = "torch-tpu"``), not torch_xla."""
+        return self.settings.target_runtime == TORCH_TPU
 
     @cached_property
     def steps(self) -> StepAnalysis:

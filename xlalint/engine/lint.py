@@ -23,6 +23,7 @@ from xlalint.engine import noqa
 from xlalint.engine.config import Settings
 from xlalint.engine.context import Context
 from xlalint.engine.rule import Rule
+from xlalint.engine.runtimes import TORCH_TPU, active_codes, writes_torch_xla
 from xlalint.model import (
     AppendToBody,
     Finding,
@@ -94,7 +95,7 @@ def _selected_rules(settings: Settings, path: str | None, wanted: tuple[str, ...
     from xlalint.rules import all_rules
 
     rules = all_rules()
-    enabled = settings.enabled_codes((r.code for r in rules), path)
+    enabled = active_codes(settings, (r.code for r in rules), path)
     if wanted is not None:
         enabled = {code for code in enabled if any(code.startswith(s) or s == "ALL" for s in wanted)}
     return tuple(rule for rule in rules if rule.code in enabled)
@@ -260,8 +261,12 @@ def _controlled_fixes(findings: list[Finding], settings: Settings) -> list[Findi
         fix = finding.fix
         if fix is not None:
             forced = policy[finding.code]
-            if forced is None:
+            if forced is None or (settings.target_runtime == TORCH_TPU and writes_torch_xla(fix)):
+                # A port to TorchTPU never writes torch_xla (a step closure, `xm.save`).
                 finding = dataclasses.replace(finding, fix=None)
+            elif settings.target_runtime == TORCH_TPU and fix.applicability != "unsafe":
+                # No TorchTPU fix has run on a TPU here: each is unsafe until one has.
+                finding = dataclasses.replace(finding, fix=dataclasses.replace(fix, applicability="unsafe"))
             elif forced and forced != fix.applicability and not (finding.after_port and forced == "safe"):
                 finding = dataclasses.replace(finding, fix=dataclasses.replace(fix, applicability=forced))
         out.append(finding)

@@ -10,6 +10,7 @@ from typing import Any
 
 from xlalint.engine.config import FIX_SELECTOR_KEYS, Settings
 from xlalint.engine.escaping import printable
+from xlalint.engine.runtimes import active_codes
 
 
 def toml_value(value: Any) -> str:
@@ -25,8 +26,8 @@ def describe(path: Path, settings: Settings, rules: list, cache: Path | None = N
     this file), target version, exclusion and each enabled rule's options; ``cache``:
     the folder ``check`` keeps its cache in, when run where this is (``--no-cache``: none)."""
     codes = [rule.code for rule in rules]
-    enabled = settings.enabled_codes(codes, str(path))
-    everywhere = settings.enabled_codes(codes)
+    enabled = active_codes(settings, codes, str(path))
+    everywhere = active_codes(settings, codes)
     major, minor = settings.target_version
     lines = [
         f"Resolved settings for: {printable(str(path))}",
@@ -34,6 +35,7 @@ def describe(path: Path, settings: Settings, rules: list, cache: Path | None = N
         f"project root: {printable(settings.root) if settings.root else 'none (no config file)'}",
         *([f"cache: {printable(str(cache.absolute()))}"] if cache is not None else []),
         f'target-version = "{major}.{minor}"',
+        f'target-runtime = "{settings.target_runtime}"',
         f"select = {toml_value(settings.select)}",
         f"extend-select = {toml_value(settings.extend_select)}",
         f"ignore = {toml_value(settings.ignore)}",

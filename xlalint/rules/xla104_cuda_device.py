@@ -39,6 +39,7 @@ from xlalint.rules.xla104.cuda_calls import CudaCalls
 from xlalint.rules.xla104.device_args import DeviceArguments
 from xlalint.rules.xla104.process_groups import ProcessGroups
 from xlalint.rules.xla104.streams import Streams
+from xlalint.rules.xla104.torch_tpu import TorchTpuPort
 from xlalint.rules.xla104.writer import Writer
 
 # Methods checked on any receiver but torch's own modules: `.cuda()`, `.share_memory()`.
@@ -298,6 +299,16 @@ No fix:
   keep the shared model on the CPU.
 
 The fixes add `import torch_xla` / `import torch_xla.core.xla_model as xm` as needed.
+
+Under `target-runtime = "torch-tpu"` the port writes TorchTPU code instead, every fix
+unsafe: TorchTPU mirrors CUDA, so each `"cuda"`/`"cuda:N"` device string of the file
+becomes `"tpu"`/`"tpu:N"` (devices and the tests of them alike; a printed string stays),
+`x.cuda()` -> `x.to("tpu")`, `torch.cuda.*` -> its TorchTPU 0.2.0 name (the device
+queries TorchTPU makes internal, such as `is_available()`, go to `torch.accelerator`;
+seeds to `torch.tpu.manual_seed`), CUDA autocast -> `torch.amp.autocast("tpu",
+dtype=torch.bfloat16)` with the scaler removed, `"nccl"` -> `"tpu_dist"`, and DDP's
+`device_ids` go. What has no TorchTPU counterpart (the memory statistics, tensor types)
+is reported.
 
 ## Example
 
@@ -580,7 +591,9 @@ opt.step()
 
     # -- the walk: each call goes to the part that knows it ----------------------------------
     def begin(self) -> None:
+        # Porting to TorchTPU is a renaming of its own (rules/xla104/torch_tpu.py).
         self.writer = Writer(self)
+        self.torch_tpu = TorchTpuPort(self, self.writer) if self.ctx.on_torch_tpu else None
         self.device_args = DeviceArguments(self.writer)
         self.availability = Availability(self.writer)
         self.amp = Amp(self.writer)
@@ -589,6 +602,9 @@ opt.step()
         self.cuda_calls = CudaCalls(self.writer, self.availability, self.amp, self.streams)
 
     def finish(self) -> None:
+        if self.torch_tpu is not None:
+            self.torch_tpu.finish()
+            return
         # Judged once every assignment and use has been seen.
         self.device_args.check_variables()
         self.availability.check()
@@ -596,6 +612,9 @@ opt.step()
         self.process_groups.check_unused_local_rank()
 
     def visit_Call(self, node: ast.Call) -> None:
+        if self.torch_tpu is not None:
+            self.torch_tpu.check_call(node)
+            return
         name = self.ctx.semantic.call_name(node)
         row = lookup(name) if name else None
         if name in TORCH_DEVICE:
@@ -618,8 +637,12 @@ opt.step()
         self.device_args.check_arguments(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
+        if self.torch_tpu is not None:
+            return
         self.device_args.check_selection(node)
         self.availability.check_conditional(node)
 
     def visit_arguments(self, node: ast.arguments) -> None:
+        if self.torch_tpu is not None:
+            return
         self.device_args.check_defaults(node)

@@ -17,6 +17,10 @@ TORCH_COMPILE = frozenset({"torch.compile"})
 INDUCTOR = "inductor"
 XLA_BACKEND = "openxla"
 FIX_MESSAGE = f'compile with `backend="{XLA_BACKEND}"`'
+# TorchTPU wraps `torch.compile`: no backend compiles for the TPU; an explicit "inductor"
+# raises (torch-tpu 0.2.0, `torch_tpu/_loader.py`) unless `options={"tpu_backend": ...}`.
+TPU_BACKEND = "tpu"
+TPU_MESSAGE = f'TorchTPU raises on `torch.compile(..., backend="inductor")`: use `backend="{TPU_BACKEND}"`'
 
 
 class InductorOnXla(Rule):
@@ -149,6 +153,9 @@ model = torch.compile(model, backend="openxla")
     ]
 
     def finish(self) -> None:
+        if self.ctx.on_torch_tpu:
+            self._named_inductor_on_tpu()
+            return
         if not self.ctx.distributed.uses_xla:
             return
         semantic = self.ctx.semantic
@@ -166,6 +173,19 @@ model = torch.compile(model, backend="openxla")
                     span = self.ctx.span(decorator)
                     operation = ReplaceExpr(span, f'{{decorator}}(backend="{XLA_BACKEND}")', (("decorator", span),))
                     self.report(decorator, fix=self.fix("unsafe", FIX_MESSAGE, operation))
+
+    def _named_inductor_on_tpu(self) -> None:
+        semantic = self.ctx.semantic
+        for call in semantic.calls_of("compile"):
+            backend = keyword(call, "backend")
+            if (
+                semantic.call_name(call) in TORCH_COMPILE
+                and backend is not None
+                and string_value(backend.value) == INDUCTOR
+                and keyword(call, "options") is None
+            ):
+                operation = SetKeyword(self.ctx.span(call), "backend", f'"{TPU_BACKEND}"')
+                self.report(call, TPU_MESSAGE, self.fix("unsafe", f'compile with `backend="{TPU_BACKEND}"`', operation))
 
 
 def _uses_inductor(call: ast.Call) -> bool:
