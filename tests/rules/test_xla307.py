@@ -16,6 +16,8 @@ EXPECTED = {
     # generate()'s `idx` fed to `self`, and sample()'s `out` fed to `model.forward`; not
     # `history`, which grows too but never reaches the model.
     "sample_gpt": [(27, 19, CODE), (39, 15, CODE)],
+    # A batch rebound from the loader (or by `next()`) every iteration, then doubled: no finding.
+    "rebound_batches": [],
 }
 
 
