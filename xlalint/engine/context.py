@@ -51,6 +51,12 @@ class Context:
         return split_lines(self.source)
 
     @property
+    def in_xla_program(self) -> bool:
+        """The module uses torch_xla, or a script that does (after its port) imports it
+        (``Settings.xla_program``, set when imports are followed)."""
+        return self.settings.xla_program or self.distributed.uses_xla
+
+    @property
     def target_version(self) -> tuple[int, int]:
         return self.settings.target_version
 

@@ -28,7 +28,9 @@ per token and then ran out of memory maps. Cropping the input to the context len
 
 ## What is flagged
 
-In a file that uses torch_xla (or that the port makes one): inside a `for`/`while`
+In a file that uses torch_xla (or that the port makes one), and in a local module that
+such a script imports (checked with it: `xlalint check train.py` follows its imports to
+the `model.py` that holds `generate`): inside a `for`/`while`
 loop, `X = torch.cat((X, ...))` (also `torch.concat`, `torch.concatenate`, and
 `[X, ...]`) where `X`, or a name computed from it in the loop, is passed to a model
 in the same loop (a name that holds an `nn.Module`, or `self` in a module's method).
@@ -151,7 +153,7 @@ for _ in range(max_new_tokens):
     ]
 
     def finish(self) -> None:
-        if not self.ctx.distributed.uses_xla:
+        if not self.ctx.in_xla_program:
             return
         for growth in self.ctx.growing.growths:
             self.report(

@@ -17,6 +17,8 @@ from xlalint.engine.rule import Invalid, Rule, Valid
 from xlalint.model import ReplaceExpr
 
 FIX_MESSAGE = "Crop only when the tensor is longer than the window"
+# black's and ruff's default line length: a longer fixed assignment is laid out as they would.
+LINE_LENGTH = 88
 # Where a conditional expression needs no parentheses.
 _BARE_EXPRESSION_PARENTS = (ast.Assign, ast.AnnAssign, ast.Return, ast.keyword, ast.Expr)
 
@@ -38,7 +40,9 @@ does exactly that: a port that trained correctly on XLA dies in its sampling cod
 
 ## What is flagged
 
-In a file that uses torch_xla (or that the port makes one): a slice with a negative
+In a file that uses torch_xla (or that the port makes one), and in a local module that
+such a script imports (checked with it: `xlalint check train.py` follows its imports to
+the `model.py` that holds `generate`): a slice with a negative
 start and no end, `t[..., -k:]` (`k` a name, an attribute or a literal above 1), of a
 tensor that the same loop grows with `torch.cat` and passes to a model (as XLA307
 finds them), along the dimension it grows. Not flagged: a tensor whose length is not
@@ -173,7 +177,7 @@ for _ in range(max_new_tokens):
     ]
 
     def finish(self) -> None:
-        if not self.ctx.distributed.uses_xla or not self.ctx.growing.growths:
+        if not self.ctx.in_xla_program or not self.ctx.growing.growths:
             return
         for subscript in self.ctx.semantic.nodes_of(ast.Subscript):
             if not isinstance(subscript.value, ast.Name):
@@ -197,10 +201,26 @@ for _ in range(max_new_tokens):
     def _fix(self, subscript: ast.Subscript, dim: int, window: ast.expr):
         whole, tensor, size = (self.ctx.span(node) for node in (subscript, subscript.value, window))
         template = f"{{tensor}} if {{tensor}}.size({dim}) <= {{size}} else {{whole}}"
-        if not isinstance(parent(subscript), _BARE_EXPRESSION_PARENTS) and not _is_argument(subscript):
+        holder = parent(subscript)
+        if isinstance(holder, (ast.Assign, ast.AnnAssign)) and self._too_long(subscript, window, dim):
+            # As a formatter lays out a long value: in parentheses, on a line of its own
+            # (the lines of the template are indented as the statement is).
+            template = f"(\n    {template}\n)"
+        elif not isinstance(holder, _BARE_EXPRESSION_PARENTS) and not _is_argument(subscript):
             template = f"({template})"
         operation = ReplaceExpr(whole, template, (("tensor", tensor), ("size", size), ("whole", whole)))
         return self.fix("unsafe", FIX_MESSAGE, operation)
+
+    def _too_long(self, subscript: ast.Subscript, window: ast.expr, dim: int) -> bool:
+        """The fixed line would pass the formatters' default line length."""
+        line = self.ctx.lines[subscript.lineno - 1]
+        added = _rendered_growth(self.ctx.source_of(subscript.value), self.ctx.source_of(window), dim)
+        return subscript.end_lineno == subscript.lineno and len(line.rstrip()) + added > LINE_LENGTH
+
+
+def _rendered_growth(tensor: str, size: str, dim: int) -> int:
+    """How many characters the fix adds before the slice: ``t if t.size(d) <= k else ``."""
+    return len(f"{tensor} if {tensor}.size({dim}) <= {size} else ")
 
 
 def _negative_crop(subscript: ast.Subscript) -> tuple[int, ast.expr] | None:
