@@ -193,10 +193,8 @@ for _ in range(max_new_tokens):
             self.report(subscript, self._message(name, window), fix=self._fix(subscript, dim, window))
 
     def _message(self, name: str, window: ast.expr) -> str:
-        return (
-            f"`{name}` grows from a shorter tensor: while it is shorter than `{self.ctx.source_of(window)}`, "
-            "this negative slice start raises on torch_xla (CPU and CUDA clamp it)"
-        )
+        window_text = " ".join(self.ctx.source_of(window).split())
+        return f"`{name}` grows in this loop: while shorter than `{window_text}`, the crop raises on torch_xla"
 
     def _fix(self, subscript: ast.Subscript, dim: int, window: ast.expr):
         whole, tensor, size = (self.ctx.span(node) for node in (subscript, subscript.value, window))

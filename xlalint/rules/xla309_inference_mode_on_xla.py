@@ -200,8 +200,8 @@ with torch.no_grad():
         if mode is None:
             self.report(
                 expr,
-                "`torch.inference_mode()` in an XLA script, with a mode chosen at run time: when it is on, "
-                "a model applied to its own output crashes; use `torch.no_grad()` where it is on",
+                "`torch.inference_mode()` with a mode chosen at run time, in an XLA script: "
+                "a model applied to its own output crashes",
             )
             return
         torch, imports = self.ctx.reference("torch", at=expr)
