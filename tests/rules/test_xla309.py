@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import run_cli
 
 from rules.fixture_checks import assert_fixture_fixes, expected_fixed, fixture_positions
 from rules.xla_runs import run_on_xla_cpu
@@ -59,3 +60,21 @@ def test_a_cuda_script_is_reported_after_the_port():
     assert (finding.span.line, finding.after_port) == (4, True)
     fixed = fix_source(source, "gen.py", Settings(), unsafe=True).source
     assert "with torch.no_grad():" in fixed and "torch_xla.device()" in fixed
+
+
+def test_the_sampler_in_a_local_module_of_an_xla_script_is_fixed_with_it(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "sampler.py").write_text(
+        "import torch\n\n\n@torch.inference_mode()\ndef sample(model, x, steps):\n"
+        "    for _ in range(steps):\n        x = model(x)\n    return x\n"
+    )
+    (tmp_path / "train.py").write_text(
+        "import torch\nimport torch_xla\nfrom sampler import sample\n\n"
+        "model = torch.nn.Linear(4, 4).to(torch_xla.device())\n"
+        "print(sample(model, torch.randn(2, 4, device=torch_xla.device()), 3).sum().item())\n"
+    )
+    alone = run_cli("check", "--no-cache", "--select", CODE, "sampler.py", cwd=tmp_path)
+    assert alone.returncode == 0, alone.stdout
+    run = run_cli("fix", "--no-cache", "--select", CODE, "train.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (tmp_path / "sampler.py").read_text().startswith("import torch\n\n\n@torch.no_grad()\ndef sample(")

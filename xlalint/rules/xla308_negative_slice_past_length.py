@@ -293,4 +293,4 @@ def _is_name(node: ast.AST, name: str) -> bool:
 def _is_argument(node: ast.AST) -> bool:
     """``node`` is a positional argument of a call (not the called expression)."""
     holder = parent(node)
-    return isinstance(holder, ast.Call) and node is not holder.func and not isinstance(holder, ast.Starred)
+    return isinstance(holder, ast.Call) and node is not holder.func

@@ -37,7 +37,9 @@ gradient recording the same way and runs.
 
 ## What is flagged
 
-In a file that uses torch_xla (or that the port makes one): `torch.inference_mode()`
+In a file that uses torch_xla (or that the port makes one), and in a local module that
+such a script imports (the sampler of a diffusion project, checked with the script:
+`xlalint check train.py` follows its imports): `torch.inference_mode()`
 (also `torch.autograd.inference_mode`, and `from torch import inference_mode`) used as
 a context manager (`with torch.inference_mode():`) or as a decorator
 (`@torch.inference_mode()` or bare `@torch.inference_mode`). Not flagged:
@@ -178,7 +180,7 @@ with torch.no_grad():
     ]
 
     def finish(self) -> None:
-        if not self.ctx.distributed.uses_xla:
+        if not self.ctx.in_xla_program:
             return
         semantic = self.ctx.semantic
         for with_node in semantic.nodes_of(ast.With, ast.AsyncWith):
