@@ -171,6 +171,25 @@ def test_every_copy_of_the_input_ids_withholds_the_fix(labels):
     assert finding.fix is None and "labels are a copy" in finding.fix_withheld
 
 
+@pytest.mark.parametrize(
+    "mask",
+    [
+        "labels[labels == tokenizer.pad_token_id] = -100",
+        'labels[enc["attention_mask"] == 0] = IGNORE_INDEX',
+        "labels = [[-100 if t == tokenizer.pad_token_id else t for t in row] for row in labels]",
+    ],
+)
+def test_labels_whose_pad_positions_are_masked_keep_the_fix(mask):
+    source = (
+        "import torch_xla\n"
+        "enc = tokenizer(texts, padding=True, max_length=64, truncation=True)\n"
+        'labels = enc["input_ids"].clone()\n'
+        f"{mask}\n"
+    )
+    (finding,) = findings(source, "f.py")
+    assert finding.fix is not None and finding.fix_withheld is None
+
+
 def test_labels_computed_otherwise_keep_the_fix():
     source = (
         "import torch_xla\n"

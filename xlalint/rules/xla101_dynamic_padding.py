@@ -812,8 +812,7 @@ def _is_none(node: ast.AST) -> bool:
 # Calls and methods that copy what they are given (or a part of it).
 _COPIES = frozenset({"deepcopy", "copy", "clone", "detach", "tolist", "list", "tensor", "LongTensor", "array"})
 # What a pad mask reads: a test of the pad token or of the attention mask.
-_PAD_WORDS = ("pad_token", "attention_mask")
-IGNORE_INDEX = -100
+_PAD_WORDS = ("pad_token", "pad_id", "attention_mask")
 
 
 def _labels_reason(line: int) -> str:
@@ -879,15 +878,16 @@ def _last_word(node: ast.AST) -> str | None:
 
 
 def _masks_pads(node: ast.Assign) -> bool:
-    """``labels[<a test of the pad token or attention mask>] = -100`` (or ``IGNORE_INDEX``)."""
-    target = node.targets[0] if len(node.targets) == 1 else None
-    if not isinstance(target, ast.Subscript) or not _names_labels(_copied(target.value)):
+    """An assignment to the labels (or to some of their positions) that sets the pad
+    positions to -100: ``labels[labels == tokenizer.pad_token_id] = -100``,
+    ``labels = [[-100 if t == pad_id else t for t in l] for l in labels]``,
+    ``enc["labels"] = torch.where(enc["attention_mask"] == 1, ids, IGNORE_INDEX)``."""
+    if not any(_names_labels(_copied(t.value) if isinstance(t, ast.Subscript) else t) for t in node.targets):
         return False
-    value = node.value
-    ignore = (
-        isinstance(value, ast.UnaryOp)
-        and isinstance(value.op, ast.USub)
-        and getattr(value.operand, "value", None) == 100
-    ) or (isinstance(value, ast.Name) and "ignore" in value.id.lower())
-    index = ast.unparse(target.slice)
-    return ignore and any(word in index for word in _PAD_WORDS)
+    text = ast.unparse(node)
+    ignores = any(
+        (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and getattr(n.operand, "value", None) == 100)
+        or (isinstance(n, ast.Name) and "ignore" in n.id.lower())
+        for n in ast.walk(node)
+    )
+    return ignores and any(word in text for word in _PAD_WORDS)
