@@ -46,8 +46,15 @@ def guard_period(modulo: ast.BinOp, options: CommandLineOptions | None = None) -
     """The period ``N`` of ``x % N`` when it is known: a literal, a name assigned only
     that literal in its scope (or an option's value: ``log_every = args.log_every``), or
     the literal default of the command-line option it reads (``args.log_every`` with
-    ``default=1``); None otherwise (the user's choice at run time)."""
-    return _known_int(modulo.right, options, depth=0)
+    ``default=1``); None otherwise (the user's choice at run time). Asked for every node
+    under the guard: the answer is kept on the node (one per kind of ``options``)."""
+    periods = getattr(modulo, "_xlalint_periods", None)
+    if periods is None:
+        periods = modulo._xlalint_periods = {}  # type: ignore[attr-defined]
+    key = options is not None
+    if key not in periods:
+        periods[key] = _known_int(modulo.right, options, depth=0)
+    return periods[key]
 
 
 def _known_int(node: ast.expr, options: CommandLineOptions | None, depth: int) -> int | None:
