@@ -80,6 +80,23 @@ for i, (x, y) in enumerate(loader):
 """
 
     VALID = [
+        # Every 100 steps by default: a rare guard.
+        Valid(
+            """
+            import argparse
+            import torch_xla
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--log-every", type=int, default=100)
+            args = parser.parse_args()
+            for step, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                torch_xla.sync()
+                if step % args.log_every == 0:
+                    print(loss.item())
+            """
+        ),
         # An optimizer other than LBFGS, given a closure.
         Valid("""
             import torch
@@ -181,6 +198,40 @@ for i, (x, y) in enumerate(loader):
     ]
 
     INVALID = [
+        # A guard whose period defaults to 1 runs every step: the read under it is in the step.
+        Invalid(
+            """
+            import argparse
+            import torch_xla
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--log-every", type=int, default=1)
+            args = parser.parse_args()
+            for step, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                torch_xla.sync()
+                if step % args.log_every == 0:
+                    print(loss.item())
+            """,
+            fixed="""
+            import argparse
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--log-every", type=int, default=1)
+            args = parser.parse_args()
+            for step, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                torch_xla.sync()
+                if step % args.log_every == 0:
+                    xm.add_step_closure(lambda loss=loss: print(loss.item()))
+            """,
+            count=1,
+        ),
         # Only the `.item()`: on every path to the print, `total` is a number.
         Invalid(
             """
