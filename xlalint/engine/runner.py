@@ -111,7 +111,12 @@ def makes_xla_program(report: FileReport) -> bool:
         if finding.fix is not None and any(imp.module.split(".")[0] == "torch_xla" for imp in finding.fix.imports):
             return True
     text = report.fixed_source if report.fixed_source is not None else report.source
-    return text is not None and _IMPORTS_TORCH_XLA.search(text) is not None
+    return text is not None and imports_torch_xla(text)
+
+
+def imports_torch_xla(text: str) -> bool:
+    """A line of ``text`` imports torch_xla."""
+    return _IMPORTS_TORCH_XLA.search(text) is not None
 
 
 def resolved_imports(job: Job, specs: Sequence[project.ImportSpec]) -> list[str]:
