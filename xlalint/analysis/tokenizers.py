@@ -1,6 +1,7 @@
 """Tokenizers and padding, the facts XLA101 (dynamic padding) and XLA303 (padding
 without truncation) share: which expression is a tokenizer, which call encodes text,
-and what a ``padding=`` value can mean.
+whether it encodes one text or a batch (:func:`encodes_one_text`), and what a
+``padding=`` value can mean.
 
 A tokenizer is a name whose last part is ``tok``, ``tokenizer`` or ``*_tokenizer``
 (not the class ``AutoTokenizer``), or a name (``self.<attr>``) the module assigns a
