@@ -252,7 +252,8 @@ class Finding:
     # script only when its fixes (XLA104's) import torch_xla.
     after_port: bool = False
     # Set by the fix loop: why this finding's fix was not applied (it would have made
-    # the file worse); the finding then has no fix.
+    # the file worse), or by a rule that withholds its usual fix and says why (XLA101 on
+    # labels copied from padded input_ids); the finding then has no fix.
     fix_withheld: str | None = None
 
     @property

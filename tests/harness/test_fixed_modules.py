@@ -311,3 +311,21 @@ def test_installed_code_is_never_a_module_to_fix(tmp_path):
     write_tree(installed, {**PROJECT, "pyproject.toml": ""})
     script = installed / "main.py"
     assert prepare.read_local_modules(script, str(script)) == []
+
+
+def test_the_modules_of_an_xla_program_get_the_fixes_of_an_xla_program(tmp_path):
+    # `xlalint run` fixes the model module the sampling script imports as `xlalint fix`
+    # does: its generate() crop (XLA308) and growth are code that runs on XLA.
+    program = Path(__file__).resolve().parents[1] / "fixtures" / "XLA308" / "program"
+    user = tmp_path / "user"
+    user.mkdir()
+    for name in ("model.py", "sample_cuda.py"):
+        (user / name).write_text((program / name).read_text())
+    script = user / "sample_cuda.py"
+    script_file = prepare.read_user_file(script, "user/sample_cuda.py", Path("sample_cuda.py"))
+    modules = prepare.read_local_modules(script, "user/sample_cuda.py")
+    options = RunOptions(script=script, unsafe_fixes=True)
+    (fixed,) = _prepare_versions(options, script_file, modules, tmp_path / "work").versions
+    assert "import torch_xla" in fixed.source
+    (model,) = fixed.modules
+    assert "idx if idx.size(1) <= self.block_size else idx[:, -self.block_size :]" in model.source

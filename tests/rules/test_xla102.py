@@ -412,3 +412,36 @@ def test_step_closure_in_the_optimizer_loop_needs_a_later_sync(jump, after, clos
     source = ACCUMULATION.replace("{jump}", jump).replace("{after}", after)
     (found,) = findings(source)
     assert (found.fix is not None and found.fix.applicability == "safe") is closure
+
+
+def test_a_guard_whose_option_defaults_to_1_runs_every_step_and_keeps_the_sum_on_the_host():
+    # `correct` is read under `if step % args.log_every == 0:` with `default=1`: a
+    # `.detach()` would read a device sum every step (a bigger graph each time).
+    source = read("log_every_default.py")
+    (finding,) = findings(source)
+    assert (finding.span.line, finding.fix) == (31, None)
+    # With a default of 10 the guard is rare: the sum is accumulated on the device.
+    rare = source.replace("default=1)", "default=10)")
+    (finding,) = findings(rare)
+    assert finding.fix is not None and finding.fix.message == "Accumulate the tensor on the device (`.detach()`)"
+
+
+@pytest.mark.parametrize("period", ["args.log_every", "log_every", "1"], ids=["option-default", "name", "literal"])
+def test_a_read_under_a_guard_of_period_1_is_in_the_step(period):
+    source = f"""
+        import argparse
+        import torch
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--log-every", type=int, default=1)
+        args = parser.parse_args()
+        log_every = 1
+        for step, x in enumerate(loader):
+            loss = model(x)
+            loss.backward()
+            if step % {period} == 0:
+                value = loss.item()
+    """
+    assert lines(source) == [12]
+    assert lines(source.replace("default=1)", "default=50)").replace("log_every = 1", "log_every = 50")) == (
+        [12] if period == "1" else []
+    )

@@ -21,6 +21,8 @@ EXPECTED = {
     # An HF Trainer subclass, `sys.exit(main())`, no blank lines around the block: the
     # inserted def takes the (zero) blank lines that preceded the `if`.
     "hf_trainer": [(30, 1, CODE)],
+    # The `__main__` block calls `train()`, not `main()`: `_mp_fn` calls `train()`.
+    "train_entry": [(18, 1, CODE)],
 }
 
 
@@ -52,6 +54,16 @@ def test_main_with_arguments_has_no_fix():
     (finding,) = findings(source, "f.py")
     assert finding.fix is None
     assert "(no fix: `main` needs `args`, `rank`)" in finding.message
+
+
+def test_an_entry_function_with_arguments_is_named_and_has_no_fix():
+    source = (
+        "import torch_xla.runtime as xr\n\n\ndef run(args):\n    print(xr.world_size())\n\n\n"
+        'if __name__ == "__main__":\n    args = parse_args()\n    run(args)\n'
+    )
+    (finding,) = findings(source, "f.py")
+    assert finding.fix is None
+    assert "(no fix: `run` needs `args`)" in finding.message
 
 
 @pytest.mark.parametrize(

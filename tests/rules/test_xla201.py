@@ -22,6 +22,8 @@ EXPECTED = {
     "checkpoint": [(20, 9, CODE), (25, 9, CODE)],
     # Saves under a rank test and to per-process paths: `master_only=False` keeps the writers; keywords renamed.
     "mp_checkpoint": [(14, 9, CODE), (15, 5, CODE), (18, 9, CODE)],
+    # A save into an io.BytesIO read back by torch.load: not reported; the file checkpoint is.
+    "in_memory": [(24, 1, CODE)],
 }
 
 

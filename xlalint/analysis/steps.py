@@ -36,6 +36,7 @@ from collections.abc import Iterable, Iterator
 from functools import cached_property
 
 from xlalint.analysis.device_loaders import DeviceLoaders, is_device_loader
+from xlalint.analysis.options import CommandLineOptions
 from xlalint.analysis.semantic import Semantic, ancestors, dotted_name, keyword, parent
 from xlalint.analysis.step_apis import (
     ADD_STEP_CLOSURE,
@@ -174,7 +175,12 @@ class StepAnalysis:
                 return None
             if isinstance(anc, ast.ClassDef):
                 return None
-            if isinstance(anc, ast.If) and child in anc.body and guard is None and every_n_steps_guard(anc.test):
+            if (
+                isinstance(anc, ast.If)
+                and child in anc.body
+                and guard is None
+                and every_n_steps_guard(anc.test, self.options)
+            ):
                 guard = anc
             if isinstance(anc, _LOOPS) and id(anc) in by_node:
                 loop = by_node[id(anc)]
@@ -424,6 +430,11 @@ class StepAnalysis:
         """Dotted names that hold a ``nn.Module`` (see ``step_tensors.module_names``)."""
         return module_names(self.semantic)
 
+    @cached_property
+    def options(self) -> CommandLineOptions:
+        """The module's command-line options (the period of ``step % args.log_every``)."""
+        return CommandLineOptions(self.semantic)
+
     def is_module(self, expr: ast.AST) -> bool:
         return is_module_name(expr, self.module_names)
 
@@ -464,7 +475,7 @@ class StepLoop:
                 func = analysis.resolve(call)
                 if func is None or _contains(func, self.node) or is_closure_function(func, analysis.semantic):
                     continue
-                guard = reach_guard or guard_between(call, owner)
+                guard = reach_guard or guard_between(call, owner, analysis.options)
                 key = id(func)
                 if key in self._reach_guard:
                     if self._reach_guard[key] is not None and guard is None:

@@ -1,6 +1,7 @@
 """Tokenizers and padding, the facts XLA101 (dynamic padding) and XLA303 (padding
 without truncation) share: which expression is a tokenizer, which call encodes text,
-and what a ``padding=`` value can mean.
+whether it encodes one text or a batch (:func:`encodes_one_text`), and what a
+``padding=`` value can mean.
 
 A tokenizer is a name whose last part is ``tok``, ``tokenizer`` or ``*_tokenizer``
 (not the class ``AutoTokenizer``), or a name (``self.<attr>``) the module assigns a
@@ -15,7 +16,8 @@ import ast
 import re
 from functools import cached_property
 
-from xlalint.analysis.semantic import Semantic, dotted_name
+from xlalint.analysis.semantic import Semantic, ancestors, dotted_name
+from xlalint.analysis.values import assigned_values
 
 # A padding argument is classified into a set of "kinds", one per value it can take
 # (a conditional expression or a variable assigned in several places has several).
@@ -100,3 +102,121 @@ class Tokenizers:
         if is_method and self.is_tokenizer(func.value):  # type: ignore[union-attr]
             return "encode" if func.attr in ENCODE_METHODS else "pad"  # type: ignore[union-attr]
         return None
+
+
+# --- one text or a batch ------------------------------------------------------------
+#: Tokenizer methods that encode one sequence (or one pair) whatever they are given.
+ONE_TEXT_METHODS = frozenset({"encode", "encode_plus"})
+#: Methods of ``str`` that give a string.
+_STRING_METHODS = frozenset(
+    {"format", "format_map", "join", "strip", "lstrip", "rstrip", "lower", "upper", "replace", "title", "capitalize"}
+)
+_FORMAT_METHODS = frozenset({"format", "format_map"})
+#: Annotations of a sequence of strings: iterating one gives one string.
+_SEQUENCES = frozenset({"Sequence", "List", "list", "Iterable", "Iterator", "tuple", "Tuple", "Collection"})
+_MAX_DEPTH = 4
+
+
+def encodes_one_text(call: ast.Call) -> bool:
+    """The tokenizer call ``call`` encodes one text (not a batch): ``encode``/``encode_plus``,
+    or a first argument (``text=``) that is a string: a literal, an f-string, a
+    concatenation or ``.format`` of one, ``str(...)``, a name annotated ``str`` or
+    assigned only strings, or an element of a sequence annotated ``Sequence[str]``
+    (``[tokenizer(text, ...) for text in strings]``). Padding such a call to its longest
+    sequence pads nothing."""
+    func = call.func
+    if isinstance(func, ast.Attribute) and func.attr in ONE_TEXT_METHODS:
+        return True
+    text = call.args[0] if call.args else next((kw.value for kw in call.keywords if kw.arg == "text"), None)
+    return text is not None and is_string(text)
+
+
+def is_string(expr: ast.AST, depth: int = 0) -> bool:
+    """``expr`` is known to be one ``str`` (see :func:`encodes_one_text`)."""
+    if depth > _MAX_DEPTH:
+        return False
+    if isinstance(expr, ast.JoinedStr) or (isinstance(expr, ast.Constant) and isinstance(expr.value, str)):
+        return True
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Mod)):
+        return is_string(expr.left, depth + 1) or (isinstance(expr.op, ast.Add) and is_string(expr.right, depth + 1))
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Name) and func.id == "str":
+            return True
+        if not isinstance(func, ast.Attribute):
+            return False
+        # `.format(...)` is a method of strings alone; `"".join(...)` of a literal.
+        if func.attr in _FORMAT_METHODS or (func.attr == "join" and isinstance(func.value, ast.Constant)):
+            return True
+        return func.attr in _STRING_METHODS and is_string(func.value, depth + 1)
+    if isinstance(expr, ast.Name):
+        return _name_is_string(expr, depth)
+    return False
+
+
+def _name_is_string(name: ast.Name, depth: int) -> bool:
+    """A name annotated ``str``, assigned only strings in its scope, or the variable of a
+    comprehension or ``for`` over a sequence of strings."""
+    for ancestor in ancestors(name):
+        if isinstance(ancestor, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            for generator in ancestor.generators:
+                if _is_target(generator.target, name.id):
+                    return _is_strings(generator.iter, depth + 1)
+        if isinstance(ancestor, (ast.For, ast.AsyncFor)) and _is_target(ancestor.target, name.id):
+            return _is_strings(ancestor.iter, depth + 1)
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            return _scope_string(ancestor, name.id, depth)
+    return False
+
+
+def _scope_string(scope: ast.AST, name: str, depth: int) -> bool:
+    """In ``scope``, ``name`` is a parameter annotated ``str``, or every assignment to it
+    (and there is one) is of a string."""
+    if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        arguments = scope.args
+        for parameter in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
+            if parameter.arg == name:
+                return _annotated(parameter.annotation, "str")
+    values = [
+        value
+        for value in assigned_values(scope, lambda target: isinstance(target, ast.Name) and target.id == name, True)
+    ]
+    return bool(values) and all(is_string(value, depth + 1) for value in values)
+
+
+def _is_strings(expr: ast.AST, depth: int) -> bool:
+    """``expr`` is a sequence of strings: a list/tuple of strings, or a name annotated
+    ``Sequence[str]`` (``List[str]``, ``list[str]``...)."""
+    if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
+        return bool(expr.elts) and all(is_string(element, depth) for element in expr.elts)
+    if not isinstance(expr, ast.Name):
+        return False
+    for ancestor in ancestors(expr):
+        if isinstance(ancestor, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            arguments = ancestor.args
+            for parameter in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs):
+                if parameter.arg == expr.id:
+                    return _sequence_of_str(parameter.annotation)
+            return False
+    return False
+
+
+def _sequence_of_str(annotation: ast.AST | None) -> bool:
+    if not isinstance(annotation, ast.Subscript):
+        return False
+    container = annotation.value
+    container_name = container.attr if isinstance(container, ast.Attribute) else getattr(container, "id", None)
+    element = annotation.slice
+    if isinstance(element, ast.Tuple) and element.elts:
+        element = element.elts[0]  # tuple[str, ...]
+    return container_name in _SEQUENCES and _annotated(element, "str")
+
+
+def _annotated(annotation: ast.AST | None, name: str) -> bool:
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        return annotation.value == name
+    return isinstance(annotation, ast.Name) and annotation.id == name
+
+
+def _is_target(target: ast.AST, name: str) -> bool:
+    return isinstance(target, ast.Name) and target.id == name

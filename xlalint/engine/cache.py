@@ -92,9 +92,10 @@ def file_stamp(
     mtime_ns: int,
     sha256: str,
     imports: tuple[tuple[int, str, tuple[str, ...]], ...] | None = None,
+    xla_program: bool | None = None,
 ) -> FileStamp:
     racy = time.time_ns() - mtime_ns < RACY_NS
-    return FileStamp(path, size, 0 if racy else mtime_ns, sha256, imports)
+    return FileStamp(path, size, 0 if racy else mtime_ns, sha256, imports, xla_program)
 
 
 class Cache:
@@ -118,7 +119,12 @@ class Cache:
             data, text = read()
             if not same_time:
                 current = file_stamp(
-                    path, info.st_size, info.st_mtime_ns, hashlib.sha256(data).hexdigest(), stamp.imports
+                    path,
+                    info.st_size,
+                    info.st_mtime_ns,
+                    hashlib.sha256(data).hexdigest(),
+                    stamp.imports,
+                    stamp.xla_program,
                 )
                 if current.sha256 != stamp.sha256:
                     return None

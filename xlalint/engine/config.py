@@ -143,6 +143,11 @@ class Settings:
     #: ``follow-imports``: `check`/`fix` also check (and fix) the local modules the
     #: checked files import (``engine/follow.py``).
     follow_imports: bool = True
+    #: Set by following imports (``engine/follow.py``), never by a config: the file is a
+    #: local module of a program that uses torch_xla (or that its fixes port), so the
+    #: rules scoped to an XLA script's code that runs on the device apply to it too
+    #: (XLA307, XLA308: a ``generate`` in ``model.py`` runs on XLA tensors).
+    xla_program: bool = False
 
     # -- which rules run -------------------------------------------------------------
     def enabled_codes(self, all_codes: Iterable[str], path: str | None = None) -> set[str]:

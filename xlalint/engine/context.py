@@ -1,6 +1,6 @@
 """What a rule may know about the module being checked: its text, tree, settings, the
 semantic layer, and the analyses (``steps``, ``loop_state``, ``distributed``, ``parallelism``,
-``ranks``, ``launch``, ``tokenizers``, ``training_objects``, ``devices``, ``project``) built on
+``growing``, ``ranks``, ``launch``, ``tokenizers``, ``training_objects``, ``devices``, ``project``) built on
 first use.
 
 The analyses are given what they need (the semantic layer, each other), never the
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from xlalint.analysis.devices import DeviceAnalysis
 from xlalint.analysis.distributed import DistributedAnalysis
+from xlalint.analysis.growing import GrowingTensors
 from xlalint.analysis.launch import LaunchAnalysis
 from xlalint.analysis.loop_state import LoopStateAnalysis
 from xlalint.analysis.parallelism import ParallelismAnalysis
@@ -51,6 +52,12 @@ class Context:
         return split_lines(self.source)
 
     @property
+    def in_xla_program(self) -> bool:
+        """The module uses torch_xla, or a script that does (after its port) imports it
+        (``Settings.xla_program``, set when imports are followed)."""
+        return self.settings.xla_program or self.distributed.uses_xla
+
+    @property
     def target_version(self) -> tuple[int, int]:
         return self.settings.target_version
 
@@ -80,6 +87,11 @@ class Context:
     def parallelism(self) -> ParallelismAnalysis:
         """The parallelism the file uses (multi-process, DDP, XLA FSDP, SPMD), built on first use."""
         return ParallelismAnalysis(self.semantic, self.training_objects)
+
+    @cached_property
+    def growing(self) -> GrowingTensors:
+        """The tensors a loop grows with ``torch.cat`` and feeds to a model, built on first use."""
+        return GrowingTensors(self.semantic, self.steps.is_module)
 
     @cached_property
     def ranks(self) -> RankAnalysis:

@@ -22,6 +22,9 @@ class FileReport:
     not_written: str | None = None  # why a file was only checked though fixes were asked (not an error)
     # The local modules the file imports (paths as found), when the run follows imports.
     imports: list[str] | None = None
+    # The file makes its program an XLA one (it imports torch_xla, or its port does), when
+    # the run follows imports: what it imports is checked as part of an XLA program.
+    xla_program: bool | None = None
     followed: bool = False  # checked because a checked file imports it (engine/follow.py)
     # Fixing: how many findings `check` reports on the file as it was (None: not fixed).
     checked: int | None = None

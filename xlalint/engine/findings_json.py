@@ -24,7 +24,9 @@ from typing import Any
 from xlalint import model
 from xlalint.model import Finding
 
-FORMAT = 4  # 2: an entry names its file (size, mtime, hash); 3: findings carry `after_port`; 4: `fix_withheld`
+# 2: an entry names its file (size, mtime, hash); 3: findings carry `after_port`; 4: `fix_withheld`;
+# 5: the file stamp says whether the file makes an XLA program (`xla_program`)
+FORMAT = 5
 # Columns and lines beyond this are not from a real file (the size limit is 8 MiB).
 MAX_INT = 2**31 - 1
 # Sizes and nanosecond times of a file.
@@ -46,6 +48,9 @@ class FileStamp:
     # What the file may import from its project (``project.import_specs``: level,
     # dotted name, names), when the check was asked to follow imports; else None.
     imports: tuple[tuple[int, str, tuple[str, ...]], ...] | None = None
+    # The file imports torch_xla or its port does (``runner.makes_xla_program``), when
+    # the check was asked to follow imports; else None.
+    xla_program: bool | None = None
 
 
 def dumps(key: str, stamp: FileStamp, findings: list[Finding]) -> bytes:
@@ -72,7 +77,8 @@ def loads(data: bytes, key: str) -> tuple[FileStamp, list[Finding]]:
     stamp = entry["file"]
     if (
         not isinstance(stamp, dict)
-        or set(stamp) - {"imports"} != {"path", "size", "mtime_ns", "sha256"}
+        or set(stamp) - {"imports", "xla_program"} != {"path", "size", "mtime_ns", "sha256"}
+        or not isinstance(stamp.get("xla_program"), (bool, type(None)))
         or not isinstance(stamp["path"], str)
         or not all(_stamp_int(stamp[name]) for name in ("size", "mtime_ns"))
         or not (isinstance(stamp["sha256"], str) and len(stamp["sha256"]) == 64)

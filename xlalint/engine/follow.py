@@ -29,7 +29,7 @@ from xlalint.engine import source as sourcefile
 from xlalint.engine.config import Settings
 from xlalint.engine.escaping import printable
 from xlalint.engine.file_report import FileReport
-from xlalint.engine.runner import Job, process_all
+from xlalint.engine.runner import Job, makes_xla_program, process_all
 
 # How many imports away from a checked file a module is still checked: the script, the
 # package it imports, the module the package re-exports, what that module uses.
@@ -70,6 +70,8 @@ def follow_imports(jobs: list[Job], reports: list[FileReport], settings_for: Cal
                     break
                 path = _display(found)
                 settings = settings_for(path)
+                if job.settings.xla_program or _xla_program(job, report):
+                    settings = dataclasses.replace(settings, xla_program=True)
                 program = job.follow_from or job.path
                 if _left_out(path, settings, ignore, program):
                     continue
@@ -141,6 +143,19 @@ def cap_warning(followed: Followed) -> str | None:
     if not followed.capped:
         return None
     return f"following imports stopped at {MAX_ADDED} modules: the others imported are not checked"
+
+
+def _xla_program(job: Job, report: FileReport) -> bool:
+    """The module of ``job`` makes its program an XLA one (``runner.makes_xla_program``):
+    found by the worker that checked it (or kept in its cache entry), else read here."""
+    if report.xla_program is not None:
+        return report.xla_program
+    if report.source is None and not (job.path.endswith(".ipynb") or report.unreadable):
+        try:
+            report = dataclasses.replace(report, source=_read(job.path))
+        except (OSError, sourcefile.SourceError):
+            return False
+    return makes_xla_program(report)
 
 
 def _imports(job: Job, report: FileReport) -> list[str]:

@@ -127,9 +127,17 @@ class Rule:
         return self.option_values[key]
 
     def report(
-        self, node: ast.AST, message: str | None = None, fix: Fix | None = None, *, span: Span | None = None
+        self,
+        node: ast.AST,
+        message: str | None = None,
+        fix: Fix | None = None,
+        *,
+        span: Span | None = None,
+        fix_withheld: str | None = None,
     ) -> None:
-        """Report ``node``; a compound statement is reported at its header."""
+        """Report ``node``; a compound statement is reported at its header.
+        ``fix_withheld``: why the rule offers no fix where it usually does (shown as the
+        fix loop's withdrawals are: ``note: ... fix <reason>``)."""
         if span is None:
             span = self.ctx.header_span(node) if _is_compound(node) else self.ctx.span(node)
         self.findings.append(
@@ -142,6 +150,7 @@ class Rule:
                 fix=fix,
                 noqa_row=span.line,
                 noqa_lines=_noqa_lines(self.ctx, node, span),
+                fix_withheld=fix_withheld,
             )
         )
 

@@ -4,6 +4,7 @@ pool when there are enough files to pay for it."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,7 +64,9 @@ def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False)
         specs = _with_imports(job, report, text)
         fingerprint = original.fingerprint
         if job.cache_dir and not stdin and fingerprint is not None and not imported:
-            entry = cache.file_stamp(job.path, fingerprint.size, fingerprint.mtime_ns, fingerprint.sha256, specs)
+            entry = cache.file_stamp(
+                job.path, fingerprint.size, fingerprint.mtime_ns, fingerprint.sha256, specs, report.xla_program
+            )
             cache.Cache(Path(job.cache_dir)).put(cache.entry_key(job.settings, job.path), entry, findings)
         return report
     from xlalint.engine.fixing import fix_source
@@ -92,7 +95,28 @@ def _with_imports(job: Job, report: FileReport, text: str) -> tuple[project.Impo
     # The check parsed the text just before (when it mentions the scope at all).
     specs = tuple(project.import_specs(text, job.path, parsed_tree(text)))
     report.imports = resolved_imports(job, specs)
+    report.xla_program = makes_xla_program(report)
     return specs
+
+
+# An import of torch_xla at the start of a line.
+_IMPORTS_TORCH_XLA = re.compile(r"^[ \t]*(?:import|from)[ \t]+torch_xla\b", re.MULTILINE)
+
+
+def makes_xla_program(report: FileReport) -> bool:
+    """The file of ``report`` makes its program an XLA one: it imports torch_xla (as
+    checked, or as fixed), or a fix of it adds the import (``check`` of a CUDA script that
+    the port makes an XLA one). The local modules it imports then run in an XLA program."""
+    for finding in report.findings:
+        if finding.fix is not None and any(imp.module.split(".")[0] == "torch_xla" for imp in finding.fix.imports):
+            return True
+    text = report.fixed_source if report.fixed_source is not None else report.source
+    return text is not None and imports_torch_xla(text)
+
+
+def imports_torch_xla(text: str) -> bool:
+    """A line of ``text`` imports torch_xla."""
+    return _IMPORTS_TORCH_XLA.search(text) is not None
 
 
 def resolved_imports(job: Job, specs: Sequence[project.ImportSpec]) -> list[str]:
@@ -144,6 +168,7 @@ def cached_report(job: Job) -> FileReport | None:
         # What the file imports is kept with its findings: resolved again (the modules
         # may have come or gone), nothing read.
         report.imports = resolved_imports(job, stamp.imports)
+        report.xla_program = stamp.xla_program
     return report
 
 

@@ -289,11 +289,18 @@ def fixed_version(
 ) -> ScriptVersion:
     """Fix the script and its local modules (``user_files``, in the order of
     ``original.files()``) into ``workdir/folder``, keeping their layout."""
-    files = [
-        fixed_copy(user_file, unchanged, workdir / folder, unsafe=unsafe, select=select)
-        for user_file, unchanged in zip(user_files, original.files(), strict=True)
+    from xlalint.engine.runner import imports_torch_xla
+
+    pairs = list(zip(user_files, original.files(), strict=True))
+    script = fixed_copy(*pairs[0], workdir / folder, unsafe=unsafe, select=select)
+    # The modules of a script that is (or is fixed into) an XLA one run in an XLA program:
+    # they are fixed as `xlalint fix` fixes the modules it follows (`Settings.xla_program`).
+    xla_program = imports_torch_xla(script.source)
+    modules = [
+        fixed_copy(user_file, unchanged, workdir / folder, unsafe=unsafe, select=select, xla_program=xla_program)
+        for user_file, unchanged in pairs[1:]
     ]
-    return _version(files[0], files[1:], label=label, description=description)
+    return _version(script, modules, label=label, description=description)
 
 
 def _version(script: SourceFile, modules: list[SourceFile], *, label: str, description: str) -> ScriptVersion:
@@ -308,12 +315,17 @@ def fixed_copy(
     *,
     unsafe: bool,
     select: list[str] | None = None,
+    xla_program: bool = False,
 ) -> SourceFile:
     """Fix one file (config is found from the user's path) into ``folder``; when the
-    fix changes nothing, the user's own file runs (``unchanged``, already linted)."""
-    from xlalint.engine.api import fix_source
+    fix changes nothing, the user's own file runs (``unchanged``, already linted).
+    ``xla_program``: the file is a local module of an XLA program."""
+    from xlalint.engine.api import fix_source, settings_for
 
-    result = fix_source(user_file.source, user_file.display_path, unsafe=unsafe, select=select)
+    settings = settings_for(user_file.display_path)
+    if xla_program:
+        settings = replace(settings, xla_program=True)
+    result = fix_source(user_file.source, user_file.display_path, unsafe=unsafe, select=select, settings=settings)
     fixed = result.source if not result.error else user_file.source
     if fixed == user_file.source:
         return replace(unchanged, applied=[], fix_error=result.error)

@@ -25,9 +25,10 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable
+from functools import cached_property
 
 from xlalint.analysis.semantic import ancestors, dotted_name, enclosing_function, keyword, scope_bindings
-from xlalint.analysis.tokenizers import DYNAMIC, FIXED, NONE, padding_kinds
+from xlalint.analysis.tokenizers import DYNAMIC, FIXED, NONE, encodes_one_text, padding_kinds
 from xlalint.engine.rule import Invalid, Option, Rule, Valid
 from xlalint.model import Import, ReplaceExpr, SetKeyword
 
@@ -155,7 +156,11 @@ variable assigned `AutoTokenizer.from_pretrained(...)` and the like.
 - code on the non-XLA path of a branch that tests for XLA/TPU (`DistributedType.XLA`,
   `is_torch_xla_available()`, `args.tpu`, `device.type == "xla"`), including the code
   after `if <on xla>: return ...`;
-- `padding=False` (no padding: the data is expected to be padded already).
+- `padding=False` (no padding: the data is expected to be padded already);
+- a tokenizer call on one text, which pads nothing: `encode`/`encode_plus`, a string
+  (a literal, an f-string, `.format(...)`, a concatenation), a parameter annotated
+  `str`, an element of a `Sequence[str]` (`[tokenizer(t, padding="longest") for t in
+  strings]`). The batch's shapes then come from the collator, which is reported.
 
 ## Fix (unsafe: changes the shapes the model sees)
 `padding="max_length"`, keeping an existing `max_length=` or adding one: the
@@ -167,6 +172,14 @@ collators the same keywords; a `Trainer` gets
 `data_collator=DataCollatorWithPadding(<tokenizer>, padding="max_length", max_length=N)`.
 `pad_sequence` has no fixed-length form: no fix; pad each batch to a fixed length
 yourself (`F.pad` to `max_length`).
+
+The fix must not change what the model learns. When the labels are a copy of the padded
+`input_ids` (`labels = copy.deepcopy(input_ids)`, `.clone()`, `labels = input_ids`,
+`enc["labels"] = enc["input_ids"].copy()`) and nothing sets their pad positions to -100,
+padding to `max_length` would make the model learn to predict pad tokens on every
+position past the text: the fix is withheld, with that reason (`note: ... fix not
+offered: ...`). Mask the labels' pad positions first
+(`labels[enc["attention_mask"] == 0] = -100`); then the fix is offered.
 
 ## Example
 ```python
@@ -270,8 +283,56 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
             enc = tokenizer(texts, padding=False)
             """
         ),
+        # One text at a time pads nothing (Stanford Alpaca's `_tokenize_fn`).
+        Valid(
+            """
+            from typing import Sequence
+            def _tokenize_fn(strings: Sequence[str], tokenizer):
+                return [tokenizer(text, return_tensors="pt", padding="longest", truncation=True) for text in strings]
+            def encode(prompt: str):
+                return tokenizer(prompt, padding=True)
+            """
+        ),
     ]
     INVALID = [
+        # The labels copy the padded input_ids: padded to max_length the model would
+        # learn pad tokens, so the fix is withheld.
+        Invalid(
+            """
+            import copy
+            from transformers import AutoTokenizer
+            tokenizer = AutoTokenizer.from_pretrained("gpt2")
+            def tokenize(batch):
+                enc = tokenizer(batch["text"], padding="longest", truncation=True, max_length=256)
+                enc["labels"] = copy.deepcopy(enc["input_ids"])
+                return enc
+            """,
+            fixed=None,
+            unsafe_fixed=None,
+            count=1,
+        ),
+        # ...and offered once the pad positions of the labels are -100.
+        Invalid(
+            """
+            from transformers import AutoTokenizer
+            tokenizer = AutoTokenizer.from_pretrained("gpt2")
+            def tokenize(texts):
+                enc = tokenizer(texts, padding=True, truncation=True, max_length=256, return_tensors="pt")
+                labels = enc["input_ids"].clone()
+                labels[enc["attention_mask"] == 0] = -100
+                return enc, labels
+            """,
+            unsafe_fixed="""
+            from transformers import AutoTokenizer
+            tokenizer = AutoTokenizer.from_pretrained("gpt2")
+            def tokenize(texts):
+                enc = tokenizer(texts, padding="max_length", truncation=True, max_length=256, return_tensors="pt")
+                labels = enc["input_ids"].clone()
+                labels[enc["attention_mask"] == 0] = -100
+                return enc, labels
+            """,
+            count=1,
+        ),
         Invalid(
             """
             from transformers import AutoTokenizer
@@ -446,6 +507,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
         self.defs: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef] = []
         self._unpadded: bool | None = None
         self._assigned: dict[ast.AST, dict[str, list[ast.AST]]] = {}
+        self.assignments: list[ast.Assign] = []
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         self.defs.append(node)
@@ -459,6 +521,19 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
 
     def visit_Call(self, node: ast.Call) -> None:
         self.calls.append(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.assignments.append(node)
+
+    @cached_property
+    def labels_copy(self) -> ast.Assign | None:
+        """An assignment that makes the labels a copy of the encoded ``input_ids``
+        (``labels = copy.deepcopy(input_ids)``, ``enc["labels"] = enc["input_ids"].clone()``,
+        ``input_ids = labels = ...``), when the module masks no pad position of them
+        with -100 (``labels[labels == tokenizer.pad_token_id] = -100``)."""
+        if any(_masks_pads(node) for node in self.assignments):
+            return None
+        return next((node for node in self.assignments if _copies_input_ids_to_labels(node)), None)
 
     def _collate_functions(self) -> set[ast.AST]:
         """Functions and lambdas passed as ``collate_fn=`` (a class instance passed
@@ -613,6 +688,13 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
         kw = keyword(call, "padding")
         if kw is None or not _is_dynamic(padding_kinds(kw.value, self.assigned_in_scope(call))):
             return
+        if kind == "encode" and encodes_one_text(call):
+            return  # one text: padded to its own length, which is no padding
+        message = f"`padding={self.segment(kw.value)}` pads to each batch's longest sequence: a new graph per length"
+        copy = self.labels_copy
+        if copy is not None:
+            self.report(kw, message, fix_withheld=_labels_reason(copy.lineno))
+            return
         span = self.ctx.span(call)
         n = self.fixed_length(call)
         ops = [
@@ -625,11 +707,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
             what += ", truncation=True"
         if keyword(call, "max_length") is None:
             what += f", max_length={n}"
-        self.report(
-            kw,
-            f"`padding={self.segment(kw.value)}` pads to each batch's longest sequence: a new graph per length",
-            fix=self.fix("unsafe", f"Pad to a fixed length ({what})", *ops),
-        )
+        self.report(kw, message, fix=self.fix("unsafe", f"Pad to a fixed length ({what})", *ops))
 
     @staticmethod
     def _needs_truncation(call: ast.Call) -> bool:
@@ -728,3 +806,88 @@ _NAME_SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 def _is_none(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is None
+
+
+# --- labels copied from the padded input_ids -------------------------------------------
+# Calls and methods that copy what they are given (or a part of it).
+_COPIES = frozenset({"deepcopy", "copy", "clone", "detach", "tolist", "list", "tensor", "LongTensor", "array"})
+# What a pad mask reads: a test of the pad token or of the attention mask.
+_PAD_WORDS = ("pad_token", "pad_id", "attention_mask")
+
+
+def _labels_reason(line: int) -> str:
+    return (
+        f"not offered: the labels are a copy of the padded `input_ids` (line {line}); padded to max_length, "
+        "the model would learn to predict the pad tokens. Set the labels' pad positions to -100 "
+        '(`labels[enc["attention_mask"] == 0] = -100`), then pad to a fixed length'
+    )
+
+
+def _copies_input_ids_to_labels(node: ast.Assign) -> bool:
+    """``labels = <a copy of input_ids>``, or ``input_ids = labels = ...``."""
+    labels = [t for t in node.targets if _names_labels(t)]
+    if not labels:
+        return False
+    if any(_names_input_ids(t) for t in node.targets):
+        return True
+    return _names_input_ids(_copied(node.value))
+
+
+def _copied(value: ast.AST) -> ast.AST:
+    """What ``copy.deepcopy(x)``, ``x.clone()``, ``list(x)``, ``x[0]``... copy: ``x``."""
+    while True:
+        if isinstance(value, ast.Call):
+            func = value.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name not in _COPIES:
+                return value
+            if isinstance(func, ast.Attribute) and not value.args:
+                value = func.value  # x.clone(), x.detach()
+            elif len(value.args) == 1:
+                value = value.args[0]  # copy.deepcopy(x), list(x)
+            else:
+                return value
+        elif isinstance(value, ast.Subscript) and not _string_key(value):
+            value = value.value  # x[0], x[:]
+        else:
+            return value
+
+
+def _string_key(node: ast.Subscript) -> str | None:
+    key = node.slice
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+
+
+def _names_labels(node: ast.AST) -> bool:
+    return _last_word(node) in ("labels", "label", "targets") if _last_word(node) else False
+
+
+def _names_input_ids(node: ast.AST) -> bool:
+    return _last_word(node) == "input_ids"
+
+
+def _last_word(node: ast.AST) -> str | None:
+    """``labels`` of ``labels``, ``self.labels``, ``enc["labels"]``, ``enc.labels``."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript):
+        return _string_key(node)
+    return None
+
+
+def _masks_pads(node: ast.Assign) -> bool:
+    """An assignment to the labels (or to some of their positions) that sets the pad
+    positions to -100: ``labels[labels == tokenizer.pad_token_id] = -100``,
+    ``labels = [[-100 if t == pad_id else t for t in l] for l in labels]``,
+    ``enc["labels"] = torch.where(enc["attention_mask"] == 1, ids, IGNORE_INDEX)``."""
+    if not any(_names_labels(_copied(t.value) if isinstance(t, ast.Subscript) else t) for t in node.targets):
+        return False
+    text = ast.unparse(node)
+    ignores = any(
+        (isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) and getattr(n.operand, "value", None) == 100)
+        or (isinstance(n, ast.Name) and "ignore" in n.id.lower())
+        for n in ast.walk(node)
+    )
+    return ignores and any(word in text for word in _PAD_WORDS)

@@ -42,7 +42,9 @@ fix: on XLA a first-order optimizer such as SGD or Adam avoids it).
 **Not flagged**: code in a function or lambda passed to `xm.add_step_closure` (it runs
 after the sync, when values are ready), code under a guard that runs it every N steps
 (`if step % N == 0:`, the recommended way to log; `... and <any test>`; `... or <a test
-that holds on single steps>`: `step == max_steps - 1`, a flag set by one), code after
+that holds on single steps>`: `step == max_steps - 1`, a flag set by one; a guard is
+rare only when its period is: `if step % args.log_every == 0:` with `--log_every`
+defaulting to 1, or a `log_every = 1`, runs every step and its body is in the step), code after
 the loop, evaluation loops (no `.backward()`), `len(x)`, `x.shape`, `print("epoch done")`,
 a name that is a number on every path to the read (`n = n.item()` under `if ddp:`).
 
@@ -62,8 +64,9 @@ a run, and a statement with a comment (a `noqa` among them) keeps a closure of i
 tensor on the device; read it once after the loop), offered only when `total` is a
 plain variable (an attribute or item, `self.state.num_input_tokens_seen`, may be saved
 as a number) that nothing in the step reads except under an every-N guard or in a
-statement that only logs (it gets a step closure): a read on every step would copy the
-tensor to the host as often as the `.item()` did. Other uses have no fix: gate them
+statement that only logs (it gets a step closure), and nothing reads it under a guard
+whose period is 1: a read on every step would copy the tensor to the host as often as
+the `.item()` did, of a graph that grows with the sum. Other uses have no fix: gate them
 with `if step % N == 0:` or move them into a step closure.
 
 ```python
@@ -77,6 +80,23 @@ for i, (x, y) in enumerate(loader):
 """
 
     VALID = [
+        # Every 100 steps by default: a rare guard.
+        Valid(
+            """
+            import argparse
+            import torch_xla
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--log-every", type=int, default=100)
+            args = parser.parse_args()
+            for step, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                torch_xla.sync()
+                if step % args.log_every == 0:
+                    print(loss.item())
+            """
+        ),
         # An optimizer other than LBFGS, given a closure.
         Valid("""
             import torch
@@ -178,6 +198,40 @@ for i, (x, y) in enumerate(loader):
     ]
 
     INVALID = [
+        # A guard whose period defaults to 1 runs every step: the read under it is in the step.
+        Invalid(
+            """
+            import argparse
+            import torch_xla
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--log-every", type=int, default=1)
+            args = parser.parse_args()
+            for step, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                torch_xla.sync()
+                if step % args.log_every == 0:
+                    print(loss.item())
+            """,
+            fixed="""
+            import argparse
+            import torch_xla
+            import torch_xla.core.xla_model as xm
+
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--log-every", type=int, default=1)
+            args = parser.parse_args()
+            for step, (x, y) in enumerate(loader):
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                torch_xla.sync()
+                if step % args.log_every == 0:
+                    xm.add_step_closure(lambda loss=loss: print(loss.item()))
+            """,
+            count=1,
+        ),
         # Only the `.item()`: on every path to the print, `total` is a number.
         Invalid(
             """

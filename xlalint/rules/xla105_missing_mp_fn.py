@@ -7,8 +7,8 @@ import the training script and call its module-level ``_mp_fn(index)``. So:
 
 (a) a function given to the launcher (or a module-level ``_mp_fn``) that takes no
     parameter fails with ``TypeError`` in every process;
-(b) an entry-point script that only runs ``main()`` under ``if __name__ ==
-    "__main__":`` cannot be started by those launchers at all.
+(b) an entry-point script that only runs ``main()`` (or ``train()``...) under
+    ``if __name__ == "__main__":`` cannot be started by those launchers at all.
 """
 
 from __future__ import annotations
@@ -80,6 +80,16 @@ def _is_main_guard(stmt: ast.stmt) -> bool:
     )
 
 
+def _called_by_statement(stmt: ast.stmt) -> str | None:
+    """``f`` of a statement ``f(...)`` or ``sys.exit(f(...))`` (any wrapper call of one argument)."""
+    call = stmt.value if isinstance(stmt, ast.Expr) else None
+    if isinstance(call, ast.Call) and not isinstance(call.func, ast.Name) and len(call.args) == 1:
+        call = call.args[0]
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+        return call.func.id
+    return None
+
+
 class MissingMpFn(Rule):
     code = "XLA105"
     name = "missing-mp-fn"
@@ -96,7 +106,9 @@ be started by them.
 - (a) a function passed to `xmp.spawn`/`torch_xla.launch`, or a module-level `_mp_fn`,
   that takes no parameter (or fewer than `1 + len(args)`); reported at its `def`;
 - (b) an entry-point script with no module-level `_mp_fn`: its
-  `if __name__ == "__main__":` block calls a module-level `main(...)` directly, and the
+  `if __name__ == "__main__":` block calls a module-level function directly (`main()`
+  wherever it is called, else the last function it calls as a statement: `train()`,
+  `sys.exit(run(args))`), and the
   file either imports torch_xla and uses a multi-process API (`xr.world_size()`,
   `xr.global_ordinal()`, `xm.optimizer_step`, `xm.all_reduce`, `DistributedSampler`,
   `dist.init_process_group("xla")`) or builds an HF `Trainer`/`Seq2SeqTrainer`
@@ -118,9 +130,9 @@ def _mp_fn(index):
     # The entry point of XLA launchers (xla_spawn.py, SageMaker), which pass the process index.
     main()
 ```
-calling `main(index)` when `main`'s only required parameter is an index (`index`,
-`rank`, `ordinal`...). When `main` needs other arguments there is no fix: write
-`_mp_fn` by hand.
+calling that function (`train()`, `run()`), with the index when its only required
+parameter is one (`main(index)` for `main(rank)`; also `index`, `ordinal`...). When it
+needs other arguments there is no fix: write `_mp_fn` by hand.
 """
     fix_availability = "sometimes"
 
@@ -336,6 +348,39 @@ calling `main(index)` when `main`'s only required parameter is an index (`index`
             """,
             count=1,
         ),
+        # The entry function is `train`, not `main`; `_mp_fn` calls it (the rest of the block is not run).
+        Invalid(
+            """
+            import torch_xla.runtime as xr
+
+
+            def train():
+                print(xr.global_ordinal())
+
+
+            if __name__ == "__main__":
+                torch.manual_seed(0)
+                train()
+            """,
+            fixed="""
+            import torch_xla.runtime as xr
+
+
+            def train():
+                print(xr.global_ordinal())
+
+
+            def _mp_fn(index):
+                # The entry point of XLA launchers (xla_spawn.py, SageMaker), which pass the process index.
+                train()
+
+
+            if __name__ == "__main__":
+                torch.manual_seed(0)
+                train()
+            """,
+            count=1,
+        ),
         # An HF Trainer subclass; `main(args)` needs arguments `_mp_fn` cannot give: no fix.
         Invalid(
             """
@@ -431,21 +476,21 @@ calling `main(index)` when `main`'s only required parameter is an index (`index`
     def check_entry_point(self) -> None:
         tree, sem = self.ctx.tree, self.ctx.semantic
         guard = next((s for s in tree.body if _is_main_guard(s)), None)
-        main = sem.module_functions.get("main")
-        if guard is None or main is None or "_mp_fn" in sem.module_functions:
+        if guard is None or "_mp_fn" in sem.module_functions:
             return
-        if not self.calls_main(guard) or calls_to(sem, SPAWN | USE_SPMD):
+        entry = self.entry_function(guard)
+        if entry is None or calls_to(sem, SPAWN | USE_SPMD):
             return
         if (
             not (self.uses_multiprocess_api() and not self.reads_torchrun_environment())
             and not self.builds_hf_trainer()
         ):
             return
-        required = _required(main)
+        required = _required(entry)
         message = "no module-level `_mp_fn(index)`, which XLA launchers (xla_spawn.py, SageMaker) call"
-        positional = {a.arg for a in (*main.args.posonlyargs, *main.args.args)}
+        positional = {a.arg for a in (*entry.args.posonlyargs, *entry.args.args)}
         if not required or (len(required) == 1 and required[0] in INDEX_NAMES and required[0] in positional):
-            call = "main(index)" if required else "main()"
+            call = f"{entry.name}(index)" if required else f"{entry.name}()"
             code = (
                 "def _mp_fn(index):\n"
                 "    # The entry point of XLA launchers (xla_spawn.py, SageMaker), which pass the process index.\n"
@@ -455,13 +500,22 @@ calling `main(index)` when `main`'s only required parameter is an index (`index`
             self.report(guard, message, fix=self.fix("safe", f"Add `_mp_fn(index)` calling `{call}`", op))
         else:
             names = "`, `".join(required[:2]) + ("`, ..." if len(required) > 2 else "`")
-            self.report(guard, f"{message} (no fix: `main` needs `{names})")
+            self.report(guard, f"{message} (no fix: `{entry.name}` needs `{names})")
 
-    @staticmethod
-    def calls_main(guard: ast.If) -> bool:
-        return any(
-            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "main" for n in ast.walk(guard)
-        )
+    def entry_function(self, guard: ast.If) -> FunctionDef | None:
+        """The module-level function the ``__main__`` block runs the program with: ``main``
+        wherever the block calls it, else the last module-level function it calls as a
+        statement of its own (``train()``, ``sys.exit(run(args))``)."""
+        functions = self.ctx.semantic.module_functions
+        called = [
+            n.func.id
+            for n in ast.walk(guard)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in functions
+        ]
+        if "main" in called:
+            return functions["main"]
+        entries = [name for stmt in guard.body if (name := _called_by_statement(stmt)) in functions]
+        return functions[entries[-1]] if entries else None
 
     def uses_multiprocess_api(self) -> bool:
         sem = self.ctx.semantic

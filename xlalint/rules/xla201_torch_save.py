@@ -11,11 +11,17 @@ from __future__ import annotations
 import ast
 import re
 
-from xlalint.analysis.semantic import ancestors, dotted_name
+from xlalint.analysis.reaching import reaching_values
+from xlalint.analysis.semantic import Semantic, ancestors, dotted_name
+from xlalint.analysis.values import enclosing_scopes, walk_scope
 from xlalint.engine.rule import Invalid, Rule, Valid
 from xlalint.model import ReplaceExpr, SetKeyword
 
 TORCH_SAVE = frozenset({"torch.save", "torch.serialization.save"})
+TORCH_LOAD = frozenset({"torch.load", "torch.serialization.load"})
+# An in-memory file, and the methods that read what was written into it.
+IN_MEMORY = frozenset({"io.BytesIO"})
+_READ_BACK = frozenset({"getvalue", "getbuffer", "read", "readinto", "seek"})
 # Words that make a value "this process's rank": a save guarded by one, or to a path
 # built from one, is the user's choice of writer, which `master_only=False` keeps.
 _RANK = re.compile(r"rank|ordinal|master|is_main|main_process|local_process_index|process_index", re.IGNORECASE)
@@ -37,7 +43,11 @@ go and writes only on the master process (`master_only=True`).
 
 ## What is flagged
 
-`torch.save(...)` (however torch is imported) in a file that imports torch_xla.
+`torch.save(...)` (however torch is imported) in a file that imports torch_xla. Not
+flagged: a save into an in-memory buffer (`buf = io.BytesIO()`) that the same process
+reads back (`torch.load(buf)`, `buf.getvalue()`): nothing is written for other
+processes, and `xm.save` writes only on the master, so every other process would read
+an empty buffer.
 
 ## Fix
 
@@ -80,6 +90,21 @@ xm.save(model.state_dict(), "model.pt")
             import numpy as np
             import torch_xla
             np.save("a.npy", x)
+            """
+        ),
+        # Into a buffer read back by the same process (a deep copy by serialization).
+        Valid(
+            """
+            import io
+            import torch
+            import torch_xla
+            buffer = io.BytesIO()
+            torch.save(model.state_dict(), buffer)
+            buffer.seek(0)
+            clone.load_state_dict(torch.load(buffer))
+            with io.BytesIO() as stream:
+                torch.save(batch, stream)
+                size = len(stream.getvalue())
             """
         ),
     ]
@@ -162,7 +187,7 @@ xm.save(model.state_dict(), "model.pt")
         if not self.ctx.semantic.imports.imports_module("torch_xla"):
             return
         for call in self.ctx.semantic.calls_of("save"):
-            if self.ctx.semantic.call_name(call) in TORCH_SAVE:
+            if self.ctx.semantic.call_name(call) in TORCH_SAVE and not _read_back_in_memory(self.ctx.semantic, call):
                 fix = self._fix(call)
                 message = None if fix else f"{self.summary} (it takes only the data and the path: no automatic fix)"
                 self.report(call, message, fix=fix)
@@ -208,6 +233,48 @@ def _save_arguments(call: ast.Call) -> tuple[ast.expr, ast.expr] | None:
     if set(values) != {"obj", "f"}:
         return None
     return values["obj"], values["f"]
+
+
+def _read_back_in_memory(semantic: Semantic, call: ast.Call) -> bool:
+    """``torch.save`` writes into an ``io.BytesIO`` that the same function (or module)
+    reads back: ``torch.load(buf)``, ``buf.getvalue()``, ``buf.seek(0)``..."""
+    arguments = _save_arguments(call)
+    target = arguments[1] if arguments is not None else None
+    if not isinstance(target, ast.Name) or not _holds_buffer(semantic, target):
+        return False
+    scope = next(enclosing_scopes(call), None)
+    for node in walk_scope(scope, shallow=True) if scope is not None else ():
+        if not isinstance(node, ast.Call) or node is call:
+            continue
+        if (
+            isinstance(node.func, ast.Attribute)
+            and node.func.attr in _READ_BACK
+            and _is_name(node.func.value, target.id)
+        ):
+            return True
+        if node.args and _is_name(node.args[0], target.id) and semantic.call_name(node) in TORCH_LOAD:
+            return True
+    return False
+
+
+def _holds_buffer(semantic: Semantic, name: ast.Name) -> bool:
+    """``name`` holds an ``io.BytesIO``: every assignment that reaches it makes one, or a
+    ``with io.BytesIO() as name:`` around it binds it."""
+    for ancestor in ancestors(name):
+        if isinstance(ancestor, (ast.With, ast.AsyncWith)):
+            for item in ancestor.items:
+                if _is_name(item.optional_vars, name.id):
+                    return _is_buffer(semantic, item.context_expr)
+    values = reaching_values(name)
+    return bool(values) and all(_is_buffer(semantic, value) for value in values)
+
+
+def _is_buffer(semantic: Semantic, value: ast.expr) -> bool:
+    return isinstance(value, ast.Call) and semantic.call_name(value) in IN_MEMORY
+
+
+def _is_name(node: ast.AST | None, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
 
 
 def _mentions_rank(expr: ast.AST) -> bool:

@@ -7,14 +7,7 @@ graph, a new compile, per generated token.
 
 from __future__ import annotations
 
-import ast
-
-from xlalint.analysis.semantic import ancestors, subtree
 from xlalint.engine.rule import Invalid, Rule, Valid
-
-CONCATENATE = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 class GrowingSequenceLoop(Rule):
@@ -35,12 +28,17 @@ per token and then ran out of memory maps. Cropping the input to the context len
 
 ## What is flagged
 
-In a file that uses torch_xla (or that the port makes one): inside a `for`/`while`
+In a file that uses torch_xla (or that the port makes one), and in a local module that
+such a script imports (checked with it: `xlalint check train.py` follows its imports to
+the `model.py` that holds `generate`): inside a `for`/`while`
 loop, `X = torch.cat((X, ...))` (also `torch.concat`, `torch.concatenate`, and
 `[X, ...]`) where `X`, or a name computed from it in the loop, is passed to a model
 in the same loop (a name that holds an `nn.Module`, or `self` in a module's method).
 Not flagged: a loop that concatenates without calling a model on the result (data
-preparation), and concatenation after the loop.
+preparation), concatenation after the loop, and a tensor the loop rebinds on every
+iteration before the concatenation (the loop's own variable, a batch from the loader,
+or a name assigned afresh earlier in the body): `samples = torch.cat((samples, samples))`
+on a batch just taken from the loader has the same shape every iteration.
 
 ## What to do instead
 
@@ -92,6 +90,31 @@ for _ in range(max_new_tokens):
                 idx = torch.cat((idx, logits[:, -1:].argmax(-1)), dim=1)
             """
         ),
+        # A batch rebound from the loader every iteration and doubled under a flag: the
+        # same shape each time (a ViT trainer's repeated augmentation).
+        Valid(
+            """
+            import torch
+            import torch_xla
+            for samples, targets in loader:
+                samples = samples.to(device)
+                if args.repeat:
+                    samples = torch.cat((samples, samples), dim=0)
+                    targets = torch.cat((targets, targets), dim=0)
+                loss = criterion(model(samples), targets)
+            """
+        ),
+        # Assigned afresh before the concatenation on every iteration.
+        Valid(
+            """
+            import torch
+            import torch_xla
+            for step in range(steps):
+                x = next(batches)
+                x = torch.cat([x, noise], dim=1)
+                y = model(x)
+            """
+        ),
     ]
 
     INVALID = [
@@ -130,79 +153,10 @@ for _ in range(max_new_tokens):
     ]
 
     def finish(self) -> None:
-        if not self.ctx.distributed.uses_xla:
+        if not self.ctx.in_xla_program:
             return
-        fed_by_loop: dict[int, frozenset[str]] = {}
-        for call in self.ctx.semantic.calls_of("cat", "concat", "concatenate"):
-            grown = _grown_name(call)
-            if grown is None or self.ctx.semantic.call_name(call) not in CONCATENATE:
-                continue
-            loop = _enclosing_loop(call)
-            if loop is None:
-                continue
-            if id(loop) not in fed_by_loop:
-                fed_by_loop[id(loop)] = self._names_fed_to_a_model(loop)
-            if grown in fed_by_loop[id(loop)]:
-                self.report(
-                    call,
-                    f"`{grown}` grows every iteration and is fed to a model: a new shape and a compile per iteration",
-                )
-
-    def _names_fed_to_a_model(self, loop: ast.AST) -> frozenset[str]:
-        """The local names whose values reach a model call in ``loop``'s body: the
-        arguments of the call, and the names that assignments in the loop compute them
-        from (one pass backward over the body, then once more for what a later
-        iteration carries)."""
-        body = [node for stmt in _bodies(loop) for node in subtree(stmt)]
-        fed: set[str] = set()
-        for node in body:
-            if isinstance(node, ast.Call) and self._calls_a_model(node):
-                for argument in [*node.args, *(kw.value for kw in node.keywords)]:
-                    fed.update(_names_in(argument))
-        assignments = sorted((node for node in body if isinstance(node, ast.Assign)), key=lambda node: node.lineno)
-        for _ in range(2):
-            for assignment in reversed(assignments):
-                if any(isinstance(target, ast.Name) and target.id in fed for target in assignment.targets):
-                    fed.update(_names_in(assignment.value))
-        return frozenset(fed)
-
-    def _calls_a_model(self, call: ast.Call) -> bool:
-        func = call.func
-        if isinstance(func, ast.Name) and func.id == "self":
-            return True
-        if isinstance(func, ast.Attribute) and func.attr == "forward":
-            func = func.value
-        return self.ctx.steps.is_module(func)
-
-
-def _grown_name(call: ast.Call) -> str | None:
-    """``X`` of ``X = torch.cat((X, ...))``: the call's result replaces a tensor it
-    concatenates onto."""
-    statement = next(ancestors(call), None)
-    if not isinstance(statement, ast.Assign) or statement.value is not call or len(statement.targets) != 1:
-        return None
-    target = statement.targets[0]
-    if not isinstance(target, ast.Name) or not call.args or not isinstance(call.args[0], (ast.Tuple, ast.List)):
-        return None
-    parts = call.args[0].elts
-    return target.id if any(isinstance(part, ast.Name) and part.id == target.id for part in parts) else None
-
-
-def _enclosing_loop(node: ast.AST) -> ast.AST | None:
-    for ancestor in ancestors(node):
-        if isinstance(ancestor, _LOOPS):
-            return ancestor
-        if isinstance(ancestor, _SCOPES):
-            return None
-    return None
-
-
-def _bodies(loop: ast.AST) -> list[ast.stmt]:
-    statements = list(loop.body)  # type: ignore[attr-defined]
-    if isinstance(loop, ast.While):
-        statements.insert(0, ast.Expr(loop.test))
-    return statements
-
-
-def _names_in(expr: ast.AST) -> set[str]:
-    return {node.id for node in subtree(expr) if isinstance(node, ast.Name)}
+        for growth in self.ctx.growing.growths:
+            self.report(
+                growth.call,
+                f"`{growth.name}` grows every iteration and is fed to a model: a new shape and a compile per iteration",
+            )

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.analysis.semantic import dotted_name, enclosing_statement, method_name, parent
+from xlalint.analysis.semantic import ancestors, dotted_name, enclosing_statement, method_name, parent
+from xlalint.analysis.step_guards import guard_period, step_guard_test
 from xlalint.analysis.steps import HOST_FETCH_METHODS, StepLoop
 from xlalint.engine.context import Context
 from xlalint.engine.rule import Rule
@@ -93,17 +94,36 @@ class Fixes:
         ``self.state.num_input_tokens_seen``), and nothing in the step reads it except
         under an every-N guard or in a statement that only logs (which gets a step
         closure): otherwise each read would copy the tensor to the host every step, as
-        often as the ``.item()`` did, and more when several sums are read."""
+        often as the ``.item()`` did, and more when several sums are read. A guard whose
+        period is 1 (``if step % args.log_every == 0:`` with ``default=1``) runs every
+        step: a read under it, even in a log statement, reads the sum every step."""
         if not (isinstance(stmt.target, ast.Name) and _summed(item, stmt)):
             return False
         name = stmt.target.id
-        reads = (n for n in loop.nodes() if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load))
+        reads = [n for n in loop.nodes() if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+        if any(self._under_a_guard_of_every_step(n, loop) for n in reads):
+            return False
         test = loop.node.test if isinstance(loop.node, ast.While) else None
         return not any(
             (loop.contains(n) or (test is not None and n in ast.walk(test)))
             and not self._closure_fixable(enclosing_statement(n))
             for n in reads
         )
+
+    @staticmethod
+    def _under_a_guard_of_every_step(node: ast.AST, loop: StepLoop) -> bool:
+        """``node`` is under ``if step % N == 0:`` whose period ``N`` is known to be 1."""
+        options = loop.analysis.options
+        child = node
+        for ancestor in ancestors(node):
+            if ancestor is loop.node:
+                return False
+            if isinstance(ancestor, ast.If) and child is not ancestor.test:
+                modulo = step_guard_test(ancestor.test)
+                if modulo is not None and guard_period(modulo, options) == 1:
+                    return True
+            child = ancestor
+        return False
 
     def _leaves_before_sync(self, stmt: ast.stmt) -> bool:
         """A later statement of the same block leaves the step (``raise``, ``return``,
