@@ -7,6 +7,7 @@ configuration error, a file that cannot be read or parsed, or an internal error.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sys
@@ -846,12 +847,26 @@ _register_harness()
 
 
 def main() -> None:
+    from xlalint import output
+
     collect_less_often()
+    output.watch_stdout()
     try:
-        app()
+        try:
+            app()
+        finally:
+            output.flush_stdout()  # a failed write must fail here, not at the interpreter's exit
     except KeyboardInterrupt:
         typer.echo("xlalint: interrupted", err=True)
         sys.exit(130)
+    except output.OutputError as error:
+        # A full disk: one line and a usage-error status, not a traceback and exit 1
+        # (which reads as "findings"). A reader gone (`| head`) stopped reading on purpose:
+        # no line for that.
+        output.silence_stdout()
+        if error.errno != errno.EPIPE:
+            typer.echo(error_line(output.message(error)), err=True)
+        sys.exit(USAGE_EXIT)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from xlalint.harness.results import Cause, RunResult, RuntimeFinding
 from xlalint.harness.step_chart import step_charts
+from xlalint.output import write_report
 
 if TYPE_CHECKING:
     from xlalint.harness.prepare import ScriptVersion, SourceFile
@@ -71,7 +72,7 @@ def to_json(report: HarnessReport) -> dict:
 
 
 def write_json(report: HarnessReport, path: Path) -> None:
-    path.write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
+    write_report(path, json.dumps(to_json(report), indent=2) + "\n")  # whole or not at all
 
 
 # -- text -----------------------------------------------------------------------------
