@@ -475,7 +475,7 @@ def _file_reports(
     from xlalint.engine.files import discover, linked_outside
     from xlalint.engine.lint import error_finding
 
-    cache_dir = None if no_cache or fix or add_noqa else str(cache_folder(invocation))
+    cache_dir = None if no_cache or fix or add_noqa else _trusted_cache(cache_folder(invocation))
     jobs, not_written, unreadable = [], {}, {}
     found = discover([Path(p) for p in paths], invocation, force_exclude=force_exclude, unreadable=unreadable)
     for path in found:
@@ -521,6 +521,19 @@ def cache_folder(invocation: Invocation) -> Path:
     from xlalint.engine.cache import FOLDER_NAME, project_root
 
     return project_root(invocation.finder.for_path(Path.cwd()).root, Path.cwd()) / FOLDER_NAME
+
+
+def _trusted_cache(folder: Path) -> str | None:
+    """``folder`` unless another user owns it or may write in it (then one warning)."""
+    from xlalint.engine.cache import untrusted
+
+    reason = untrusted(folder)
+    if reason is None:
+        return str(folder)
+    typer.echo(
+        f"warning: the cache folder {printable(str(folder))} {reason}: checked without it (as --no-cache)", err=True
+    )
+    return None
 
 
 def _report_add_noqa(reports: list[FileReport]) -> None:

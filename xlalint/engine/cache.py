@@ -40,6 +40,8 @@ MAX_ENTRY_BYTES = 64 * 1024 * 1024
 # size and time: its entry keeps no time, so the next run compares content.
 RACY_NS = 2 * 10**9
 _NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+# The user whose entries are trusted: this process's (no owners on Windows).
+_USER = os.geteuid() if hasattr(os, "geteuid") else 0
 
 
 @functools.cache
@@ -154,6 +156,10 @@ class Cache:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
                 raise findings_json.InvalidEntry("not a regular file of a sane size")
+            if info.st_uid != _USER:
+                # Another user (in a shared folder) may have written anything: a miss,
+                # rewritten by this user (as git's safe.directory trusts only one's own).
+                raise findings_json.InvalidEntry("written by another user")
             os.set_blocking(fd, True)
             with os.fdopen(os.dup(fd), "rb") as handle:
                 data = handle.read(MAX_ENTRY_BYTES + 1)
@@ -170,6 +176,21 @@ class Cache:
             return None
         folder = self.folder / key[:2]
         return folder if _real_folder(folder, create=create) else None
+
+
+def untrusted(folder: Path) -> str | None:
+    """Why the cache folder ``folder`` must not be used, or None: another user owns it
+    or others may write in it (they could plant entries that hide findings; as git's
+    ``safe.directory``). A folder not made yet is this user's to make."""
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return None
+    if info.st_uid != _USER:
+        return "is owned by another user"
+    if info.st_mode & stat.S_IWOTH:
+        return "is writable by other users"
+    return None
 
 
 def _real_folder(folder: Path, *, create: bool, tag: bool = False) -> bool:
