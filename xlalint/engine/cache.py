@@ -29,6 +29,7 @@ from typing import Any
 
 from xlalint import __version__
 from xlalint.engine import findings_json
+from xlalint.engine.cache_folders import write_tags
 from xlalint.engine.config import Settings
 from xlalint.engine.findings_json import FileStamp
 from xlalint.model import Finding, split_lines
@@ -199,21 +200,24 @@ def _real_folder(folder: Path, *, create: bool, tag: bool = False) -> bool:
     except FileNotFoundError:
         if not create:
             return False
-        try:
+        with contextlib.suppress(FileExistsError):  # another process made it: checked below like any other
             os.mkdir(folder)
-        except FileExistsError:
-            pass  # another process made it: it is checked below like any other
-        else:
-            if tag:
-                _write_new(folder / ".gitignore", "# Automatically created by xlalint.\n*\n")
-                _write_new(folder / "CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n")
         info = os.lstat(folder)
-    return stat.S_ISDIR(info.st_mode)  # lstat: a link to a folder is not one
+    if not stat.S_ISDIR(info.st_mode):
+        return False  # lstat: a link to a folder is not one
+    if create and tag and folder not in _TAGGED:
+        # Once per process: made now, or found with a tag cut short by a full disk. No
+        # entry is written without them (git would take it).
+        try:
+            write_tags(folder)
+        except OSError:
+            return False
+        _TAGGED.add(folder)
+    return True
 
 
-def _write_new(path: Path, text: str) -> None:
-    with contextlib.suppress(FileExistsError), open(path, "x", encoding="utf-8") as handle:
-        handle.write(text)
+#: The cache folders whose tag files this process has checked (see ``write_tags``).
+_TAGGED: set[Path] = set()
 
 
 def project_root(config_root: str | None, start: Path) -> Path:
