@@ -54,7 +54,7 @@ def watch_stdout() -> None:
 
 def flush_stdout() -> None:
     """Write out what is still buffered (raises :class:`OutputError` when it cannot)."""
-    if sys.stdout is not None:
+    if sys.stdout is not None and not sys.stdout.closed:  # the language server closes it at exit
         sys.stdout.flush()
 
 
