@@ -301,3 +301,9 @@ def test_a_request_before_initialize_gets_server_not_initialized(tmp_path):
         assert server.received.empty()  # and nothing was published for it
     finally:
         server.stop()
+
+
+def test_exit_without_shutdown_exits_1_as_lsp_says(server):
+    """Issue 40 §7: the server exited 0 on `exit` without `shutdown` (LSP: 1)."""
+    server.notify("exit", {})
+    assert server.process.wait(timeout=20) == 1

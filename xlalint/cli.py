@@ -210,7 +210,8 @@ class Invocation:
             "unsafe_fixes": unsafe_fixes,
             "extend_exclude": _patterns(extend_exclude),
             "cwd": str(Path.cwd()),
-            "select": _codes(select),
+            # `--select ''` selects nothing, as `select = []` does: the same one message.
+            "select": () if select and not any(value.strip() for value in select) else _codes(select),
             "ignore": _codes(ignore),
             "extend_select": _codes(extend_select),
             "target_version": parse_target_version(target_version, "--target-version") if target_version else None,

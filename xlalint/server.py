@@ -344,6 +344,8 @@ class XlalintServer(LanguageServer):
         self.linter = LintPool()
         self.loop: asyncio.AbstractEventLoop | None = None  # the message loop
         self.shutting_down = False
+        #: The status to exit with (``start``): LSP says 0 after ``shutdown``, else 1.
+        self.exit_status = 0
 
     # Documents are read, and messages written, on the loop only: the lint thread hands
     # its results over with `in_loop`.
@@ -467,6 +469,12 @@ def create_server() -> XlalintServer:
         ls.shutting_down = True  # nothing more is published
         ls.linter.stop()
 
+    @server.feature(types.EXIT)
+    def exit(ls: XlalintServer, *args) -> None:
+        # pygls exits 1 without a shutdown first, but from within its loop, which takes
+        # the SystemExit for a stop: ``start`` exits with this status after the loop.
+        ls.exit_status = 0 if ls.shutting_down else 1
+
     # Open, change and save all mean: lint the document (or the notebook) as it is now.
     def publish_document(ls: XlalintServer, params) -> None:
         ls.publish(params.text_document.uri)
@@ -523,4 +531,7 @@ def create_server() -> XlalintServer:
 
 
 def start() -> None:
-    create_server().start_io(BoundedInput(sys.stdin.buffer))
+    server = create_server()
+    server.start_io(BoundedInput(sys.stdin.buffer))
+    if server.exit_status:
+        sys.exit(server.exit_status)
