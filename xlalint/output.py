@@ -24,6 +24,10 @@ class OutputError(OSError):
     """A write to standard output failed."""
 
 
+class BrokenOutputPipe(OutputError, BrokenPipeError):
+    """The reader of standard output is gone (``| head``): still a ``BrokenPipeError``."""
+
+
 class _StandardOutput(io.FileIO):
     """File descriptor 1, whose failed writes say they were to standard output."""
 
@@ -33,7 +37,8 @@ class _StandardOutput(io.FileIO):
         except BlockingIOError:
             raise
         except OSError as error:
-            raise OutputError(error.errno, error.strerror) from None
+            kind = BrokenOutputPipe if isinstance(error, BrokenPipeError) else OutputError
+            raise kind(error.errno, error.strerror) from None
 
 
 def watch_stdout() -> None:
