@@ -65,3 +65,10 @@ def test_past_the_copy_budget_files_are_linked_and_the_report_says_so(tmp_path):
     assert describe([copy], source).endswith(
         "; past 1024 MiB of copies, 1 files (0.0 GiB) were linked, not copied (a run writing into them changes your files)"
     )
+
+
+def test_a_copy_made_inside_the_working_directory_does_not_copy_itself(tmp_path):
+    (tmp_path / "data.txt").write_text("input\n")
+    copy = make_working_copy(tmp_path, tmp_path / "run" / "original-cwd")
+    assert sorted(p.name for p in copy.path.iterdir()) == ["data.txt", "run"]
+    assert list((copy.path / "run").iterdir()) == []

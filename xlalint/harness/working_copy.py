@@ -107,6 +107,7 @@ def make_working_copy(
 ) -> WorkingCopy:
     """A copy of ``source`` at ``target``: folders made, files copied, breadth first."""
     target.mkdir(parents=True)
+    made_here = os.stat(target)
     copier = _Copier(max_copy_bytes)
     entries, linked_folders = 0, 0
     pending = deque([(source, target)])
@@ -120,6 +121,8 @@ def make_working_copy(
             made = copy / child.name
             entries += 1
             try:
+                if child.inode() == made_here.st_ino and child.stat(follow_symlinks=False).st_dev == made_here.st_dev:
+                    continue  # the copy itself (the working directory holds the temporary folder)
                 if child.is_symlink():
                     made.symlink_to(_link_in_copy(child.path, source, target))
                 elif child.is_dir(follow_symlinks=False) and entries <= max_entries:
