@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 
 import pytest
+from support import run_cli
 from typer.testing import CliRunner
 
 from xlalint.cli import app
@@ -64,4 +65,15 @@ def test_a_users_own_complete_gitignore_is_left_as_it_is(project):
     (folder / ".gitignore").write_text("*\n# mine\n")
     check()
     assert (folder / ".gitignore").read_text() == "*\n# mine\n"
+    assert (folder / "CACHEDIR.TAG").read_text() == CACHEDIR_TAG
+
+
+def test_a_warm_cache_with_a_tag_cut_short_is_repaired_by_a_check_that_writes_no_entry(project):
+    check()
+    folder = project / ".xlalint_cache"
+    (folder / ".gitignore").write_text("")
+    (folder / "CACHEDIR.TAG").unlink()
+    done = run_cli("check", "a.py", cwd=project)  # every answer from the cache
+    assert done.returncode == 1 and b"XLA104" in done.stdout
+    assert (folder / ".gitignore").read_text() == GITIGNORE
     assert (folder / "CACHEDIR.TAG").read_text() == CACHEDIR_TAG

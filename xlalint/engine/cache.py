@@ -205,14 +205,16 @@ def _real_folder(folder: Path, *, create: bool, tag: bool = False) -> bool:
         info = os.lstat(folder)
     if not stat.S_ISDIR(info.st_mode):
         return False  # lstat: a link to a folder is not one
-    if create and tag and folder not in _TAGGED:
-        # Once per process: made now, or found with a tag cut short by a full disk. No
-        # entry is written without them (git would take it).
+    if tag and folder not in _TAGGED:
+        # Once per process, reading or writing: made now, or found with a tag cut short
+        # by a full disk. No entry is written without them (git would take it).
         try:
             write_tags(folder)
         except OSError:
-            return False
-        _TAGGED.add(folder)
+            if create:
+                return False
+        else:
+            _TAGGED.add(folder)
     return True
 
 
