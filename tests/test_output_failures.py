@@ -25,7 +25,6 @@ def xlalint_to_dev_full(*args: str, cwd) -> subprocess.CompletedProcess:
             stdout=full,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, "XLALINT_CACHE_DIR": str(cwd / "cache")},
             timeout=120,
         )
 
