@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import libcst
 import pytest
+from support import run_cli
 from typer.testing import CliRunner
 
 from xlalint.cli import app
@@ -71,15 +72,15 @@ def test_a_file_over_the_check_limit_is_one_finding_and_no_tree(monkeypatch, bud
     assert result.error.startswith("cannot fix:") and [f.code for f in result.remaining] == ["XLA000"]
 
 
-def test_a_bad_budget_is_one_line(tmp_path, monkeypatch, budget):
-    budget("lots")
+@pytest.mark.parametrize("args", [["check", "a.py"], ["fix", "a.py"], ["run", "a.py"]])
+def test_a_bad_budget_is_one_line(tmp_path, args):
     (tmp_path / "a.py").write_text(HEAD)
-    monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, ["check", "a.py"], catch_exceptions=False)
-    assert result.exit_code == 2
-    assert result.stderr == (
+    done = run_cli(*args, cwd=tmp_path, env={memory.BUDGET_ENV: "lots"})
+    assert done.returncode == 2
+    assert done.stderr.decode() == (
         "xlalint: error: XLALINT_MEMORY_BUDGET='lots' is not a size (write 4G, 512M or a number of bytes)\n"
     )
+    assert (tmp_path / "a.py").read_text() == HEAD
 
 
 def test_fix_never_holds_the_ast_tree_while_libcst_parses(monkeypatch):

@@ -473,14 +473,9 @@ def _file_reports(
     add_noqa=False,
     follow_imports: bool | None = None,
 ) -> list[FileReport]:
-    from xlalint.engine import memory
     from xlalint.engine.files import discover, linked_outside
     from xlalint.engine.lint import error_finding
 
-    try:
-        memory.budget()
-    except memory.BudgetError as error:
-        raise fail(str(error)) from None
     cache_dir = None if no_cache or fix or add_noqa else _trusted_cache(cache_folder(invocation))
     jobs, not_written, unreadable = [], {}, {}
     found = discover([Path(p) for p in paths], invocation, force_exclude=force_exclude, unreadable=unreadable)
@@ -870,6 +865,13 @@ def main() -> None:
 
     collect_less_often()
     output.watch_stdout()
+    from xlalint.engine import memory
+
+    try:
+        memory.budget()  # every command's limits follow it: a bad one is a usage error first
+    except memory.BudgetError as error:
+        typer.echo(error_line(str(error)), err=True)
+        sys.exit(USAGE_EXIT)
     try:
         try:
             app()
