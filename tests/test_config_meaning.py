@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import os
 import re
 import subprocess
 import sys
@@ -89,14 +90,29 @@ def test_an_empty_selector_is_a_one_line_error(project, key, selector):
     assert line.startswith("xlalint: error: ") and "empty rule selector" in line and key in line
 
 
-@pytest.mark.parametrize("option", ["--select", "--ignore", "--extend-select"])
-@pytest.mark.parametrize("value", ["", " ", "XLA104,"])
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        *((option, value) for option in ("--ignore", "--extend-select") for value in ("", " ", "XLA104,")),
+        ("--select", "XLA104,"),
+    ],
+)
 def test_an_empty_selector_on_the_command_line_is_a_one_line_error(project, option, value):
     (project / "a.py").write_text(CUDA)
     result = run("check", "--no-cache", option, value, "a.py")
     assert result.exit_code == 2
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(f"xlalint: error: {option}: ") and "empty rule selector" in line
+
+
+@pytest.mark.parametrize("value", ["", " "])
+def test_select_nothing_on_the_command_line_says_what_select_nothing_in_the_config_does(project, value):
+    """Issue 40 §7: `--select ''` and `select = []` said the same in different words."""
+    (project / "a.py").write_text(CUDA)
+    result = run("check", "--no-cache", "--select", value, "a.py")
+    assert result.exit_code == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line == "xlalint: error: no rule selected (by the command line): select `ALL` for every rule"
 
 
 def test_a_walk_that_finds_no_python_file_says_so(project):
@@ -179,3 +195,25 @@ def test_config_checks_codes_against_the_rules_it_is_given(tmp_path):
     assert settings.select == ("XLA9",)
     with pytest.raises(config_module.ConfigError, match="unknown rule selector `XLA9`"):
         ConfigFinder(None, rules_by_code()).for_path(tmp_path / "a.py")
+
+
+@pytest.mark.parametrize(
+    ("make", "what"),
+    [
+        (lambda path: path.mkdir(), "a folder"),
+        (lambda path: os.mkfifo(path), "a FIFO (named pipe)"),
+        (None, "a character device"),
+    ],
+)
+def test_a_config_that_exists_but_is_no_file_says_what_it_is(project, make, what):
+    """Issue 40 §7: `--config` naming a FIFO, /dev/zero or a folder said "config file not
+    found" although it exists (and a FIFO must not hang the check)."""
+    (project / "a.py").write_text(CUDA)
+    config = "/dev/zero" if make is None else "cfg.toml"
+    if make is not None:
+        make(project / config)
+    result = run("check", "--no-cache", "--config", config, "a.py")
+    assert result.exit_code == 2
+    assert result.stderr == f"xlalint: error: {config}: {what}, not a config file (give a TOML file)\n"
+    missing = run("check", "--no-cache", "--config", "missing.toml", "a.py")
+    assert missing.stderr == "xlalint: error: missing.toml: config file not found\n"

@@ -301,3 +301,29 @@ def test_a_request_before_initialize_gets_server_not_initialized(tmp_path):
         assert server.received.empty()  # and nothing was published for it
     finally:
         server.stop()
+
+
+def test_exit_without_shutdown_exits_1_as_lsp_says(server):
+    """Issue 40 §7: the server exited 0 on `exit` without `shutdown` (LSP: 1)."""
+    server.notify("exit", {})
+    assert server.process.wait(timeout=20) == 1
+
+
+def test_large_documents_are_not_linted_side_by_side_past_the_memory_budget():
+    """Issue 40 §2: the server took documents up to the size limit in four lint
+    processes at once. Work starts beside the work under way only while the memory
+    budget (``engine/memory.py``) holds them all; alone, it always starts."""
+    from xlalint import server, server_lint
+    from xlalint.engine import memory
+
+    big = "x = 1\n" * (memory.check_limit() // 10)  # 60% of the largest check: most of the budget
+    check_big = server.work_memory(server_lint.lint_document, ("", big, None))
+    assert memory.budget() // 2 < check_big <= memory.budget()
+    assert server.fits(0, check_big)  # nothing under way
+    assert not server.fits(check_big, check_big)
+    small = server.work_memory(server_lint.lint_document, ("", "x = 1\n", None))
+    assert small == memory.BASE + 6 * memory.CHECK_BYTES_PER_BYTE and server.fits(check_big, small)
+    cells = [server_lint.CellSnapshot(n, "", None, "x = 1\n", True) for n in (1, 2)]
+    assert server.work_memory(server_lint.lint_notebook, ("", cells)) == memory.BASE + 12 * memory.CHECK_BYTES_PER_BYTE
+    fix = server.work_memory(server_lint.document_code_actions, ("", "x = 1\n" * 1000))
+    assert fix == memory.BASE + 6000 * memory.FIX_BYTES_PER_BYTE

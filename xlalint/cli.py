@@ -7,6 +7,7 @@ configuration error, a file that cannot be read or parsed, or an internal error.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import sys
@@ -256,7 +257,8 @@ class Invocation:
             "extend_exclude": _patterns(extend_exclude),
             "exclude": _patterns(exclude),
             "cwd": str(Path.cwd()),
-            "select": _codes(select),
+            # `--select ''` selects nothing, as `select = []` does: the same one message.
+            "select": () if select and not any(value.strip() for value in select) else _codes(select),
             "ignore": _codes(ignore),
             "extend_select": _codes(extend_select),
             "target_version": parse_target_version(target_version, "--target-version") if target_version else None,
@@ -619,7 +621,7 @@ def _file_reports(
     from xlalint.engine.files import discover, linked_outside
     from xlalint.engine.lint import error_finding
 
-    cache_dir = None if no_cache or fix or add_noqa else str(cache_folder(invocation))
+    cache_dir = None if no_cache or fix or add_noqa else _trusted_cache(cache_folder(invocation))
     jobs, not_written, unreadable = [], {}, {}
     found = discover([Path(p) for p in paths], invocation, force_exclude=force_exclude, unreadable=unreadable)
     for path in found:
@@ -665,6 +667,19 @@ def cache_folder(invocation: Invocation) -> Path:
     from xlalint.engine.cache import FOLDER_NAME, project_root
 
     return project_root(invocation.finder.for_path(Path.cwd()).root, Path.cwd()) / FOLDER_NAME
+
+
+def _trusted_cache(folder: Path) -> str | None:
+    """``folder`` unless another user owns it or may write in it (then one warning)."""
+    from xlalint.engine.cache import untrusted
+
+    reason = untrusted(folder)
+    if reason is None:
+        return str(folder)
+    typer.echo(
+        f"warning: the cache folder {printable(str(folder))} {reason}: checked without it (as --no-cache)", err=True
+    )
+    return None
 
 
 def _report_add_noqa(reports: list[FileReport]) -> None:
@@ -1030,12 +1045,33 @@ _register_harness()
 
 
 def main() -> None:
+    from xlalint import output
+
     collect_less_often()
+    output.watch_stdout()
+    from xlalint.engine import memory
+
     try:
-        app()
+        memory.budget()  # every command's limits follow it: a bad one is a usage error first
+    except memory.BudgetError as error:
+        typer.echo(error_line(str(error)), err=True)
+        sys.exit(USAGE_EXIT)
+    try:
+        try:
+            app()
+        finally:
+            output.flush_stdout()  # a failed write must fail here, not at the interpreter's exit
     except KeyboardInterrupt:
         typer.echo("xlalint: interrupted", err=True)
         sys.exit(130)
+    except output.OutputError as error:
+        # A full disk: one line and a usage-error status, not a traceback and exit 1
+        # (which reads as "findings"). A reader gone (`| head`) stopped reading on purpose:
+        # no line for that.
+        output.silence_stdout()
+        if error.errno != errno.EPIPE:
+            typer.echo(error_line(output.message(error)), err=True)
+        sys.exit(USAGE_EXIT)
 
 
 if __name__ == "__main__":

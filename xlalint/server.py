@@ -63,6 +63,7 @@ from pygls.protocol import LanguageServerProtocol
 from pygls.workspace import TextDocument
 
 from xlalint import __version__, server_lint
+from xlalint.engine import memory
 from xlalint.server_lint import FIX_ALL, NOTEBOOK_FIX_ALL, CellSnapshot, Message
 
 NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
@@ -95,6 +96,26 @@ class _Work:
     args: tuple
     done: Callable[[Any, str | None], None]
     not_before: float  # time.monotonic() when it may start
+    memory: int = 0  # the bytes it may take at its peak (``work_memory``)
+
+
+def fits(in_use: int, wanted: int) -> bool:
+    """Whether work that may take ``wanted`` bytes starts beside work under way that may
+    take ``in_use`` within the memory budget (alone it always does: its size was
+    checked against the budget's limits)."""
+    return in_use == 0 or in_use + wanted <= memory.budget()
+
+
+def work_memory(function: Callable, args: tuple) -> int:
+    """The peak memory of ``function(*args)`` as the memory budget counts it: a fix for
+    code actions, a check otherwise, of the text it is given (``engine/memory.py``)."""
+    chars = 0
+    for arg in args:
+        for item in arg if isinstance(arg, (list, tuple)) else (arg,):
+            text = item.source if isinstance(item, CellSnapshot) else item
+            chars += len(text) if isinstance(text, str) else 0
+    fixes = "code_actions" in getattr(function, "__name__", "")
+    return memory.BASE + chars * (memory.FIX_BYTES_PER_BYTE if fixes else memory.CHECK_BYTES_PER_BYTE)
 
 
 class _LintWorker:
@@ -107,6 +128,7 @@ class _LintWorker:
         self.process: multiprocessing.process.BaseProcess | None = None
         self.connection = None
         self.key: object | None = None  # the work under way
+        self.memory = 0  # what it may take (``_Work.memory``)
         self.cancelled = False
         threading.Thread(target=self._run, name="xlalint-lint", daemon=True).start()
 
@@ -170,7 +192,7 @@ class LintPool:
             if self._stopped:
                 return
             self.cancel(key)
-            self._pending[key] = _Work(function, args, done, time.monotonic() + settle)
+            self._pending[key] = _Work(function, args, done, time.monotonic() + settle, work_memory(function, args))
             if self._idle == 0 and len(self._workers) < self._size:
                 self._workers.append(_LintWorker(self))
             self._ready.notify_all()
@@ -200,12 +222,12 @@ class LintPool:
                 while not self._stopped:
                     now, wake = time.monotonic(), None
                     for key, work in self._pending.items():
-                        if key in self._running:
+                        if key in self._running or not self._fits(work):
                             continue
                         if work.not_before <= now:
                             del self._pending[key]
                             self._running[key] = worker
-                            worker.key, worker.cancelled = key, False
+                            worker.key, worker.cancelled, worker.memory = key, False, work.memory
                             return work.function, work.args, work.done
                         wake = work.not_before if wake is None else min(wake, work.not_before)
                     self._ready.wait(None if wake is None else wake - now)
@@ -213,12 +235,15 @@ class LintPool:
             finally:
                 self._idle -= 1
 
+    def _fits(self, work: _Work) -> bool:
+        return fits(sum(worker.memory for worker in self._workers if worker.key is not None), work.memory)
+
     def finish(self, worker: _LintWorker) -> bool:
         """``worker``'s work is over; whether its answer is to be given."""
         with self._ready:
             if self._running.get(worker.key) is worker:
                 del self._running[worker.key]
-            worker.key = None
+            worker.key, worker.memory = None, 0
             self._ready.notify_all()  # work with the same key may wait for this
             return not (worker.cancelled or self._stopped)
 
@@ -344,6 +369,8 @@ class XlalintServer(LanguageServer):
         self.linter = LintPool()
         self.loop: asyncio.AbstractEventLoop | None = None  # the message loop
         self.shutting_down = False
+        #: The status to exit with (``start``): LSP says 0 after ``shutdown``, else 1.
+        self.exit_status = 0
 
     # Documents are read, and messages written, on the loop only: the lint thread hands
     # its results over with `in_loop`.
@@ -467,6 +494,12 @@ def create_server() -> XlalintServer:
         ls.shutting_down = True  # nothing more is published
         ls.linter.stop()
 
+    @server.feature(types.EXIT)
+    def exit(ls: XlalintServer, *args) -> None:
+        # pygls exits 1 without a shutdown first, but from within its loop, which takes
+        # the SystemExit for a stop: ``start`` exits with this status after the loop.
+        ls.exit_status = 0 if ls.shutting_down else 1
+
     # Open, change and save all mean: lint the document (or the notebook) as it is now.
     def publish_document(ls: XlalintServer, params) -> None:
         ls.publish(params.text_document.uri)
@@ -523,4 +556,7 @@ def create_server() -> XlalintServer:
 
 
 def start() -> None:
-    create_server().start_io(BoundedInput(sys.stdin.buffer))
+    server = create_server()
+    server.start_io(BoundedInput(sys.stdin.buffer))
+    if server.exit_status:
+        sys.exit(server.exit_status)

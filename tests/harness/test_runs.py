@@ -389,7 +389,6 @@ def test_compare_runs_each_version_in_its_own_copy_of_the_working_directory(tmp_
         assert run.stdout_tail.splitlines()[-1] == "fresh input"
     assert sorted(path.name for path in work.iterdir()) == ["data.txt"]  # nothing written into the user's folder
     assert report.working_directory == (
-        f"each run had its own copy of the working directory {work} (files linked, not copied): "
-        "what one run wrote, the other did not see"
+        f"each run had its own copy of the working directory {work}: what one run wrote, the other did not see"
     )
     assert f"working directory: {report.working_directory}\n" in format_text(report)

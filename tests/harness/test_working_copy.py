@@ -31,3 +31,44 @@ def test_past_the_entry_budget_folders_are_linked_whole_and_the_report_says_so(t
     assert len(linked) == 2 and copy.linked_folders == 5  # and the three inner ones under the made folders
     assert all((copy.path / name / "inner").is_dir() for name in "abcde")
     assert describe([copy], source).endswith("5 folders were linked whole (files made in them are shared)")
+
+
+# Issue 40 §1: the copy's files were links to the user's, so a run appending to a file
+# (or writing a checkpoint in place) wrote into the user's file.
+def test_writing_into_a_copied_file_in_place_leaves_the_users_file_as_it_was(tmp_path):
+    source = tmp_path / "work"
+    (source / "logs").mkdir(parents=True)
+    (source / "data.txt").write_text("input\n")
+    (source / "logs" / "train.log").write_text("old\n")
+    (source / "ckpt").symlink_to(source / "logs" / "train.log")  # absolute, into the working directory
+    root = make_working_copy(source, tmp_path / "copy").path
+    with open(root / "data.txt", "a") as file:
+        file.write("appended\n")
+    with open(root / "logs" / "train.log", "r+") as file:
+        file.write("new")
+    with open(root / "ckpt", "a") as file:
+        file.write("more\n")
+    assert (source / "data.txt").read_text() == "input\n"
+    assert (source / "logs" / "train.log").read_text() == "old\n"
+    assert (root / "logs" / "train.log").read_text() == "new\nmore\n"  # the link points into the copy
+    assert not (root / "data.txt").is_symlink()
+
+
+def test_past_the_copy_budget_files_are_linked_and_the_report_says_so(tmp_path):
+    source = tmp_path / "work"
+    source.mkdir()
+    (source / "a.txt").write_bytes(b"a" * 10)
+    (source / "big.bin").write_bytes(b"b" * 100)
+    copy = make_working_copy(source, tmp_path / "copy", max_copy_bytes=50)
+    assert not (copy.path / "a.txt").is_symlink() and (copy.path / "big.bin").is_symlink()
+    assert (copy.linked_files, copy.linked_bytes) == (1, 100)
+    assert describe([copy], source).endswith(
+        "; past 1024 MiB of copies, 1 files (0.0 GiB) were linked, not copied (a run writing into them changes your files)"
+    )
+
+
+def test_a_copy_made_inside_the_working_directory_does_not_copy_itself(tmp_path):
+    (tmp_path / "data.txt").write_text("input\n")
+    copy = make_working_copy(tmp_path, tmp_path / "run" / "original-cwd")
+    assert sorted(p.name for p in copy.path.iterdir()) == ["data.txt", "run"]
+    assert list((copy.path / "run").iterdir()) == []

@@ -29,6 +29,7 @@ from typing import Any
 
 from xlalint import __version__
 from xlalint.engine import findings_json
+from xlalint.engine.cache_folders import write_tags
 from xlalint.engine.config import Settings
 from xlalint.engine.findings_json import FileStamp
 from xlalint.model import Finding, split_lines
@@ -40,6 +41,8 @@ MAX_ENTRY_BYTES = 64 * 1024 * 1024
 # size and time: its entry keeps no time, so the next run compares content.
 RACY_NS = 2 * 10**9
 _NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+# The user whose entries are trusted: this process's (no owners on Windows).
+_USER = os.geteuid() if hasattr(os, "geteuid") else 0
 
 
 @functools.cache
@@ -160,6 +163,10 @@ class Cache:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
                 raise findings_json.InvalidEntry("not a regular file of a sane size")
+            if info.st_uid != _USER:
+                # Another user (in a shared folder) may have written anything: a miss,
+                # rewritten by this user (as git's safe.directory trusts only one's own).
+                raise findings_json.InvalidEntry("written by another user")
             os.set_blocking(fd, True)
             with os.fdopen(os.dup(fd), "rb") as handle:
                 data = handle.read(MAX_ENTRY_BYTES + 1)
@@ -178,27 +185,47 @@ class Cache:
         return folder if _real_folder(folder, create=create) else None
 
 
+def untrusted(folder: Path) -> str | None:
+    """Why the cache folder ``folder`` must not be used, or None: another user owns it
+    or others may write in it (they could plant entries that hide findings; as git's
+    ``safe.directory``). A folder not made yet is this user's to make."""
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return None
+    if info.st_uid != _USER:
+        return "is owned by another user"
+    if info.st_mode & stat.S_IWOTH:
+        return "is writable by other users"
+    return None
+
+
 def _real_folder(folder: Path, *, create: bool, tag: bool = False) -> bool:
     try:
         info = os.lstat(folder)
     except FileNotFoundError:
         if not create:
             return False
-        try:
+        with contextlib.suppress(FileExistsError):  # another process made it: checked below like any other
             os.mkdir(folder)
-        except FileExistsError:
-            pass  # another process made it: it is checked below like any other
-        else:
-            if tag:
-                _write_new(folder / ".gitignore", "# Automatically created by xlalint.\n*\n")
-                _write_new(folder / "CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n")
         info = os.lstat(folder)
-    return stat.S_ISDIR(info.st_mode)  # lstat: a link to a folder is not one
+    if not stat.S_ISDIR(info.st_mode):
+        return False  # lstat: a link to a folder is not one
+    if tag and folder not in _TAGGED:
+        # Once per process, reading or writing: made now, or found with a tag cut short
+        # by a full disk. No entry is written without them (git would take it).
+        try:
+            write_tags(folder)
+        except OSError:
+            if create:
+                return False
+        else:
+            _TAGGED.add(folder)
+    return True
 
 
-def _write_new(path: Path, text: str) -> None:
-    with contextlib.suppress(FileExistsError), open(path, "x", encoding="utf-8") as handle:
-        handle.write(text)
+#: The cache folders whose tag files this process has checked (see ``write_tags``).
+_TAGGED: set[Path] = set()
 
 
 def project_root(config_root: str | None, start: Path) -> Path:

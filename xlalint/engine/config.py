@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import difflib
 import functools
+import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -582,7 +584,7 @@ class ConfigFinder:
         if key not in self._by_dir:
             assert self.explicit is not None
             if not self.explicit.is_file():
-                raise ConfigError(f"{self.explicit}: config file not found")
+                raise ConfigError(f"{self.explicit}: {_not_a_config_file(self.explicit)}")
             self._by_dir[key] = load_file(self.explicit, self.rules, self.inline) or replace(
                 self._defaults(), source=str(self.explicit)
             )
@@ -609,3 +611,23 @@ class ConfigFinder:
         for current in passed:
             self._by_dir[current] = settings
         return settings
+
+
+def _not_a_config_file(path: Path) -> str:
+    """Why ``path`` (given as ``--config``) cannot be read as a config file: missing, or
+    what it is instead (a FIFO, ``/dev/zero``, a folder exist: "not found" misleads)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "config file not found"
+    except OSError as error:
+        return f"cannot read the config file: {error.strerror or error}"
+    kinds = (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    )
+    what = next((name for test, name in kinds if test(mode)), "not a regular file")
+    return f"{what}, not a config file (give a TOML file)"

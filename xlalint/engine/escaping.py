@@ -22,10 +22,12 @@ _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u
 _UNPRINTABLE_KEEP_TAB = re.compile(
     "[\x00-\x08\x0a-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]"
 )
-# What a diff cannot show raw: C0 and C1 controls and DEL, but tab, newline, carriage
-# return and form feed (the line structure a patch needs; a terminal only moves the
-# cursor for them). Bidi and other printable text stay, so that such a diff still applies.
-_UNSAFE_IN_DIFF = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
+# What a diff cannot show raw: C0 and C1 controls and DEL but tab and form feed, bidi
+# controls (they reorder what a terminal draws: the shown change is not the one made),
+# line and paragraph separators, and a carriage return but the one of a CRLF line end (a
+# lone one returns the cursor: the next line is drawn over the change). Such a line no
+# longer applies as a patch; every other line does.
+_UNSAFE_IN_DIFF = re.compile("[\x00-\x08\x0a\x0b\x0d-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # What XML 1.0 does not allow (https://www.w3.org/TR/xml/#charsets), DEL and C1 besides,
 # which it allows but a reader of the report should see escaped.
@@ -52,10 +54,16 @@ def printable(text: str, keep_tabs: bool = False) -> str:
 
 
 def diff_line(line: str) -> str:
-    """One line of a unified diff with what a terminal would act on escaped (``\\x1b``):
-    a line that had such controls in it no longer applies as a patch, every other line
-    does."""
-    return _UNSAFE_IN_DIFF.sub(_escape, line) if _UNSAFE_IN_DIFF.search(line) else line
+    """One line of a unified diff with what a terminal would act on or reorder escaped
+    (``\\x1b``, ``\\u202e``, a lone ``\\r``), ending in its newline (``\\n`` or
+    ``\\r\\n``, else ``\\n`` added after the escaped lone ``\\r`` that ended it)."""
+    end = "\r\n" if line.endswith("\r\n") else "\n" if line.endswith("\n") else ""
+    body = line[: len(line) - len(end)]
+    if not _UNSAFE_IN_DIFF.search(body):
+        return line
+    if not end and body.endswith(("\r", "\u2028", "\u2029", "\x0b", "\x1c", "\x1d", "\x1e", "\x85")):
+        end = "\n"  # Python's line ends that are not newlines: shown, then a real one
+    return _UNSAFE_IN_DIFF.sub(_escape, body) + end
 
 
 def json_text(text: str) -> str:

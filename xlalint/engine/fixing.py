@@ -11,9 +11,9 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from xlalint.engine import fix_guard
+from xlalint.engine import fix_guard, memory
 from xlalint.engine.config import Settings
-from xlalint.engine.lint import PORT_CODE, SYNTAX_ERROR, lint_source
+from xlalint.engine.lint import PORT_CODE, SYNTAX_ERROR, forget_parsed, lint_source
 from xlalint.model import Finding, Fix, split_lines
 
 MAX_PASSES = 10
@@ -73,10 +73,13 @@ def _fix_source(
         result = fix_source(source.replace("\r", "\n"), path, settings, unsafe=unsafe, select=select)
         result.source = result.source.replace("\n", "\r")
         return result
+    settings = settings or Settings()
+    too_large = memory.over_fix_limit(source)
+    if too_large is not None:  # before any work: libcst's tree of it would not fit the memory budget
+        return _failed(source, path, settings, tuple(select) if select is not None else None, too_large)
     from xlalint.fixers.apply import BeyondRewriter, apply_fixes
     from xlalint.fixers.layout import line_length_for
 
-    settings = settings or Settings()
     # Fixed lines keep to the length the project formats to (ruff's or black's setting).
     line_length = line_length_for(path)
     select = tuple(select) if select is not None else None
@@ -95,6 +98,7 @@ def _fix_source(
         fixes = list(dict.fromkeys(f.fix for f in fixable))
 
         def apply(chosen: list[Fix], base: str = current) -> fix_guard.Trial:
+            forget_parsed()  # the ast tree of the text goes before libcst's is made
             new, used = apply_fixes(base, chosen, line_length)
             if not used or new == base:
                 return fix_guard.Trial(base, [], [])

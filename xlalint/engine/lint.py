@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 from xlalint.analysis.semantic import SCOPE_ROOTS, attach_parents
-from xlalint.engine import noqa
+from xlalint.engine import memory, noqa
 from xlalint.engine.config import Settings
 from xlalint.engine.context import Context
 from xlalint.engine.rule import Rule
@@ -51,6 +51,13 @@ def error_finding(path: str, message: str, line: int = 1, col: int = 0) -> Findi
 # The last module parsed and its text: the runner asks what a file imports right after
 # checking it (``engine/follow.py``) without parsing it again. One tuple, read once.
 _last_parsed: tuple[str, ast.Module] | None = None
+
+
+def forget_parsed() -> None:
+    """Let the last tree go (``fix`` parses the text with libcst next: never two trees
+    of a file at once)."""
+    global _last_parsed
+    _last_parsed = None
 
 
 def parsed_tree(source: str) -> ast.Module | None:
@@ -133,6 +140,9 @@ def _lint_source(
     settings = settings or Settings()
     if source.startswith("\ufeff"):
         source = source[1:]  # a BOM read as text: not part of the code
+    too_large = memory.over_check_limit(source)
+    if too_large is not None:  # before any work: its tree would not fit the memory budget
+        return [error_finding(path, too_large)]
     if not _MENTIONS_SCOPE.search(source):
         return []
     tree = parse(source, path)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xlalint.analysis import project
-from xlalint.engine import cache, stopping
+from xlalint.engine import cache, memory, stopping
 from xlalint.engine import source as sourcefile
 from xlalint.engine.config import Settings
 from xlalint.engine.file_report import FileReport, internal_error
@@ -184,6 +184,9 @@ def process_all(jobs: Sequence[Job], *, continuing: bool = False) -> list[FileRe
     reports: list[FileReport | None] = [cached_report(job) for job in jobs]
     pending = [job for job, report in zip(jobs, reports) if report is None]
     cores = available_cores()
+    if len(pending) >= PARALLEL_THRESHOLD and cores >= 2:
+        # No more workers than the memory budget holds, each with the largest file.
+        cores = memory.workers(cores, _largest(pending), fix=any(job.fix for job in pending))
     try:
         if len(pending) < PARALLEL_THRESHOLD or cores < 2:
             done = [process(job) for job in pending]
@@ -195,6 +198,17 @@ def process_all(jobs: Sequence[Job], *, continuing: bool = False) -> list[FileRe
         raise
     computed = iter(done)
     return [report if report is not None else next(computed) for report in reports]
+
+
+def _largest(jobs: Sequence[Job]) -> int:
+    """The size in bytes of the largest file of ``jobs`` (what a worker may have to hold)."""
+    largest = 0
+    for job in jobs:
+        try:
+            largest = max(largest, os.stat(job.path).st_size)
+        except OSError:
+            continue
+    return largest
 
 
 def available_cores() -> int:

@@ -438,7 +438,10 @@ def apply_fixes(source: str, fixes: Sequence[Fix], line_length: int | None = Non
     rewriter = _Rewriter(plan)
     new_module = index.module.visit(rewriter)
     if line_length is not None:
-        new_module = wrap_long_lines(source, new_module, rewriter.written_regions(index), line_length)
+        written = rewriter.written_regions(index)
+        # The old tree and its positions go before the new one's are computed.
+        del index, module, plan, rewriter
+        new_module = wrap_long_lines(source, new_module, written, line_length)
     new_module = add_imports(
         new_module,
         {imp for fix in applied for imp in fix.imports},

@@ -17,6 +17,7 @@ from xlalint.harness.report import (
     verdict,
 )
 from xlalint.harness.results import RunResult
+from xlalint.output import write_report
 
 CHART_WIDTH = 640
 CHART_HEIGHT = 180
@@ -37,7 +38,7 @@ svg text { font-size: 11px; fill: #444; }
 
 
 def write_html(report: HarnessReport, path: Path) -> None:
-    path.write_text(to_html(report), encoding="utf-8")
+    write_report(path, to_html(report))  # whole or not at all
 
 
 def to_html(report: HarnessReport) -> str:

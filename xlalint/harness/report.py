@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from xlalint.engine.escaping import printable
 from xlalint.harness.results import Cause, RunResult, RuntimeFinding
 from xlalint.harness.step_chart import step_charts
+from xlalint.output import write_report
 
 if TYPE_CHECKING:
     from xlalint.harness.prepare import ScriptVersion, SourceFile
@@ -71,7 +73,7 @@ def to_json(report: HarnessReport) -> dict:
 
 
 def write_json(report: HarnessReport, path: Path) -> None:
-    path.write_text(json.dumps(to_json(report), indent=2) + "\n", encoding="utf-8")
+    write_report(path, json.dumps(to_json(report), indent=2) + "\n")  # whole or not at all
 
 
 # -- text -----------------------------------------------------------------------------
@@ -321,7 +323,7 @@ def format_diff(diff: str, paint: _Painter) -> list[str]:
             style = _RED
         elif line.startswith("@@"):
             style = _CYAN
-        shown.append("  " + paint(line, style))
+        shown.append("  " + paint(printable(line, keep_tabs=True), style))
     if len(lines) > MAX_DIFF_LINES:
         shown.append(f"  ... and {len(lines) - MAX_DIFF_LINES} more lines of the diff (all in --json: fix_diff)")
     return shown
@@ -332,13 +334,13 @@ def format_run(run: RunResult) -> list[str]:
     lines.extend(f"  warning: {warning}" for warning in run.warnings)
     lines.extend(format_runtime_findings(run.runtime_findings))
     if run.import_error:
-        lines.append(f"  torch_xla could not be imported: {run.import_error}")
+        lines.append(f"  torch_xla could not be imported: {printable(run.import_error)}")
     if not run.ok and run.stderr_tail:
         lines.append("  last lines of its stderr:")
-        lines.extend(f"    {line}" for line in run.stderr_tail.splitlines())
+        lines.extend(f"    {printable(line, keep_tabs=True)}" for line in run.stderr_tail.splitlines())
     if run.stdout_tail:
         lines.append("  its output ended with:")
-        lines.extend(f"    {line}" for line in run.stdout_tail.splitlines())
+        lines.extend(f"    {printable(line, keep_tabs=True)}" for line in run.stdout_tail.splitlines())
     lines.extend(f"  note: {note}" for note in run.leftover_notes())
     lines.extend(f"  note: {note}" for note in run.notes)
     lines.extend(_steps_lines(run))
