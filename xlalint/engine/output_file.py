@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import io
 import os
-import tempfile
 from pathlib import Path
+
+from xlalint.output import write_report
 
 
 class OutputFileError(Exception):
@@ -23,27 +24,10 @@ class Capture(io.StringIO):
 
 
 def write(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8), whole or not at all; its folder is made
-    when missing, as ruff makes it."""
-    target = Path(os.path.realpath(path))
-    folder = target.parent
+    """Replace ``path`` with ``text`` (UTF-8), whole or not at all (``write_report``); its
+    folder is made when missing, as ruff makes it."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        Path(os.path.realpath(path)).parent.mkdir(parents=True, exist_ok=True)
+        write_report(path, text)
     except OSError as exc:
-        raise OutputFileError(f"--output-file {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if target.exists():
-            os.chmod(tmp, target.stat().st_mode & 0o7777)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise OutputFileError(f"--output-file {path}: {exc.strerror or exc}") from None
