@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rules.fixture_checks import assert_fixes_to, expected_fixed
+from rules.fixture_checks import assert_fixes_to, expected_fixed, findings_of
 from xlalint.engine.config import Settings
 from xlalint.engine.fixing import fix_source
 from xlalint.engine.lint import lint_source
@@ -75,7 +75,8 @@ EXPECTED = {
     ],
     "availability": [
         (7, 8, "unsafe"),  # assert torch.cuda.is_available(): the assertion goes
-        (9, 4, "unsafe"),  # if torch.cuda.is_available(): torch.cuda.manual_seed(...)
+        # `if torch.cuda.is_available(): torch.cuda.manual_seed(...)`: one finding, at the
+        # seed, which goes where it runs on XLA (before the test, which then goes).
         (10, 5, "safe"),  # torch.cuda.manual_seed -> torch_xla.manual_seed
         (11, 23, "unsafe"),  # the bf16 condition as a whole -> "bfloat16"
         (12, 11, "unsafe"),  # a flag that chooses no device -> True
@@ -105,7 +106,9 @@ EXPECTED = {
         (58, 18, "safe"),  # torch.accelerator.current_accelerator()
     ],
     "mnist_use_cuda": [
-        (51, 37, "unsafe"),  # use_cuda = ... and torch.cuda.is_available()
+        # use_cuda = ... and torch.cuda.is_available(): no fix, `if use_cuda:` at line 72
+        # reads CUDA's memory (it would print 0 on XLA); the device is ported at line 57.
+        (51, 37, None),
         (55, 9, "safe"),  # torch.cuda.manual_seed
         (57, 14, "safe"),  # torch.device("cuda" if use_cuda else "cpu")
         (73, 30, None),  # print(... torch.cuda.max_memory_allocated() ...): no number to write
@@ -341,7 +344,19 @@ def test_safe_fix_keeps_a_user_fallback():
     assert 'data_device = torch.device("xla")' in unsafe
 
 
-@pytest.mark.parametrize("case", ["mnist_accelerator", "mnist_use_cuda"])
+def test_a_flag_guarding_a_memory_read_is_not_ported_but_the_device_is():
+    """Issue 36 item 3: `if use_cuda: print(... torch.cuda.max_memory_allocated() ...)`.
+    Made True, the flag would print a peak of 0 MB on XLA: it is reported, naming that line,
+    with no fix; the device it chose is ported all the same (a safe fix)."""
+    source = read("mnist_use_cuda.py")
+    (flag,) = [f for f in findings_of(CODE, source, "m.py") if f.span.line == 51]
+    assert flag.fix is None and "max_memory_allocated` (line 73)" in flag.message, flag.message
+    fixed = fix_source(source, "m.py", settings(), unsafe=True, select=[CODE]).source
+    assert "device = torch_xla.device()" in fixed and "if True" not in fixed
+    assert "use_cuda = not args.no_cuda and torch.cuda.is_available()" in fixed
+
+
+@pytest.mark.parametrize("case", ["mnist_accelerator"])
 def test_no_path_keeps_the_model_on_the_cpu(case):
     """After the unsafe fixes nothing asks whether CUDA (or an accelerator) is there,
     and the flag that chose the device no longer depends on it."""
@@ -580,7 +595,8 @@ def test_issue21_command_line_scripts_fix_to_expected(name):
 def test_string_device_script_ports_the_selection_and_dtype_together():
     fixed = read("port_gpt_string_device.unsafe.py")
     assert 'device = "xla"\ndevice_type = "xla" if "xla" in device else "cpu"\ndtype = "bfloat16"\n' in fixed
-    assert "if True:\n    torch_xla.manual_seed(1337)\n" in fixed
+    # The seed runs on XLA: before the availability test, which goes with it (never `if True:`).
+    assert "\ntorch_xla.manual_seed(1337)\n" in fixed and "if True" not in fixed
 
 
 def test_memory_print_keeps_the_users_query_and_names_the_xla_one():

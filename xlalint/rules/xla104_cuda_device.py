@@ -29,16 +29,17 @@ from __future__ import annotations
 import ast
 
 from xlalint.analysis.devices import TORCH_DEVICE
-from xlalint.analysis.semantic import method_name
+from xlalint.analysis.semantic import method_name, parent
 from xlalint.engine.rule import Invalid, Rule, Valid
 from xlalint.rules._cuda_api import DISTRIBUTED_DATA_PARALLEL, INIT_PROCESS_GROUP, SHARE_MEMORY_METHODS, lookup
-from xlalint.rules.xla104 import amp, availability, cuda_calls, device_args, process_groups, streams
+from xlalint.rules.xla104 import amp, availability, cuda_calls, device_args, process_groups, streams, tensor_types
 from xlalint.rules.xla104.amp import GENERIC_AUTOCAST, GENERIC_GRAD_SCALER, Amp
 from xlalint.rules.xla104.availability import Availability
 from xlalint.rules.xla104.cuda_calls import CudaCalls
 from xlalint.rules.xla104.device_args import DeviceArguments
 from xlalint.rules.xla104.process_groups import ProcessGroups
 from xlalint.rules.xla104.streams import Streams
+from xlalint.rules.xla104.tensor_types import TensorTypes
 from xlalint.rules.xla104.writer import Writer
 
 # Methods checked on any receiver but torch's own modules: `.cuda()`, `.share_memory()`.
@@ -378,6 +379,7 @@ opt.step()
         ),
         *device_args.VALID,
         *process_groups.VALID,
+        *tensor_types.VALID,
     ]
     INVALID = [
         Invalid(
@@ -572,6 +574,7 @@ opt.step()
         ),
         *device_args.INVALID,
         *availability.INVALID,
+        *tensor_types.INVALID,
         *cuda_calls.INVALID,
         *amp.INVALID,
         *streams.INVALID,
@@ -582,7 +585,8 @@ opt.step()
     def begin(self) -> None:
         self.writer = Writer(self)
         self.device_args = DeviceArguments(self.writer)
-        self.availability = Availability(self.writer)
+        self.tensor_types = TensorTypes(self.writer)
+        self.availability = Availability(self.writer, self.tensor_types)
         self.amp = Amp(self.writer)
         self.streams = Streams(self.writer)
         self.process_groups = ProcessGroups(self.writer)
@@ -616,6 +620,13 @@ opt.step()
             else:
                 self.process_groups.check_share_memory(node)
         self.device_args.check_arguments(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        # A CUDA tensor type not called (a call is the table's): `.type(T)`, `T if cuda else ...`.
+        if node.attr.endswith("Tensor"):
+            holder = parent(node)
+            if not (isinstance(holder, ast.Call) and holder.func is node):
+                self.tensor_types.check_reference(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
         self.device_args.check_selection(node)
