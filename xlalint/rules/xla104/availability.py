@@ -111,8 +111,7 @@ class Availability:
         if needs_cuda is not None:
             name = self.ctx.semantic.call_name(needs_cuda) or ""
             message += (
-                f"; no fix: it guards `{name.removeprefix('torch.')}` (line {needs_cuda.lineno}), "
-                "which has no XLA port: port that code first"
+                f"; no fix: it guards `{name}` (line {needs_cuda.lineno}), which has no XLA port: port that code first"
             )
             self.writer.report(call, message, None)
             return

@@ -49,11 +49,12 @@ class TensorTypes:
 
     def kind_of(self, node: ast.AST) -> str | None:
         """``"FloatTensor"`` for ``torch.cuda.FloatTensor`` (any spelling of it)."""
-        if not (isinstance(node, ast.Attribute) and node.attr in DTYPES):
+        last = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        if last not in DTYPES:
             return None
         return CUDA_TYPES.get(self.ctx.semantic.qualified_name(node) or "")
 
-    def check_reference(self, node: ast.Attribute) -> None:
+    def check_reference(self, node: ast.Attribute | ast.Name) -> None:
         """A CUDA tensor type: called, given to ``.type()``, or chosen by a test."""
         kind = self.kind_of(node)
         if kind is None:
