@@ -361,7 +361,7 @@ def _run(
         out = sys.stderr
     fmt = output_format.value if output_format is not None else "full" if _is_terminal(out) else "concise"
     if diff:
-        print_diffs(reports, out, quiet=quiet)
+        print_diffs(reports, out, quiet=quiet, unsafe=unsafe)
     elif statistics:
         print(reporters.statistics(findings, unsafe, as_json=fmt == "json"), file=out)
     else:
@@ -401,7 +401,7 @@ def _run(
                 ),
                 file=out,
             )
-            for note in reporters.withheld_notes(findings):
+            for note in (*reporters.withheld_notes(findings), *reporters.port_notes(findings, unsafe)):
                 print(note, file=out)
             followed = sum(r.followed for r in reports)
             if followed:

@@ -845,3 +845,26 @@ def test_a_test_is_replaced_by_what_it_takes(test, fixed):
     source = "import torch\n" + test
     result = fix_source(source, "t.py", settings(), unsafe=True, select=[CODE]).source
     assert result == "import torch\n" + fixed
+
+
+def test_a_port_only_the_unsafe_fix_completes_says_so(tmp_path):
+    """Item 8: with the safe fixes alone the WGAN's flag stays False on XLA and the script
+    trains on the CPU. `fix` (and `check`, `fix --diff`) say which fix the port needs;
+    not once it is applied, nor for a port the safe fixes complete."""
+    import subprocess
+    import sys
+
+    from xlalint.engine import reporters
+
+    findings = findings_of(CODE, read("wgan_tensor_type.py"), "w.py")
+    (note,) = reporters.port_notes(findings, unsafe=False)
+    assert note.startswith("note: w.py:10:16: the port is not complete") and "--unsafe-fixes" in note
+    assert reporters.port_notes(findings, unsafe=True) == []
+    assert reporters.port_notes(findings_of(CODE, read("log_memory.py"), "l.py"), unsafe=False) == []
+    script = tmp_path / "wgan.py"
+    script.write_text(read("wgan_tensor_type.py"))
+    command = [sys.executable, "-m", "xlalint", "fix", str(script), "--select", CODE, "--no-cache"]
+    safe = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert "the port is not complete" in safe.stdout, safe.stdout + safe.stderr
+    unsafe = subprocess.run([*command, "--unsafe-fixes"], capture_output=True, text=True, timeout=120)
+    assert "the port is not complete" not in unsafe.stdout + unsafe.stderr

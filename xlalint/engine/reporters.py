@@ -18,7 +18,7 @@ from pathlib import Path
 from xlalint import __version__
 from xlalint.engine.escaping import json_text, printable, uri_reference, xml_text
 from xlalint.engine.rule_docs import rule_url
-from xlalint.model import Finding
+from xlalint.model import PORT_NEEDS_FIX, Finding
 
 # Every output format, in the order --help lists them (`text` is concise's old name).
 FORMATS = ("full", "concise", "text", "json", "json-lines", "github", "sarif", "junit")
@@ -220,6 +220,19 @@ def withheld_notes(findings: Sequence[Finding]) -> list[str]:
     """One ``note:`` line per finding whose fix the fix loop withheld, and why."""
     return [
         f"note: {location(f)}: {f.code} fix {printable(f.fix_withheld)}" for f in findings if f.fix_withheld is not None
+    ]
+
+
+def port_notes(findings: Sequence[Finding], unsafe: bool) -> list[str]:
+    """A port that only an unsafe fix completes says so: one ``note:`` line per finding
+    whose fix the port needs (the test that is the only path to the accelerator) and
+    that was not applied: without it the script imports torch_xla and trains on the CPU."""
+    return [
+        f"note: {location(f)}: the port is not complete: the device is still chosen by a test that is "
+        f"False on XLA, so the script would run on the CPU; `xlalint fix --unsafe-fixes` applies the "
+        f"{f.code} fix it needs"
+        for f in findings
+        if f.fix is not None and f.fix.message == PORT_NEEDS_FIX and not applicable(f, unsafe)
     ]
 
 

@@ -21,7 +21,7 @@ from xlalint.analysis.devices import IS_AVAILABLE, condition_holding
 from xlalint.analysis.semantic import dotted_name, enclosing_statement, method_name, parent, string_value
 from xlalint.analysis.syntax import is_alone_on_its_lines, whole_statement
 from xlalint.engine.rule import Invalid, Valid
-from xlalint.model import Import, InsertStatement, Operation, RemoveStatement, ReplaceExpr
+from xlalint.model import PORT_NEEDS_FIX, Import, InsertStatement, Operation, RemoveStatement, ReplaceExpr
 from xlalint.rules._cuda_api import CUDA_BACKENDS, lookup
 from xlalint.rules.xla104.tensor_types import TensorTypes
 from xlalint.rules.xla104.writer import Writer
@@ -30,6 +30,7 @@ from xlalint.rules.xla104.writer import Writer
 # is True on XLA.
 CAPABILITIES = IS_AVAILABLE | {"torch.cuda.is_bf16_supported"}
 FALSE_ON_XLA = "is False on an XLA machine"
+ASSUME_AVAILABLE = "Treat the XLA device as available"
 # The table's actions for CUDA-only calls XLA104 has no port for: code a test guards that
 # holds one keeps the test (a memory query would print 0, `get_device_properties` raises).
 UNPORTED = frozenset({"report", "query"})
@@ -64,11 +65,11 @@ class Availability:
             if test_of is not None and self.tensor_types.is_selection(test_of):
                 operations, imports, blocker = self.tensor_types.selection_port(test_of)  # type: ignore[arg-type]
                 message = f"`{text}` chooses a CUDA tensor type and {FALSE_ON_XLA}"
-                self._report(call, message, operations, blocker, imports)
+                self._report(call, message, operations, blocker, imports, PORT_NEEDS_FIX)
                 continue
             if test_of is not None and self.devices.chooses_device(test_of):
                 message = f"`{text}` chooses the device and {FALSE_ON_XLA}: the script would run on the CPU"
-                self._report_assumed(call, message, [test_of])
+                self._report_assumed(call, message, [test_of], PORT_NEEDS_FIX)
                 continue
             if test_of is not None:
                 self._report_elsewhere(call, text, test_of)
@@ -83,7 +84,7 @@ class Availability:
                     message = f"`{flag}`, from `{text}`, {FALSE_ON_XLA}: line {chooser.lineno} would choose the CPU"
                 else:
                     message = f"`{text}` {FALSE_ON_XLA}: this value says there is no accelerator"
-                self._report_flag(call, flag, uses, message)
+                self._report_flag(call, flag, uses, message, chooser is not None)
                 continue
             self._report_elsewhere(call, text, test_of)
 
@@ -95,15 +96,18 @@ class Availability:
         operations: tuple[Operation, ...],
         blocker: ast.AST | None,
         imports: tuple[Import, ...] = (),
+        title: str = ASSUME_AVAILABLE,
     ) -> None:
         fix = None
         if blocker is not None:
             message += f"; no fix: line {blocker.lineno} (`{self.writer.short(blocker, 40)}`) cannot follow it"
         elif operations:
-            fix = self.writer.fix("unsafe", "Treat the XLA device as available", *operations, imports=imports)
+            fix = self.writer.fix("unsafe", title, *operations, imports=imports)
         self.writer.report(call, message, fix)
 
-    def _report_assumed(self, call: ast.Call, message: str, tests: list[ast.If | ast.IfExp]) -> None:
+    def _report_assumed(
+        self, call: ast.Call, message: str, tests: list[ast.If | ast.IfExp], title: str = ASSUME_AVAILABLE
+    ) -> None:
         """Report ``call`` with the fix that treats it as True, unless the code its tests
         guard needs CUDA (a call XLA104 cannot port): that code runs once the test is
         True, so the test keeps guarding it (no fix, the line named)."""
@@ -116,11 +120,14 @@ class Availability:
             self.writer.report(call, message, None)
             return
         operations = self.writer.assume_true(call, self._true_on_xla)
-        self._report(call, message, operations or (), None)
+        self._report(call, message, operations or (), None, title=title)
 
-    def _report_flag(self, call: ast.Call, flag: str, uses: list[ast.If | ast.IfExp], message: str) -> None:
+    def _report_flag(
+        self, call: ast.Call, flag: str, uses: list[ast.If | ast.IfExp], message: str, chooses: bool
+    ) -> None:
         """A flag is ported at its definition only with every use: the tensor types it
         chooses follow it, and no use may guard code that needs CUDA."""
+        title = PORT_NEEDS_FIX if chooses else ASSUME_AVAILABLE
         needs_cuda = self._cuda_only_code(uses)
         if needs_cuda is not None:
             self._report_assumed(call, message, uses)
@@ -145,7 +152,7 @@ class Availability:
                 return
             operations.extend(ported)
             imports.extend(needed)
-        self._report(call, message, tuple(operations), None, tuple(imports))
+        self._report(call, message, tuple(operations), None, tuple(imports), title)
 
     def _true_on_xla(self, node: ast.AST) -> bool:
         return isinstance(node, ast.Call) and self.ctx.semantic.call_name(node) in CAPABILITIES
