@@ -819,6 +819,20 @@ def test_a_seed_moves_before_a_test_that_does_more():
     ) in fixed
 
 
+def test_seeds_only_test_goes_with_its_seeds():
+    """The seed's own text is written as it is (a one-letter `s` is in `manual_seed`), once."""
+    source = (
+        "import torch\n"
+        "def setup(s):\n"
+        "    if torch.cuda.is_available():\n"
+        "        torch.cuda.manual_seed(s)\n"
+        "        torch.cuda.manual_seed_all(s)\n"
+        "    return s\n"
+    )
+    fixed = fix_source(source, "s.py", settings(), select=[CODE]).source
+    assert fixed.endswith("def setup(s):\n    torch_xla.manual_seed(s)\n    return s\n"), fixed
+
+
 def test_a_guard_of_cuda_only_code_names_it():
     """Item 7: the guard protects `torch.cuda.get_device_properties` on line 13."""
     (guard,) = [f for f in findings_of(CODE, read("flash_guard.py"), "f.py") if f.span.line == 11]

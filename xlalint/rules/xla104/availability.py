@@ -171,9 +171,9 @@ class Availability:
                         return sub
         return None
 
-    def moved_seed(self, call: ast.Call, code: str) -> tuple[Operation, ...] | None:
+    def moved_seed(self, call: ast.Call, function: str) -> tuple[Operation, ...] | None:
         """A CUDA seed in the body of ``if torch.cuda.is_available():`` (or of a flag built on
-        it) is seeded where it runs: ``code`` (the XLA seed) goes before the ``if``, which
+        it) is seeded where it runs: ``function(seed)`` (the XLA seed) goes before the ``if``, which
         is False on XLA. The ``if`` goes when its body is nothing but seeds and it has no
         ``else``. None when the seed is not in such a body; () when it cannot move."""
         statement = whole_statement(call)
@@ -185,11 +185,12 @@ class Availability:
         if is_elif(test, self.ctx.lines) or not is_alone_on_its_lines(test):
             return ()
         if test.orelse or not all(self._is_cuda_seed(s) for s in test.body):
+            code = f"{function}({self.ctx.source_of(call.args[0])})"
             return (InsertStatement(self.ctx.span(test), code, "before"), RemoveStatement(self.ctx.span(statement)))
         seeds = []
         for seed in test.body:
             seed_call = seed.value  # type: ignore[attr-defined]
-            ported = code.replace(self.ctx.source_of(call.args[0]), self.ctx.source_of(seed_call.args[0]))
+            ported = f"{function}({self.ctx.source_of(seed_call.args[0])})"
             if ported not in seeds:
                 seeds.append(ported)
         # The test's own finding is this one: the `if` goes with the seeds.

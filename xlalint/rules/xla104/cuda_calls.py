@@ -95,8 +95,7 @@ class CudaCalls:
         title = f"Use `{code.replace('{arg0}', '...')}`"
         if row.template is not None and row.template.startswith("{manual_seed}"):
             # A seed under `if torch.cuda.is_available():` goes where it runs on XLA.
-            seed = code.replace("{arg0}", self.ctx.source_of(call.args[0]))
-            moved = self.availability.moved_seed(call, seed)
+            moved = self.availability.moved_seed(call, code.removesuffix("({arg0})"))
             if moved is not None:
                 return (
                     self.writer.fix(row.applicability, f"{title} before the test", *moved, imports=imports)
