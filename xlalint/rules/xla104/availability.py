@@ -331,7 +331,23 @@ def _chooses_a_backend(condition: ast.If | ast.IfExp) -> bool:
 
 
 # XLA104's examples of this part (the rule runs them as its own: tests/test_rule_examples.py).
-VALID: list[Valid] = []
+VALID = [
+    # A test that only builds the text of a log line, and one that only prints: no port
+    # site (porting the first alone would leave `{memory}` unfilled: KeyError).
+    Valid(
+        """
+        import torch
+        parts = ["step {i}"]
+        if torch.cuda.is_available():
+            parts.append("max mem: {memory:.0f}")
+        fmt = " ".join(parts)
+        if torch.cuda.is_available():
+            print(fmt.format(i=0, memory=0))
+        else:
+            print(fmt.format(i=0))
+        """
+    ),
+]
 INVALID = [
     # Today's pytorch/examples: `torch.accelerator` is not the XLA device, and the flag
     # built on `is_available()` (False on an XLA machine) chooses the device.
@@ -414,6 +430,50 @@ INVALID = [
         pin = True
         """,
         count=4,
+    ),
+    # A guard of CUDA-only code keeps its test (no fix, the line named); a test that guards
+    # nothing CUDA-only is rewritten with its value: `not True or not wide` is `not wide`.
+    Invalid(
+        """
+        import torch
+        def flash_ok(flash):
+            if not torch.cuda.is_available() or not flash:
+                return False
+            return torch.cuda.get_device_properties(0).major >= 8
+        def width(wide):
+            if not torch.cuda.is_available() or not wide:
+                return 4
+            return 8
+        """,
+        unsafe_fixed="""
+        import torch
+        def flash_ok(flash):
+            if not torch.cuda.is_available() or not flash:
+                return False
+            return torch.cuda.get_device_properties(0).major >= 8
+        def width(wide):
+            if not wide:
+                return 4
+            return 8
+        """,
+        count=3,
+    ),
+    # A seed under the test goes before it, where it runs on XLA; the test goes with it.
+    Invalid(
+        """
+        import torch
+        def setup(seed):
+            if torch.cuda.is_available():
+                torch.cuda.manual_seed_all(seed)
+        """,
+        fixed="""
+        import torch
+        import torch_xla
+
+        def setup(seed):
+            torch_xla.manual_seed(seed)
+        """,
+        count=1,
     ),
     # A later unconditional XLA device decides the device (the CUDA one is still ported).
     Invalid(
