@@ -36,7 +36,9 @@ ASSUME_AVAILABLE = "Treat the XLA device as available"
 UNPORTED = frozenset({"report", "query"})
 CUDA_SEEDS = frozenset({"torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "torch.cuda.random.manual_seed"})
 # What a branch may do and still change nothing on the device: say something.
-_REPORTING_CALLS = frozenset({"warnings.warn", "torch_xla.core.xla_model.master_print"})
+_REPORTING_CALLS = frozenset(
+    {"warnings.warn", "torch_xla.core.xla_model.master_print", "torch_xla.core.xla_model.add_step_closure"}
+)
 _LOG_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "critical", "exception", "log"})
 
 
@@ -247,9 +249,17 @@ class Availability:
         the text of a log line (``log_msg.append("max mem: {memory:.0f}")``): nothing runs
         differently on the device, and porting the test alone would break the log line
         that fills the text in another test."""
-        for stmt in [*test_of.body, *test_of.orelse]:
+        return self._block_only_reports([*test_of.body, *test_of.orelse])
+
+    def _block_only_reports(self, block: list[ast.stmt]) -> bool:
+        for stmt in block:
             if isinstance(stmt, ast.If):
                 if not self._only_reports(stmt):
+                    return False
+            elif isinstance(stmt, ast.FunctionDef):
+                # XLA102's port of a log line: `def log_step(...): print(...)` run by
+                # `xm.add_step_closure(log_step, ...)`, which reports too.
+                if not self._block_only_reports(stmt.body):
                     return False
             elif not (
                 isinstance(stmt, ast.Pass)
