@@ -71,6 +71,18 @@ class TensorTypes:
             )
         elif isinstance(holder, ast.IfExp) and node in (holder.body, holder.orelse):
             self._check_selection(node, holder, kind, message)
+        elif isinstance(holder, ast.Assign) and holder.value is node:
+            # `Tensor = torch.cuda.FloatTensor`: the CPU type, each use moved to the device.
+            torch, torch_imports = self.ctx.reference("torch", at=node)
+            cpu_type = ReplaceExpr(self.ctx.span(node), f"{torch}.{kind}")
+            operations, imports, blocker = self.variable_port(node, kind, cpu_type)
+            fix = None
+            if blocker is None:
+                title = f"Use `{torch}.{kind}` and move each tensor to the device"
+                fix = self.writer.fix("safe", title, *operations, imports=(*imports, *torch_imports))
+            else:
+                message += f"; no fix: line {blocker.lineno} uses it another way"
+            self.writer.report(node, f"{message}: build the CPU type and move it to the device", fix)
         else:
             device, _ = self.writer.xla_device(node)
             self.writer.report(node, f"{message}: use `torch.tensor(..., dtype=..., device={device})`", None)
@@ -140,10 +152,18 @@ class TensorTypes:
         cpu = CPU_TYPES.get(self.ctx.semantic.qualified_name(other) or "") if isinstance(other, ast.Attribute) else None
         if kind is None or cpu != kind:
             return (), (), other
-        statement = parent(selection)
+        cpu_type = ReplaceExpr(self.ctx.span(selection), "{cpu}", (("cpu", self.ctx.span(other)),))
+        return self.variable_port(selection, kind, cpu_type)
+
+    def variable_port(
+        self, value: ast.expr, kind: str, cpu_type: ReplaceExpr
+    ) -> tuple[tuple[Operation, ...], tuple[Import, ...], ast.AST | None]:
+        """``Tensor = <value>`` (a CUDA type, or a choice of one) ported with every use of
+        ``Tensor``: ``cpu_type`` writes the CPU type, each use is moved to the device."""
+        statement = parent(value)
         if not (
             isinstance(statement, ast.Assign)
-            and statement.value is selection
+            and statement.value is value
             and len(statement.targets) == 1
             and isinstance(statement.targets[0], ast.Name)
         ):
@@ -151,7 +171,7 @@ class TensorTypes:
         target = statement.targets[0]
         if len(self.writer.devices.values_of(target)) != 1:
             return (), (), target
-        operations: list[Operation] = [ReplaceExpr(self.ctx.span(selection), "{cpu}", (("cpu", self.ctx.span(other)),))]
+        operations: list[Operation] = [cpu_type]
         imports: list[Import] = []
         for use in self.writer.devices.variable_uses(target):
             if use is target:
@@ -198,6 +218,22 @@ INVALID = [
         y = x.to(torch_xla.device(), torch.int64)
         """,
         count=2,
+    ),
+    # A name for the type: the CPU type, each use moved to the device.
+    Invalid(
+        """
+        import torch
+        Tensor = torch.cuda.LongTensor
+        labels = Tensor([1, 0])
+        """,
+        fixed="""
+        import torch
+        import torch_xla
+
+        Tensor = torch.LongTensor
+        labels = Tensor([1, 0]).to(torch_xla.device())
+        """,
+        count=1,
     ),
     # Chosen by the availability test: ported with it, with every use (unsafe: the test goes).
     Invalid(
