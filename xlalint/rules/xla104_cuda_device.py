@@ -160,7 +160,10 @@ Safe:
   test goes with it when its body was nothing but seeds;
 - a CUDA tensor type called or given to `.type()`: `torch.cuda.FloatTensor(x)` ->
   `torch.FloatTensor(x).to(torch_xla.device())`, `t.type(torch.cuda.LongTensor)` ->
-  `t.to(torch_xla.device(), torch.int64)`;
+  `t.to(torch_xla.device(), torch.int64)`; a name for one (`Tensor =
+  torch.cuda.FloatTensor`) becomes the CPU type, with each `Tensor(...)` moved to the
+  device and each `t.type(Tensor)` made `t.to(device, dtype)` (no fix when a use is
+  anything else);
 - `torch.cuda.empty_cache()` and `torch.cuda.set_device(...)` statements are removed
   (no fix when the call is part of a larger expression);
 - `map_location=<cuda>` -> `map_location="cpu"`: load on the host, then move the
