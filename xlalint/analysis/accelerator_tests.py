@@ -47,18 +47,23 @@ def test_root(call: ast.AST) -> ast.expr:
     return root  # type: ignore[return-value]
 
 
-def assume(node: ast.expr, truthy: Callable[[ast.AST], bool]) -> Value:
-    """``node`` once every sub-expression ``truthy`` accepts is True: ``True``/``False``,
-    ``node`` itself when nothing in it is decided, a ``Remaining``, or None."""
-    if truthy(node):
-        return True
+def assume(node: ast.expr, truthy: Callable[[ast.AST], bool], value: bool = True) -> Value:
+    """``node`` once every sub-expression ``truthy`` accepts is ``value`` (True unless
+    told): ``True``/``False``, ``node`` itself when nothing in it is decided, a
+    ``Remaining``, or None."""
+    return _assume(node, truthy, value)
+
+
+def _assume(node: ast.expr, decided: Callable[[ast.AST], bool], known: bool) -> Value:
+    if decided(node):
+        return known
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        value = assume(node.operand, truthy)
+        value = _assume(node.operand, decided, known)
         if isinstance(value, bool):
             return not value
         return node if value is node.operand else None
     if isinstance(node, ast.BoolOp):
-        values = [assume(operand, truthy) for operand in node.values]
+        values = [_assume(operand, decided, known) for operand in node.values]
         if any(v is None for v in values):
             return None
         if all(v is operand for v, operand in zip(values, node.values)):
@@ -72,7 +77,7 @@ def assume(node: ast.expr, truthy: Callable[[ast.AST], bool]) -> Value:
         if len(left) == 1:
             return left[0]
         return Remaining(node.op, left)  # type: ignore[arg-type]
-    if any(truthy(sub) for sub in ast.walk(node)):
+    if any(decided(sub) for sub in ast.walk(node)):
         return None  # inside a comparison, a call, ...: not evaluated here
     return node
 

@@ -184,13 +184,16 @@ class Writer:
         line = self.ctx.lines[statement.lineno - 1].encode()
         return bool(line[: statement.col_offset].strip())
 
-    def assume_true(self, call: ast.AST, truthy: Callable[[ast.AST], bool]) -> tuple[Operation, ...] | None:
+    def assume_true(
+        self, call: ast.AST, truthy: Callable[[ast.AST], bool], known: bool = True
+    ) -> tuple[Operation, ...] | None:
         """The operations that treat ``call`` (and whatever ``truthy`` accepts) as True on
         XLA, following the test it is in: ``a if call else b`` -> ``a``; ``not call or x``
         -> ``x``; ``if call: body`` -> the body, in place of the ``if`` (never ``if True:``);
-        a value elsewhere -> ``True``. None where the test cannot be rewritten that way."""
+        a value elsewhere -> ``True``. None where the test cannot be rewritten that way.
+        ``known=False``: the same, with ``call`` False (``scaler.is_enabled()``)."""
         root = test_root(call)
-        value = assume(root, truthy)
+        value = assume(root, truthy, known)
         if value is None or value is root:
             return None
         holder = parent(root)
