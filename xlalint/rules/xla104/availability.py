@@ -9,6 +9,16 @@ torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float16"``: t
 whole condition is about the accelerator, and an XLA device has bfloat16). Reported at
 the call (the whole condition for the latter); the unsafe fix treats the XLA device as
 available.
+
+The fix follows the value (``analysis/accelerator_tests``), never writing ``if True:``:
+an ``if`` is replaced by the branch it now takes, ``not torch.cuda.is_available() or x``
+becomes ``x``, a flag's definition ``True``. A flag is ported only with every use (the
+tensor type it chooses moves with it, see ``tensor_types``), and no test is made True
+where it guards code XLA104 cannot port (a memory query, ``get_device_properties``):
+that test is reported with the line to port first. A test whose branches only print or
+build the text of a log line is no port site (two such tests are often tied: one adds
+``{memory}`` to a format, the other fills it). A CUDA seed under such a test goes before
+it (``moved_seed``), where it runs on XLA.
 """
 
 from __future__ import annotations
