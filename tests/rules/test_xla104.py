@@ -882,3 +882,18 @@ def test_a_port_only_the_unsafe_fix_completes_says_so(tmp_path):
     assert "the port is not complete" in safe.stdout, safe.stdout + safe.stderr
     unsafe = subprocess.run([*command, "--unsafe-fixes"], capture_output=True, text=True, timeout=120)
     assert "the port is not complete" not in unsafe.stdout + unsafe.stderr
+
+
+@pytest.mark.parametrize(
+    ("guarded", "named"),
+    [
+        ("    x = x.pin_memory()\n", "x.pin_memory()` (line 4)"),
+        ("    opt = torch.optim.AdamW(params, fused=True)\n", "fused=True` (line 4)"),
+        ("    n = torch.cuda.device_count()\n", "torch.cuda.device_count` (line 4)"),
+    ],
+)
+def test_a_flag_guarding_cuda_only_code_keeps_no_fix(guarded, named):
+    """Made True, the flag would run code that needs CUDA on XLA ("Found no NVIDIA driver")."""
+    source = "import torch\nuse_cuda = torch.cuda.is_available()\nif use_cuda:\n" + guarded
+    (flag,) = [f for f in findings_of(CODE, source, "p.py") if f.span.line == 2]
+    assert flag.fix is None and named in flag.message, flag.message

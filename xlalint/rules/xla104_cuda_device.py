@@ -309,7 +309,8 @@ Unsafe (they change the numerics):
 
 No fix:
 - an availability test (or a flag built on it) that guards code with no XLA port: a
-  memory query or `torch.cuda.get_device_properties(...)` in a branch, or after
+  memory query, `torch.cuda.get_device_properties(...)`, `x.pin_memory()` or
+  `AdamW(..., fused=True)` in a branch, or after
   `if not torch.cuda.is_available() or not flash: return`. Made True, that code would run
   on XLA (and raise, or print a number the device never gave): the test keeps guarding
   it, and the message names the line to port first;

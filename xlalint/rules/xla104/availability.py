@@ -27,7 +27,7 @@ import ast
 from functools import cached_property
 
 from xlalint.analysis.accelerator_tests import assume, flag_set_by, guarded, is_elif, test_root
-from xlalint.analysis.devices import IS_AVAILABLE, condition_holding
+from xlalint.analysis.devices import CUDA_ONLY_KEYWORDS, CUDA_ONLY_METHODS, IS_AVAILABLE, condition_holding
 from xlalint.analysis.semantic import dotted_name, enclosing_statement, method_name, parent, string_value
 from xlalint.analysis.syntax import is_alone_on_its_lines, whole_statement
 from xlalint.engine.rule import Invalid, Valid
@@ -125,9 +125,10 @@ class Availability:
         True, so the test keeps guarding it (no fix, the line named)."""
         needs_cuda = self._cuda_only_code(tests)
         if needs_cuda is not None:
-            name = self.ctx.semantic.call_name(needs_cuda) or ""
+            name = self.ctx.semantic.call_name(needs_cuda) if isinstance(needs_cuda, ast.Call) else None
+            code = name or self.writer.short(needs_cuda, 40)
             message += (
-                f"; no fix: it guards `{name}` (line {needs_cuda.lineno}), which has no XLA port: port that code first"
+                f"; no fix: it guards `{code}` (line {needs_cuda.lineno}), which has no XLA port: port that code first"
             )
             self.writer.report(call, message, None)
             return
@@ -169,17 +170,23 @@ class Availability:
     def _true_on_xla(self, node: ast.AST) -> bool:
         return isinstance(node, ast.Call) and self.ctx.semantic.call_name(node) in CAPABILITIES
 
-    def _cuda_only_code(self, tests: list[ast.If | ast.IfExp]) -> ast.Call | None:
-        """The first call that only CUDA runs and XLA104 has no port for (a memory query,
-        ``get_device_properties``) in what ``tests`` guard: once the test is True on XLA
-        it would run there (and raise, or print a number no device gave)."""
+    def _cuda_only_code(self, tests: list[ast.If | ast.IfExp]) -> ast.AST | None:
+        """The first code that only CUDA runs and XLA104 has no port for in what ``tests``
+        guard: a memory query, ``get_device_properties``, ``x.pin_memory()``,
+        ``fused=True``. Once the test is True on XLA it would run there (and raise, or
+        print a number no device gave)."""
         for test in tests:
             for node in guarded(test):
                 for sub in ast.walk(node):
-                    if not isinstance(sub, ast.Call):
-                        continue
-                    row = lookup(self.ctx.semantic.call_name(sub) or "")
-                    if row is not None and row[1].action in UNPORTED:
+                    if isinstance(sub, ast.Call):
+                        row = lookup(self.ctx.semantic.call_name(sub) or "")
+                        if (row is not None and row[1].action in UNPORTED) or method_name(sub) in CUDA_ONLY_METHODS:
+                            return sub
+                    elif (
+                        isinstance(sub, ast.keyword)
+                        and sub.arg in CUDA_ONLY_KEYWORDS
+                        and not (isinstance(sub.value, ast.Constant) and sub.value.value in (False, None))
+                    ):
                         return sub
         return None
 
