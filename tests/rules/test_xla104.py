@@ -786,9 +786,12 @@ def test_cuda_tensor_types_are_reported_in_every_use():
         "b = LongTensor([1, 2])\n"
         "c = a.type(torch.cuda.HalfTensor)\n"
         "ok = isinstance(a, torch.cuda.BoolTensor)\n"
+        "torch.set_default_tensor_type(torch.cuda.FloatTensor)\n"
     )
     findings = findings_of(CODE, source, "t.py")
-    assert [(f.span.line, f.fix is not None) for f in findings] == [(3, True), (4, True), (5, True), (6, False)]
+    # Not `isinstance(a, torch.cuda.BoolTensor)`: asking needs no CUDA. The default type
+    # set to a CUDA one is reported (every tensor would be CUDA's), with no fix.
+    assert [(f.span.line, f.fix is not None) for f in findings] == [(3, True), (4, True), (5, True), (7, False)]
     fixed = fix_source(source, "t.py", settings(), select=[CODE]).source
     assert "a = torch.ByteTensor(4).to(torch_xla.device())" in fixed
     assert "b = torch.LongTensor([1, 2]).to(torch_xla.device())" in fixed

@@ -40,6 +40,8 @@ DTYPES = {
 CUDA_TYPES = {f"torch.cuda.{kind}": kind for kind in DTYPES}
 CPU_TYPES = {f"torch.{kind}": kind for kind in DTYPES}
 MESSAGE = "`torch.cuda.{kind}` is a CUDA tensor type"
+# Builtins that only compare against a type: no CUDA is needed to ask.
+TYPE_TESTS = frozenset({"isinstance", "issubclass"})
 
 
 class TensorTypes:
@@ -60,6 +62,10 @@ class TensorTypes:
         if kind is None:
             return
         holder = parent(node)
+        if isinstance(holder, ast.Tuple):
+            holder = parent(holder)
+        if isinstance(holder, ast.Call) and isinstance(holder.func, ast.Name) and holder.func.id in TYPE_TESTS:
+            return  # `isinstance(t, torch.cuda.FloatTensor)`: a test, False on XLA, that runs
         message = MESSAGE.format(kind=kind)
         if isinstance(holder, ast.Call) and holder.func is node:
             self.writer.report(
