@@ -440,7 +440,7 @@ def _run(
         return text_report.paint_summary(text, use_color(out))
 
     if diff:
-        print_diffs(reports, out, quiet=quiet)
+        print_diffs(reports, out, quiet=quiet, unsafe=unsafe)
     elif statistics:
         print(reporters.statistics(findings, unsafe, as_json=fmt == "json"), file=out)
         if fmt != "json" and not quiet and not nothing_found:
@@ -477,7 +477,7 @@ def _run(
                 print(rendered, file=out)
         if fmt in ("full", "concise", "text", "grouped") and not quiet and not nothing_found:
             print(summary_text(), file=out)
-            for note in reporters.withheld_notes(findings):
+            for note in (*reporters.withheld_notes(findings), *reporters.port_notes(findings, unsafe)):
                 print(note, file=out)
             followed = sum(r.followed for r in reports)
             if followed:

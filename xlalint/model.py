@@ -224,6 +224,12 @@ class Import:
     asname: str | None = None
 
 
+#: The title of a fix without which a port runs on the CPU: XLA104's fix of the
+#: ``is_available()`` test that is the only path to the accelerator. Not applied, the
+#: summary of ``check``/``fix`` names it (``reporters.port_notes``).
+PORT_NEEDS_FIX = "Treat the XLA device as available (the port needs it)"
+
+
 @dataclass(frozen=True)
 class Fix:
     applicability: Applicability

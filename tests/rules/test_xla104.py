@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rules.fixture_checks import assert_fixes_to, expected_fixed
+from rules.fixture_checks import assert_fixes_to, expected_fixed, findings_of
 from xlalint.engine.config import Settings
 from xlalint.engine.fixing import fix_source
 from xlalint.engine.lint import lint_source
@@ -73,9 +73,51 @@ EXPECTED = {
         (18, 5, "safe"),  # before `device` is set: torch_xla.device()
         (27, 5, "safe"),  # `device` may be "cpu": torch_xla.device()
     ],
+    # Issue 36 item 1: the flag is ported with the tensor type it chooses (one unsafe fix).
+    "wgan_tensor_type": [
+        (10, 16, "unsafe"),  # cuda = True if torch.cuda.is_available() else False
+        (15, 5, "safe"),  # generator.cuda() under `if cuda:`
+        (16, 5, "safe"),  # critic.cuda()
+        (17, 10, None),  # torch.cuda.FloatTensor chosen by `cuda`: ported by the flag's fix
+    ],
+    # Item 2: a test that only builds log text and one that only prints are no port sites.
+    "log_memory": [
+        (9, 10, "safe"),  # the device selection
+        (27, 60, None),  # torch.cuda.max_memory_allocated(): reported, never a number
+    ],
+    # Item 3: the seeds go before the test (which goes with them); a memory read keeps its test.
+    "seed_guard": [
+        (17, 9, "safe"),  # torch.cuda.manual_seed
+        (18, 9, "safe"),  # torch.cuda.manual_seed_all
+        (19, 14, "safe"),  # the device selection
+        (29, 8, None),  # if torch.cuda.is_available(): peak = torch.cuda.max_memory_allocated()
+        (30, 16, None),  # the memory read
+    ],
+    # Item 7: a guard of CUDA-only code keeps its test; one that guards nothing CUDA is fixed.
+    "flash_guard": [
+        (11, 12, None),  # if not torch.cuda.is_available() or not flash: return ... get_device_properties
+        (13, 13, None),  # torch.cuda.get_device_properties(...)
+        (18, 12, "unsafe"),  # if not torch.cuda.is_available() or not wide: -> if not wide:
+        (26, 10, "safe"),  # the device selection
+    ],
+    # Item 5: the device in scope, not `torch_xla.device()` again.
+    "device_scope": [
+        (7, 10, "safe"),  # the module's device
+        (12, 52, "safe"),  # .to("cuda", ...) in a function: the module's `device`
+        (18, 15, "safe"),  # `device` parameter, one caller passes a device that may be "cpu"
+        (18, 30, "safe"),
+        (23, 25, "safe"),  # `device` parameter every caller passes the module's device
+        (28, 23, "safe"),  # self.device = torch.device("cuda") -> the module's `device`
+        (29, 22, "safe"),
+        (32, 27, "safe"),
+        (36, 8, "unsafe"),  # the availability test that chooses `device` in run()
+        (37, 18, "safe"),  # device = torch.device("cuda") in run()
+        (40, 11, "safe"),  # `device` may be "cpu" there: torch_xla.device()
+    ],
     "availability": [
         (7, 8, "unsafe"),  # assert torch.cuda.is_available(): the assertion goes
-        (9, 4, "unsafe"),  # if torch.cuda.is_available(): torch.cuda.manual_seed(...)
+        # `if torch.cuda.is_available(): torch.cuda.manual_seed(...)`: one finding, at the
+        # seed, which goes where it runs on XLA (before the test, which then goes).
         (10, 5, "safe"),  # torch.cuda.manual_seed -> torch_xla.manual_seed
         (11, 23, "unsafe"),  # the bf16 condition as a whole -> "bfloat16"
         (12, 11, "unsafe"),  # a flag that chooses no device -> True
@@ -105,7 +147,9 @@ EXPECTED = {
         (58, 18, "safe"),  # torch.accelerator.current_accelerator()
     ],
     "mnist_use_cuda": [
-        (51, 37, "unsafe"),  # use_cuda = ... and torch.cuda.is_available()
+        # use_cuda = ... and torch.cuda.is_available(): no fix, `if use_cuda:` at line 72
+        # reads CUDA's memory (it would print 0 on XLA); the device is ported at line 57.
+        (51, 37, None),
         (55, 9, "safe"),  # torch.cuda.manual_seed
         (57, 14, "safe"),  # torch.device("cuda" if use_cuda else "cpu")
         (73, 30, None),  # print(... torch.cuda.max_memory_allocated() ...): no number to write
@@ -341,7 +385,19 @@ def test_safe_fix_keeps_a_user_fallback():
     assert 'data_device = torch.device("xla")' in unsafe
 
 
-@pytest.mark.parametrize("case", ["mnist_accelerator", "mnist_use_cuda"])
+def test_a_flag_guarding_a_memory_read_is_not_ported_but_the_device_is():
+    """Issue 36 item 3: `if use_cuda: print(... torch.cuda.max_memory_allocated() ...)`.
+    Made True, the flag would print a peak of 0 MB on XLA: it is reported, naming that line,
+    with no fix; the device it chose is ported all the same (a safe fix)."""
+    source = read("mnist_use_cuda.py")
+    (flag,) = [f for f in findings_of(CODE, source, "m.py") if f.span.line == 51]
+    assert flag.fix is None and "torch.cuda.max_memory_allocated` (line 73)" in flag.message, flag.message
+    fixed = fix_source(source, "m.py", settings(), unsafe=True, select=[CODE]).source
+    assert "device = torch_xla.device()" in fixed and "if True" not in fixed
+    assert "use_cuda = not args.no_cuda and torch.cuda.is_available()" in fixed
+
+
+@pytest.mark.parametrize("case", ["mnist_accelerator"])
 def test_no_path_keeps_the_model_on_the_cpu(case):
     """After the unsafe fixes nothing asks whether CUDA (or an accelerator) is there,
     and the flag that chose the device no longer depends on it."""
@@ -580,7 +636,8 @@ def test_issue21_command_line_scripts_fix_to_expected(name):
 def test_string_device_script_ports_the_selection_and_dtype_together():
     fixed = read("port_gpt_string_device.unsafe.py")
     assert 'device = "xla"\ndevice_type = "xla" if "xla" in device else "cpu"\ndtype = "bfloat16"\n' in fixed
-    assert "if True:\n    torch_xla.manual_seed(1337)\n" in fixed
+    # The seed runs on XLA: before the availability test, which goes with it (never `if True:`).
+    assert "\ntorch_xla.manual_seed(1337)\n" in fixed and "if True" not in fixed
 
 
 def test_memory_print_keeps_the_users_query_and_names_the_xla_one():
@@ -674,3 +731,172 @@ def test_unused_local_rank_in_an_xla_script(source, reported):
     if reported:
         assert found[0].fix.applicability == "safe"
         assert "rank =" not in fix_source(source, "x.py", settings(), select=[CODE]).source
+
+
+# -- issue 36: a port follows the value ------------------------------------------------------
+NEVER_WRITTEN = ("if True:", "if False:", "not True", "not False", "True or", "False and")
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_no_fix_writes_a_constant_test(case):
+    """No fix writes `if True:` (or `not True or ...`): a test the port decides is replaced
+    by the branch it takes, or keeps no fix."""
+    source = read(f"{case}.py")
+    fixed = fix_source(source, f"{case}.py", settings(), unsafe=True, select=[CODE]).source
+    for text in NEVER_WRITTEN:
+        assert fixed.count(text) <= source.count(text), (case, text)
+
+
+def test_a_flag_whose_tensor_type_is_used_otherwise_keeps_no_fix():
+    """Item 1: the type chosen by the flag is passed to a function the fix cannot follow:
+    `cuda = True` would make it `torch.cuda.FloatTensor` there, so the flag has no fix."""
+    source = (
+        "import torch\n"
+        "cuda = torch.cuda.is_available()\n"
+        "if cuda:\n"
+        "    model.cuda()\n"
+        "Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+        "x = Tensor([1.0])\n"
+        "build(Tensor)\n"
+    )
+    (flag,) = [f for f in findings_of(CODE, source, "g.py") if f.span.line == 2]
+    assert flag.fix is None and "line 7 (`Tensor`)" in flag.message, flag.message
+    fixed = fix_source(source, "g.py", settings(), unsafe=True, select=[CODE]).source
+    assert "cuda = torch.cuda.is_available()" in fixed and "torch.cuda.FloatTensor if cuda" in fixed
+
+
+def test_a_flag_that_stays_a_choice_does_not_move_its_tensor_type():
+    """`--no-cuda` keeps the CPU path: a type moved to the XLA device whatever the flag says
+    would not be where the model is, so the flag keeps no fix."""
+    source = (
+        "import torch\n"
+        "cuda = not args.no_cuda and torch.cuda.is_available()\n"
+        "Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor\n"
+        "x = Tensor([1.0])\n"
+    )
+    (flag,) = [f for f in findings_of(CODE, source, "g.py") if f.span.line == 2]
+    assert flag.fix is None and "even where `cuda` is False" in flag.message, flag.message
+
+
+def test_cuda_tensor_types_are_reported_in_every_use():
+    source = (
+        "import torch\n"
+        "from torch.cuda import LongTensor\n"
+        "a = torch.cuda.ByteTensor(4)\n"
+        "b = LongTensor([1, 2])\n"
+        "c = a.type(torch.cuda.HalfTensor)\n"
+        "ok = isinstance(a, torch.cuda.BoolTensor)\n"
+        "torch.set_default_tensor_type(torch.cuda.FloatTensor)\n"
+    )
+    findings = findings_of(CODE, source, "t.py")
+    # Not `isinstance(a, torch.cuda.BoolTensor)`: asking needs no CUDA. The default type
+    # set to a CUDA one is reported (every tensor would be CUDA's), with no fix.
+    assert [(f.span.line, f.fix is not None) for f in findings] == [(3, True), (4, True), (5, True), (7, False)]
+    fixed = fix_source(source, "t.py", settings(), select=[CODE]).source
+    assert "a = torch.ByteTensor(4).to(torch_xla.device())" in fixed
+    assert "b = torch.LongTensor([1, 2]).to(torch_xla.device())" in fixed
+    assert "c = a.to(torch_xla.device(), torch.float16)" in fixed
+
+
+def test_correlated_log_tests_are_both_left():
+    """Item 2: `{memory}` added under one test and filled under another. Neither is
+    rewritten, so the log line works on XLA (the else branch formats without memory)."""
+    source = read("log_memory.py")
+    fixed = fix_source(source, "l.py", settings(), unsafe=True, select=[CODE]).source
+    assert fixed.count("if torch.cuda.is_available():") == 2
+
+
+def test_a_seed_moves_before_a_test_that_does_more():
+    """Item 3: the body also sets cuDNN flags: the seed goes before the test, the rest stays."""
+    source = (
+        "import torch\n"
+        "def setup(seed):\n"
+        "    if torch.cuda.is_available():\n"
+        "        torch.cuda.manual_seed_all(seed)\n"
+        "        torch.backends.cudnn.benchmark = True\n"
+    )
+    fixed = fix_source(source, "s.py", settings(), select=[CODE]).source
+    assert (
+        "    torch_xla.manual_seed(seed)\n    if torch.cuda.is_available():\n"
+        "        torch.backends.cudnn.benchmark = True\n"
+    ) in fixed
+
+
+def test_seeds_only_test_goes_with_its_seeds():
+    """The seed's own text is written as it is (a one-letter `s` is in `manual_seed`), once."""
+    source = (
+        "import torch\n"
+        "def setup(s):\n"
+        "    if torch.cuda.is_available():\n"
+        "        torch.cuda.manual_seed(s)\n"
+        "        torch.cuda.manual_seed_all(s)\n"
+        "    return s\n"
+    )
+    fixed = fix_source(source, "s.py", settings(), select=[CODE]).source
+    assert fixed.endswith("def setup(s):\n    torch_xla.manual_seed(s)\n    return s\n"), fixed
+
+
+def test_a_guard_of_cuda_only_code_names_it():
+    """Item 7: the guard protects `torch.cuda.get_device_properties` on line 13."""
+    (guard,) = [f for f in findings_of(CODE, read("flash_guard.py"), "f.py") if f.span.line == 11]
+    assert guard.fix is None and "torch.cuda.get_device_properties` (line 13)" in guard.message, guard.message
+    fixed = fix_source(read("flash_guard.py"), "f.py", settings(), unsafe=True, select=[CODE]).source
+    assert "    if not torch.cuda.is_available() or not flash:\n" in fixed
+    assert "    if not wide:\n        return 4\n" in fixed
+
+
+@pytest.mark.parametrize(
+    ("test", "fixed"),
+    [
+        ("if torch.cuda.is_available():\n    a()\nelse:\n    b()\n", "a()\n"),
+        ("if not torch.cuda.is_available():\n    a()\nelse:\n    b()\n", "b()\n"),
+        ("if not torch.cuda.is_available():\n    a()\n", ""),
+        ("if torch.cuda.is_available() or x:\n    a()\n", "a()\n"),
+        ("if torch.cuda.is_available() and x:\n    a()\n", "if x:\n    a()\n"),
+        ("y = 1 if not torch.cuda.is_available() and x else 2\n", "y = 2\n"),
+        ("if x or not torch.cuda.is_available() or z:\n    a()\n", "if x or z:\n    a()\n"),
+    ],
+)
+def test_a_test_is_replaced_by_what_it_takes(test, fixed):
+    """The unsafe fix treats the XLA device as available and follows the test's value."""
+    source = "import torch\n" + test
+    result = fix_source(source, "t.py", settings(), unsafe=True, select=[CODE]).source
+    assert result == "import torch\n" + fixed
+
+
+def test_a_port_only_the_unsafe_fix_completes_says_so(tmp_path):
+    """Item 8: with the safe fixes alone the WGAN's flag stays False on XLA and the script
+    trains on the CPU. `fix` (and `check`, `fix --diff`) say which fix the port needs;
+    not once it is applied, nor for a port the safe fixes complete."""
+    import subprocess
+    import sys
+
+    from xlalint.engine import reporters
+
+    findings = findings_of(CODE, read("wgan_tensor_type.py"), "w.py")
+    (note,) = reporters.port_notes(findings, unsafe=False)
+    assert note.startswith("note: w.py:10:16: the port is not complete") and "--unsafe-fixes" in note
+    assert reporters.port_notes(findings, unsafe=True) == []
+    assert reporters.port_notes(findings_of(CODE, read("log_memory.py"), "l.py"), unsafe=False) == []
+    script = tmp_path / "wgan.py"
+    script.write_text(read("wgan_tensor_type.py"))
+    command = [sys.executable, "-m", "xlalint", "fix", str(script), "--select", CODE, "--no-cache"]
+    safe = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert "the port is not complete" in safe.stdout, safe.stdout + safe.stderr
+    unsafe = subprocess.run([*command, "--unsafe-fixes"], capture_output=True, text=True, timeout=120)
+    assert "the port is not complete" not in unsafe.stdout + unsafe.stderr
+
+
+@pytest.mark.parametrize(
+    ("guarded", "named"),
+    [
+        ("    x = x.pin_memory()\n", "x.pin_memory()` (line 4)"),
+        ("    opt = torch.optim.AdamW(params, fused=True)\n", "fused=True` (line 4)"),
+        ("    n = torch.cuda.device_count()\n", "torch.cuda.device_count` (line 4)"),
+    ],
+)
+def test_a_flag_guarding_cuda_only_code_keeps_no_fix(guarded, named):
+    """Made True, the flag would run code that needs CUDA on XLA ("Found no NVIDIA driver")."""
+    source = "import torch\nuse_cuda = torch.cuda.is_available()\nif use_cuda:\n" + guarded
+    (flag,) = [f for f in findings_of(CODE, source, "p.py") if f.span.line == 2]
+    assert flag.fix is None and named in flag.message, flag.message

@@ -17,7 +17,13 @@ from functools import cached_property
 
 from xlalint.analysis.semantic import Semantic, ancestors, method_name, parent, string_value, subtree
 from xlalint.analysis.syntax import argument, is_self_attribute
-from xlalint.analysis.values import assigned_values, assigned_values_by_name, is_self_attr
+from xlalint.analysis.values import (
+    assigned_values,
+    assigned_values_by_name,
+    call_sites,
+    is_self_attr,
+    passed_argument,
+)
 
 # "cuda", "cuda:0", "cuda:12" -- the strings torch reads as a CUDA device.
 CUDA_STRING = re.compile(r"cuda(:\d+)?")
@@ -134,6 +140,8 @@ class DeviceAnalysis:
         self._locals: dict[int, set[str]] = {}
         self._uses_by_scope: dict[str, dict[int, list[ast.Name]]] = {}
         self._device_variables: dict[int, ast.Assign | None] = {}
+        self._device_parameters: dict[int, str | None] = {}
+        self._device_attributes: dict[int, tuple[str, ast.stmt] | None] = {}
 
     # -- where code runs ------------------------------------------------------------------
     @cached_property
@@ -302,17 +310,117 @@ class DeviceAnalysis:
 
     def xla_device_variable(self, node: ast.AST) -> str | None:
         """A variable that holds the XLA device wherever ``node`` runs once the file is
-        ported: assigned ``torch_xla.device()`` (or ``xm.xla_device()``, or a CUDA device the
-        port turns into it) by a statement of the function's (or module's) own body before
-        ``node``, and never assigned anything else in that scope. A fix writes it instead of
-        calling ``torch_xla.device()`` again."""
+        ported, for a fix to write instead of calling ``torch_xla.device()`` again:
+
+        - assigned ``torch_xla.device()`` (or ``xm.xla_device()``, or a CUDA device the
+          port turns into it) by a statement of the function's (or module's) own body
+          before ``node``, and never assigned anything else in that scope;
+        - such a module variable, read in a function defined after it that binds nothing
+          of that name (nor do the functions around it);
+        - a parameter (``def evaluate(model, loader, device)``) that every call in the
+          module passes such a variable, and that the function never rebinds;
+        - ``self.<attr>`` that every assignment in the class makes such a device, one of
+          them in ``__init__`` (``self.device = torch.device("cuda")``)."""
         scope = next((a for a in ancestors(node) if isinstance(a, FUNCTION_SCOPES)), self.tree)
         if not isinstance(getattr(scope, "body", None), list):
             return None  # a lambda
         first = self._device_variable_assignment(scope)
-        if first is None or first.lineno >= getattr(node, "lineno", 0):
+        if first is not None and first.lineno < getattr(node, "lineno", 0):
+            return first.targets[0].id  # type: ignore[attr-defined]
+        if scope is self.tree:
             return None
-        return first.targets[0].id  # type: ignore[attr-defined]
+        return self._global_device(node, scope) or self._device_parameter(scope) or self._device_attribute(node)
+
+    def _global_device(self, node: ast.AST, scope: ast.AST) -> str | None:
+        module_first = self._device_variable_assignment(self.tree)
+        if module_first is None or self.spawns_workers:
+            return None  # a worker creates its own device (the module's is `torch.device("xla")`)
+        name = module_first.targets[0].id  # type: ignore[attr-defined]
+        top = next((a for a in ancestors(node) if parent(a) is self.tree), None)
+        if top is None or module_first.lineno >= top.lineno:
+            return None
+        for function in (a for a in ancestors(node) if isinstance(a, FUNCTION_SCOPES)):
+            if name in self._function_locals(function):
+                return None
+        return name
+
+    def _device_parameter(self, scope: ast.AST) -> str | None:
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        if id(scope) in self._device_parameters:
+            return self._device_parameters[id(scope)]
+        self._device_parameters[id(scope)] = None  # a recursive call asks again: no answer there
+        found = None
+        values = None
+        for arg in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs):
+            if "device" not in arg.arg:
+                continue
+            if values is None:
+                values = assigned_values_by_name(scope, shallow=True)
+            if values.get(arg.arg):
+                continue  # rebound in the function
+            calls = list(call_sites(scope, self.semantic))
+            passed = [passed_argument(call, scope, arg.arg) for call in calls]
+            if calls and all(
+                isinstance(value, ast.Name) and self.xla_device_variable(call) == value.id
+                for call, value in zip(calls, passed)
+            ):
+                found = arg.arg
+                break
+        self._device_parameters[id(scope)] = found
+        return found
+
+    def _device_attribute(self, node: ast.AST) -> str | None:
+        owner = next((a for a in ancestors(node) if isinstance(a, ast.ClassDef)), None)
+        method = next((a for a in ancestors(node) if isinstance(a, FUNCTION_SCOPES)), None)
+        if (
+            owner is None
+            or not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+            or parent(method) is not owner
+        ):
+            return None
+        if not method.args.args or method.args.args[0].arg != "self":
+            return None
+        attribute = self._device_attributes.get(id(owner), ...)
+        if attribute is ...:
+            attribute = self._device_attribute_of(owner)
+            self._device_attributes[id(owner)] = attribute
+        if attribute is None:
+            return None
+        name, assignment = attribute
+        if method.name == "__init__" and assignment.lineno >= getattr(node, "lineno", 0):
+            return None
+        return f"self.{name}"
+
+    def _device_attribute_of(self, owner: ast.ClassDef) -> tuple[str, ast.stmt] | None:
+        """The ``self.<attr>`` that ``__init__`` assigns an XLA device (after the port) and
+        no statement of the class assigns anything else."""
+        init = next((s for s in owner.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+        if init is None:
+            return None
+        for statement in init.body:
+            if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+                continue
+            target = statement.targets[0]
+            if not (is_self_attribute(target) and self._is_xla_device_after_port(statement.value)):
+                continue
+            attr = target.attr  # type: ignore[attr-defined]
+            values = list(assigned_values(owner, lambda t, attr=attr: is_self_attr(t, attr)))
+            if all(self._is_xla_device_after_port(v) for v in values) and not self._attribute_bound_otherwise(
+                owner, attr
+            ):
+                return attr, statement
+        return None
+
+    def _attribute_bound_otherwise(self, owner: ast.ClassDef, attr: str) -> bool:
+        """``self.<attr>`` bound other than by an assignment (``for self.device in ...``,
+        ``self.device += ...``, a ``with ... as self.device``)."""
+        for node in ast.walk(owner):
+            if isinstance(node, (ast.For, ast.AsyncFor, ast.AugAssign, ast.AnnAssign, ast.withitem, ast.NamedExpr)):
+                target = node.optional_vars if isinstance(node, ast.withitem) else getattr(node, "target", None)
+                if target is not None and any(is_self_attr(t, attr) for t in ast.walk(target)):
+                    return True
+        return False
 
     def _device_variable_assignment(self, scope: ast.AST) -> ast.Assign | None:
         """The first statement of ``scope``'s own body that assigns a variable the XLA

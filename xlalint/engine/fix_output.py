@@ -16,7 +16,7 @@ from xlalint.engine.runner import FileReport
 from xlalint.model import Finding, Span, split_lines
 
 
-def print_diffs(reports: list[FileReport], out, quiet: bool = False) -> None:
+def print_diffs(reports: list[FileReport], out, quiet: bool = False, unsafe: bool = True) -> None:
     import difflib
 
     from xlalint.engine.notebook import CellText, cell_diffs
@@ -39,6 +39,9 @@ def print_diffs(reports: list[FileReport], out, quiet: bool = False) -> None:
     # The fixes withheld (they would make the file worse), as notes beside the diff,
     # located in the file as it is (the diff's old side), as their reasons are.
     for note in reporters.withheld_notes([_in_input(r, f) for r in reports for f in r.findings if f.fix_withheld]):
+        print(note, file=sys.stderr)
+    # The fix the port needs and the diff leaves out (an unsafe one, without --unsafe-fixes).
+    for note in reporters.port_notes([f for r in reports for f in r.findings], unsafe):
         print(note, file=sys.stderr)
     changed = sum(1 for r in reports if r.changed)
     fixes = sum(len(r.fixed) for r in reports)

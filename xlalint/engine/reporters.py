@@ -18,7 +18,7 @@ from pathlib import Path
 from xlalint import __version__
 from xlalint.engine.escaping import json_text, printable, uri_reference, xml_text
 from xlalint.engine.rule_docs import public_url, rule_url
-from xlalint.model import Finding
+from xlalint.model import PORT_NEEDS_FIX, Finding
 
 # Every output format, in the order --help lists them (`text` is concise's old name).
 # `grouped` and `pylint` are rendered by :mod:`xlalint.engine.text_report`, with concise.
@@ -246,6 +246,19 @@ def checked_note(checked: int | None, total: int) -> str:
         return f"; `check` found {checked}: {gone} went with code a fix rewrote"
     more = total - checked
     return f"; `check` found {checked}: {more} more appeared as the fixes changed the code"
+
+
+def port_notes(findings: Sequence[Finding], unsafe: bool) -> list[str]:
+    """A port that only an unsafe fix completes says so: one ``note:`` line per finding
+    whose fix the port needs (the test that is the only path to the accelerator) and
+    that was not applied: without it the script imports torch_xla and trains on the CPU."""
+    return [
+        f"note: {location(f)}: the port is not complete: the device is still chosen by a test that is "
+        f"False on XLA, so the script would run on the CPU; `xlalint fix --unsafe-fixes` applies the "
+        f"{f.code} fix it needs"
+        for f in findings
+        if f.fix is not None and f.fix.message == PORT_NEEDS_FIX and not applicable(f, unsafe)
+    ]
 
 
 def after_port_note(count: int) -> str:

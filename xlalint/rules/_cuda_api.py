@@ -15,7 +15,8 @@ row, not new code. The rule reads a row as:
   ``"stream"``: a stream or event object, removed with every use when each use orders
   streams or waits for them (see the rule); ``"autocast"`` / ``"grad_scaler"``
   (the rule's own fixes); ``"availability"`` (False on an XLA machine: see the
-  rule's availability part).
+  rule's availability part); ``"tensor_type"`` (``torch.cuda.FloatTensor`` and kin: the
+  CPU type moved to the device, see the rule's tensor_types part).
 - ``template``: the replacement code. ``{xm}``, ``{xr}``, ``{torch_xla}`` are the
   modules as the file spells them, ``{device}`` the XLA device, ``{sync}`` the sync call
   of the target version (``torch_xla.sync``), ``{manual_seed}`` the
@@ -51,6 +52,7 @@ Action = Literal[
     "autocast",
     "grad_scaler",
     "availability",
+    "tensor_type",
 ]
 
 
@@ -80,7 +82,9 @@ _MEMORY_RESET = _remove("`torch.cuda.{name}()` resets CUDA allocator statistics:
 _STREAM = CudaApi("stream", "`torch.cuda.{name}`: XLA has no user streams")
 _STREAM_CONTEXT = CudaApi("context", "`torch.cuda.{name}(...)`: XLA has no user streams")
 _DEVICE_CONTEXT = CudaApi("context", "`torch.cuda.{name}(...)` selects a CUDA device; an XLA process has one")
-_TENSOR_TYPE = _report("`torch.cuda.{name}` is a CUDA tensor type: use `torch.tensor(..., dtype=..., device={device})`")
+_TENSOR_TYPE = CudaApi(
+    "tensor_type", "`torch.cuda.{name}` is a CUDA tensor type: use `torch.tensor(..., dtype=..., device={device})`"
+)
 _NO_COUNTERPART = _report("`torch.cuda.{name}` has no XLA counterpart: remove it or keep it off the XLA path")
 
 DEFAULT = _NO_COUNTERPART

@@ -29,16 +29,17 @@ from __future__ import annotations
 import ast
 
 from xlalint.analysis.devices import TORCH_DEVICE
-from xlalint.analysis.semantic import method_name
+from xlalint.analysis.semantic import method_name, parent
 from xlalint.engine.rule import Invalid, Rule, Valid
 from xlalint.rules._cuda_api import DISTRIBUTED_DATA_PARALLEL, INIT_PROCESS_GROUP, SHARE_MEMORY_METHODS, lookup
-from xlalint.rules.xla104 import amp, availability, cuda_calls, device_args, process_groups, streams
+from xlalint.rules.xla104 import amp, availability, cuda_calls, device_args, process_groups, streams, tensor_types
 from xlalint.rules.xla104.amp import GENERIC_AUTOCAST, GENERIC_GRAD_SCALER, Amp
 from xlalint.rules.xla104.availability import Availability
 from xlalint.rules.xla104.cuda_calls import CudaCalls
 from xlalint.rules.xla104.device_args import DeviceArguments
 from xlalint.rules.xla104.process_groups import ProcessGroups
 from xlalint.rules.xla104.streams import Streams
+from xlalint.rules.xla104.tensor_types import TensorTypes
 from xlalint.rules.xla104.torch_tpu import TorchTpuPort
 from xlalint.rules.xla104.writer import Writer
 
@@ -98,7 +99,8 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
   (issue 21): `assert torch.cuda.is_available()`, `if torch.cuda.is_available():
   torch.cuda.manual_seed(s)`, `pin = torch.cuda.is_available()`: the ported script would
   stop, or skip what it does on an accelerator (not in an `if` whose branches only
-  print, warn or log: nothing runs differently). `"bfloat16" if torch.cuda.is_available()
+  print, warn or log, or build the text of a log line: nothing runs differently, and a
+  test that adds `{memory}` to a format is tied to the one that fills it). `"bfloat16" if torch.cuda.is_available()
   and torch.cuda.is_bf16_supported() else "float16"` is reported once, as a whole: it
   would pick float16 on XLA (and the scaler the fix removes would be its loss scaling);
 - a data-parallel script's CUDA parts (names in `xlalint/rules/_cuda_api.py`):
@@ -114,8 +116,13 @@ CPU. The XLA device is `torch_xla.device()` (`xm.xla_device()` before torch_xla 
   memory API (`memory_allocated`, `max_memory_allocated`, `reset_peak_memory_stats`,
   ...), streams and device contexts (`torch.cuda.Stream()`, `torch.cuda.stream(s)`,
   `torch.cuda.current_stream()`, `torch.cuda.device(i)`, `torch.accelerator.device_index(i)`),
-  events, graphs, NVTX, RNG state, tensor types. Each is fixed, or reported with its XLA
-  replacement, or with "no XLA counterpart".
+  events, graphs, NVTX, RNG state. Each is fixed, or reported with its XLA
+  replacement, or with "no XLA counterpart";
+- the CUDA tensor types (`torch.cuda.FloatTensor`, `LongTensor`, `HalfTensor`,
+  `ByteTensor`, `DoubleTensor`, `IntTensor`, `BoolTensor`, ...) called as constructors,
+  given to `.type(T)`, or chosen by a test (`Tensor = torch.cuda.FloatTensor if cuda else
+  torch.FloatTensor`, the GAN scripts' way): without CUDA each raises "Found no NVIDIA
+  driver".
 
 ## What is not flagged
 
@@ -134,9 +141,13 @@ Safe:
   `torch_xla.device()`, `.to("cuda")` -> `.to(torch_xla.device())`, `device="cuda"` ->
   `device=torch_xla.device()`, the whole selection idiom -> `torch_xla.device()`;
   `device.type == "cuda"` of such a `device` tests `"xla"`, as below.
-  Where the function (or module) already holds the XLA device in a variable
-  (`device = torch_xla.device()` in its own body above, never assigned anything else
-  and not a parameter or loop target), the fix writes that variable instead;
+  Where the XLA device is already in a variable in scope, the fix writes that variable
+  instead: one the function (or module) assigns the XLA device in its own body above
+  (`device = torch_xla.device()`, or a CUDA device the port makes it), never anything
+  else, and not a parameter or loop target; the module's such variable read in a
+  function defined after it (not in a script that spawns workers); a parameter
+  (`def evaluate(model, loader, device)`) that every call in the module passes such a
+  variable; `self.<attr>` that `__init__` makes the device and nothing else rebinds;
 - `.cuda()` -> `.to(torch_xla.device())`; the CUDA device index of `.cuda(0)` is
   dropped, `non_blocking=` and `memory_format=` are kept;
 - `torch.cuda.synchronize()` -> `torch_xla.sync()` then `xm.wait_device_ops()`: the
@@ -145,7 +156,15 @@ Safe:
   wait where a sync directly precedes; no fix in a one-line block (`if x: ...`), where
   the sync has no place;
 - `torch.cuda.manual_seed(s)` / `manual_seed_all(s)` -> `torch_xla.manual_seed(s)`
-  (`xm.set_rng_state(s)` before 2.4);
+  (`xm.set_rng_state(s)` before 2.4). Under `if torch.cuda.is_available():` (or a flag
+  built on it), which is False on XLA, the seed goes before the test, where it runs; the
+  test goes with it when its body was nothing but seeds;
+- a CUDA tensor type called or given to `.type()`: `torch.cuda.FloatTensor(x)` ->
+  `torch.FloatTensor(x).to(torch_xla.device())`, `t.type(torch.cuda.LongTensor)` ->
+  `t.to(torch_xla.device(), torch.int64)`; a name for one (`Tensor =
+  torch.cuda.FloatTensor`) becomes the CPU type, with each `Tensor(...)` moved to the
+  device and each `t.type(Tensor)` made `t.to(device, dtype)` (no fix when a use is
+  anything else);
 - `torch.cuda.empty_cache()` and `torch.cuda.set_device(...)` statements are removed
   (no fix when the call is part of a larger expression);
 - `map_location=<cuda>` -> `map_location="cpu"`: load on the host, then move the
@@ -258,14 +277,23 @@ Unsafe:
   (`"nccl" if torch.cuda.is_available() else "gloo"`) becomes `"xla"`, dropping the
   fallback: on an XLA machine the condition picks gloo, which cannot reduce XLA tensors.
   With a `store=`, or `*args`/`**kwargs`, there is no fix;
-- a flag or test built on `is_available()` that chooses the device: the call goes
-  from `... and torch.cuda.is_available()` (or becomes `True`), so every path puts the
-  model on the XLA device (`--no-cuda`-style options keep working);
+- a flag or test built on `is_available()` that chooses the device: the test is
+  rewritten with its value on XLA, never as `if True:`: the call goes from `... and
+  torch.cuda.is_available()` (`--no-cuda`-style options keep working), `not
+  torch.cuda.is_available() or x` -> `x`, `if torch.cuda.is_available(): A else: B` ->
+  `A` in place of the `if` (`B` for `if not ...`), `a if torch.cuda.is_available() else
+  b` -> `a`, a flag's value -> `True`. So every path puts the model on the XLA device.
+  A flag is ported at its definition only with every use: a tensor type it chooses
+  (`Tensor = torch.cuda.FloatTensor if cuda else torch.FloatTensor`) becomes the CPU type
+  in the same fix, and each `Tensor(...)` is moved to the device, each `t.type(Tensor)`
+  becomes `t.to(device, dtype)` (not when the flag stays a choice, `not args.no_cuda and
+  ...`, or `Tensor` is used any other way: then no fix, the line named). Until this fix is
+  applied the port runs on the CPU, and `check`/`fix` say so in a note after the summary;
 - `torch.cuda.current_device()` -> `xr.local_ordinal()` (the index of this process's
   XLA device);
-- `torch.cuda.is_available()` anywhere else: treated as True, so what the script does
-  on an accelerator runs on XLA (an `assert` of it alone is removed; the bfloat16
-  condition becomes its `"bfloat16"` branch);
+- `torch.cuda.is_available()` anywhere else: treated as True in the same way, so what
+  the script does on an accelerator runs on XLA (an `assert` of it alone is removed; the
+  bfloat16 condition becomes its `"bfloat16"` branch);
 
 Unsafe (they change the numerics):
 - CUDA autocast -> `torch.autocast("xla", dtype=torch.bfloat16)`, keeping `enabled=`
@@ -281,6 +309,12 @@ Unsafe (they change the numerics):
   `None`) the finding has no fix, and its message names the line that blocks it.
 
 No fix:
+- an availability test (or a flag built on it) that guards code with no XLA port: a
+  memory query, `torch.cuda.get_device_properties(...)`, `x.pin_memory()` or
+  `AdamW(..., fused=True)` in a branch, or after
+  `if not torch.cuda.is_available() or not flash: return`. Made True, that code would run
+  on XLA (and raise, or print a number the device never gave): the test keeps guarding
+  it, and the message names the line to port first;
 - a memory query (`torch.cuda.max_memory_allocated()`, `memory_allocated()`, ...): it is
   reported with its XLA counterpart, `xm.get_memory_info(device)` (`["bytes_used"]`,
   `["bytes_limit"]`), which a TPU answers and the CPU runtime does not (it raises
@@ -389,6 +423,7 @@ opt.step()
         ),
         *device_args.VALID,
         *process_groups.VALID,
+        *tensor_types.VALID,
     ]
     INVALID = [
         Invalid(
@@ -583,6 +618,7 @@ opt.step()
         ),
         *device_args.INVALID,
         *availability.INVALID,
+        *tensor_types.INVALID,
         *cuda_calls.INVALID,
         *amp.INVALID,
         *streams.INVALID,
@@ -591,11 +627,12 @@ opt.step()
 
     # -- the walk: each call goes to the part that knows it ----------------------------------
     def begin(self) -> None:
-        # Porting to TorchTPU is a renaming of its own (rules/xla104/torch_tpu.py).
         self.writer = Writer(self)
+        # Porting to TorchTPU is a renaming of its own (rules/xla104/torch_tpu.py).
         self.torch_tpu = TorchTpuPort(self, self.writer) if self.ctx.on_torch_tpu else None
         self.device_args = DeviceArguments(self.writer)
-        self.availability = Availability(self.writer)
+        self.tensor_types = TensorTypes(self.writer)
+        self.availability = Availability(self.writer, self.tensor_types)
         self.amp = Amp(self.writer)
         self.streams = Streams(self.writer)
         self.process_groups = ProcessGroups(self.writer)
@@ -635,6 +672,13 @@ opt.step()
             else:
                 self.process_groups.check_share_memory(node)
         self.device_args.check_arguments(node)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        # A CUDA tensor type not called (a call is the table's): `.type(T)`, `T if cuda else ...`.
+        if node.attr.endswith("Tensor") and self.torch_tpu is None:
+            holder = parent(node)
+            if not (isinstance(holder, ast.Call) and holder.func is node):
+                self.tensor_types.check_reference(node)
 
     def visit_IfExp(self, node: ast.IfExp) -> None:
         if self.torch_tpu is not None:

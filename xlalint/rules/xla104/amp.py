@@ -178,7 +178,14 @@ class ScalerRemoval(ObjectRemoval):
                 return False
             self.operations.append(RemoveStatement(self.ctx.span(stmt)))
             return True
-        replacements = {"get_scale": "1.0", "state_dict": "{{}}", "is_enabled": "False"}
+        if method == "is_enabled" and not call.args and not call.keywords:
+            # False once the scaler goes: the test it is in follows (never `if False:`).
+            operations = self.writer.assume_true(call, lambda node: node is call, known=False)
+            if operations is None:
+                return False
+            self.operations.extend(operations)
+            return True
+        replacements = {"get_scale": "1.0", "state_dict": "{{}}"}
         if method in replacements and not call.args and not call.keywords:
             self.operations.append(ReplaceExpr(span, replacements[method]))
             return True
@@ -188,6 +195,30 @@ class ScalerRemoval(ObjectRemoval):
 # XLA104's examples of this part (the rule runs them as its own: tests/test_rule_examples.py).
 VALID: list[Valid] = []
 INVALID = [
+    # `scaler.is_enabled()` is False once the scaler goes: its test takes the other branch
+    # in place of the `if` (never `if False:`).
+    Invalid(
+        """
+        import torch
+        scaler = torch.cuda.amp.GradScaler()
+        loss = model(x)
+        scaler.scale(loss).backward()
+        if scaler.is_enabled():
+            print(scaler.get_scale())
+        else:
+            print("no scaling")
+        scaler.step(opt)
+        scaler.update()
+        """,
+        unsafe_fixed="""
+        import torch
+        loss = model(x)
+        loss.backward()
+        print("no scaling")
+        opt.step()
+        """,
+        count=1,
+    ),
     Invalid(
         """
         import torch

@@ -27,6 +27,7 @@ from xlalint.rules.xla104.writer import Writer
 class CudaCalls:
     def __init__(self, writer: Writer, availability: Availability, amp: Amp, streams: Streams):
         self.writer = writer
+        self.tensor_types = availability.tensor_types
         self.ctx = writer.ctx
         self.availability = availability
         self.amp = amp
@@ -64,6 +65,8 @@ class CudaCalls:
             self.writer.report(
                 call, self.writer.spell(row.message, call, short)[0], self._replace_fix(call, short, row)
             )
+        elif row.action == "tensor_type":
+            self.tensor_types.check_reference(call.func)  # type: ignore[arg-type]
         elif row.action == "context":
             self.streams.check_context(call, short, row)
         elif row.action == "stream":
@@ -86,14 +89,20 @@ class CudaCalls:
             return None
         code, imports = self.writer.spell(row.template or "", call, short)
         if code == "True":
-            return self.writer.fix(row.applicability, "Use `True`", self.writer.true(call))
+            operations = self.writer.assume_true(call, lambda node: node is call)
+            return self.writer.fix(row.applicability, "Use `True`", *operations) if operations else None
         parts = (("arg0", self.ctx.span(call.args[0])),) if row.arguments else ()
-        return self.writer.fix(
-            row.applicability,
-            f"Use `{code.replace('{arg0}', '...')}`",
-            ReplaceExpr(self.ctx.span(call), code, parts),
-            imports=imports,
-        )
+        title = f"Use `{code.replace('{arg0}', '...')}`"
+        if row.template is not None and row.template.startswith("{manual_seed}"):
+            # A seed under `if torch.cuda.is_available():` goes where it runs on XLA.
+            moved = self.availability.moved_seed(call, code.removesuffix("({arg0})"))
+            if moved is not None:
+                return (
+                    self.writer.fix(row.applicability, f"{title} before the test", *moved, imports=imports)
+                    if moved
+                    else None
+                )
+        return self.writer.fix(row.applicability, title, ReplaceExpr(self.ctx.span(call), code, parts), imports=imports)
 
     def _formatted_into_string(self, call: ast.Call) -> int | None:
         """The line where the name or ``self.<attr>`` that ``call`` is assigned to is

@@ -13,11 +13,12 @@ import ast
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from xlalint.analysis.accelerator_tests import Remaining, assume, is_elif, test_root
 from xlalint.analysis.device_reads import DeviceReads
 from xlalint.analysis.options import CommandLineOptions
 from xlalint.analysis.semantic import keyword, parent, string_value
-from xlalint.analysis.syntax import whole_statement
-from xlalint.model import Fix, Import, InsertStatement, Operation, ReplaceExpr
+from xlalint.analysis.syntax import is_alone_on_its_lines, whole_statement
+from xlalint.model import Fix, Import, InsertStatement, Operation, RemoveStatement, ReplaceExpr, Span
 
 if TYPE_CHECKING:
     from xlalint.engine.rule import Rule
@@ -183,13 +184,84 @@ class Writer:
         line = self.ctx.lines[statement.lineno - 1].encode()
         return bool(line[: statement.col_offset].strip())
 
-    def true(self, call: ast.Call) -> ReplaceExpr:
-        """``call`` is True on XLA: ``a if call else b`` -> ``a``; elsewhere ``True``."""
-        holder = parent(call)
-        if isinstance(holder, ast.IfExp) and holder.test is call:
-            # The body binds tighter than the conditional it replaces: no parentheses.
-            return ReplaceExpr(self.ctx.span(holder), "{body}", (("body", self.ctx.span(holder.body)),))
-        return ReplaceExpr(self.ctx.span(call), "True")
+    def assume_true(
+        self, call: ast.AST, truthy: Callable[[ast.AST], bool], known: bool = True
+    ) -> tuple[Operation, ...] | None:
+        """The operations that treat ``call`` (and whatever ``truthy`` accepts) as True on
+        XLA, following the test it is in: ``a if call else b`` -> ``a``; ``not call or x``
+        -> ``x``; ``if call: body`` -> the body, in place of the ``if`` (never ``if True:``);
+        a value elsewhere -> ``True``. None where the test cannot be rewritten that way.
+        ``known=False``: the same, with ``call`` False (``scaler.is_enabled()``)."""
+        root = test_root(call)
+        value = assume(root, truthy, known)
+        if value is None or value is root:
+            return None
+        holder = parent(root)
+        if isinstance(value, bool):
+            if isinstance(holder, ast.If) and holder.test is root:
+                return self.take_branch(holder, value)
+            if isinstance(holder, ast.IfExp) and holder.test is root:
+                branch = holder.body if value else holder.orelse
+                # The branch binds tighter than the conditional it replaces: no parentheses.
+                return (ReplaceExpr(self.ctx.span(holder), "{branch}", (("branch", self.ctx.span(branch)),)),)
+            if isinstance(holder, (ast.While, ast.Assert, ast.comprehension)):
+                return None
+            return (ReplaceExpr(self.ctx.span(root), "True" if value else "False"),)
+        parts: list[tuple[str, Span]] = []
+        template = self._remaining(value, parts)
+        if isinstance(value, Remaining) and not isinstance(holder, (ast.stmt, ast.IfExp, ast.keyword, ast.Call)):
+            template = f"({template})"
+        return (ReplaceExpr(self.ctx.span(root), template, tuple(parts)),)
+
+    def _remaining(self, value: ast.expr | Remaining, parts: list[tuple[str, Span]]) -> str:
+        if isinstance(value, Remaining):
+            joiner = " and " if isinstance(value.operator, ast.And) else " or "
+            pieces = []
+            for operand in value.operands:
+                text = self._remaining(operand, parts)
+                pieces.append(f"({text})" if isinstance(operand, Remaining) else text)
+            return joiner.join(pieces)
+        name = f"v{len(parts)}"
+        parts.append((name, self.ctx.span(value)))
+        loose = isinstance(value, (ast.BoolOp, ast.IfExp, ast.Lambda, ast.NamedExpr))
+        return f"({{{name}}})" if loose else f"{{{name}}}"
+
+    def take_branch(self, statement: ast.If, value: bool) -> tuple[Operation, ...] | None:
+        """The ``if`` replaced by the branch its test now takes (its body when ``value``,
+        else its ``else``), dedented; removed when that branch is empty. None for an
+        ``elif`` clause, an ``elif`` chain left, or an ``if`` that shares its lines."""
+        if is_elif(statement, self.ctx.lines) or not is_alone_on_its_lines(statement):
+            return None
+        branch = statement.body if value else statement.orelse
+        if not branch:
+            return (RemoveStatement(self.ctx.span(statement)),)
+        if isinstance(branch[0], ast.If) and is_elif(branch[0], self.ctx.lines):
+            return None
+        code = self.dedented(statement, branch)
+        if code is None:
+            return None
+        return (
+            InsertStatement(self.ctx.span(statement), code, "before"),
+            RemoveStatement(self.ctx.span(statement)),
+        )
+
+    def dedented(self, header: ast.stmt, block: list[ast.stmt]) -> str | None:
+        """The source of ``block`` at column 0, with the comment lines above its first
+        statement; None when a line of it is not indented as the block is (a string)."""
+        first, last = block[0], block[-1]
+        if first.lineno == header.lineno:  # `if x: a; b`
+            return "\n".join(self.ctx.source_of(s) for s in block)
+        start = first.lineno
+        while start - 1 > header.lineno and self.ctx.lines[start - 2].lstrip().startswith("#"):
+            start -= 1
+        indent = self.ctx.span(first).col
+        lines = []
+        for line in self.ctx.lines[start - 1 : last.end_lineno]:
+            line = line.rstrip("\r\n")
+            if line.strip() and line[:indent].strip():
+                return None
+            lines.append(line[indent:])
+        return "\n".join(lines)
 
     def imported_name(self, func: ast.AST) -> tuple[Import, ...]:
         """``from torch.cuda.amp import autocast``: the import the fix may leave unused."""
