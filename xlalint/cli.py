@@ -30,7 +30,6 @@ from xlalint.engine.config import (
     validate_selectors,
 )
 from xlalint.engine.escaping import printable
-from xlalint.engine.fix_output import print_diffs, print_fixes
 from xlalint.engine.rule_docs import rule_url
 from xlalint.engine.runner import FileReport, Job, internal_error, process_all, process_text
 from xlalint.help_format import USAGE_EXIT, Command, Group, error_line
@@ -361,6 +360,8 @@ def _run(
         out = sys.stderr
     fmt = output_format.value if output_format is not None else "full" if _is_terminal(out) else "concise"
     if diff:
+        from xlalint.engine.fix_output import print_diffs  # here: a check prints no fixes
+
         print_diffs(reports, out, quiet=quiet)
     elif statistics:
         print(reporters.statistics(findings, unsafe, as_json=fmt == "json"), file=out)
@@ -382,12 +383,16 @@ def _run(
             out.flush()
             render_full(findings, sources or {}, unsafe=unsafe, show_fixes=show_fixes, out=out, color=use_color(out))
             if show_fixes and fix:
+                from xlalint.engine.fix_output import print_fixes
+
                 print_fixes(reports, fixed=True, unsafe=unsafe, out=out)
         else:
             rendered = reporters.render(fmt, findings, sources=sources, unsafe=unsafe)
             if rendered:
                 print(rendered, file=out)
             if fmt in ("text", "concise") and show_fixes:
+                from xlalint.engine.fix_output import print_fixes
+
                 print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
         if fmt in ("full", "concise", "text") and not quiet and not nothing_found:
             print(

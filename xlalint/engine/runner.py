@@ -15,7 +15,6 @@ from xlalint.engine import source as sourcefile
 from xlalint.engine.config import Settings
 from xlalint.engine.file_report import FileReport, internal_error
 from xlalint.engine.lint import error_finding, lint_source, parsed_tree
-from xlalint.engine.notebook import process_notebook
 from xlalint.model import Finding
 
 # Below this many files a process pool costs more to start than it saves.
@@ -40,6 +39,8 @@ class Job:
 def process(job: Job) -> FileReport:
     path = Path(job.path)
     if path.suffix == ".ipynb":
+        from xlalint.engine.notebook import process_notebook  # here: most checks have no notebook
+
         return process_notebook(job)
     try:
         original = sourcefile.read(path)
