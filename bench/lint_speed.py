@@ -6,9 +6,10 @@ The corpus: the first --min-files files that import torch under the given folder
   for any ast-based linter);
 - xlalint ``lint_source``, every rule, one core (target: at most 1.3x the baseline);
 - xlalint's runner on every core (the process pool a many-file ``check`` uses);
-- ``xlalint check`` cold and warm (cached) as a command (target: warm at most 0.3 s);
+- ``xlalint check`` cold and warm (cached) as a command (targets: cold at most 1.2x the
+  baseline, warm at most 0.2 s; issue 39);
 - a one-file ``xlalint check`` as pre-commit runs it, median wall of --runs runs,
-  next to a bare ``python -c pass`` (target: at most 0.2 s);
+  next to a bare ``python -c pass`` (target: at most 0.12 s);
 - libcst ``parse_module`` (what the check path avoids);
 - TorchFix and Fixit on the same files when installed in ``bench/.venv-others``
   (``--install-others`` makes it: TorchFix pins an older libcst than ours);
@@ -301,9 +302,9 @@ def corpus_rows(args: argparse.Namespace) -> None:
         print(f"{what}: {seconds / cold:.1f}x the time of xlalint's cold check of the same files")
     print("\n| target | measured | met |")
     print("|---|---|---|")
-    print(f"| cold check at most 1.3x the baseline ({cores} cores) | {cold / base:.2f}x | {cold / base <= 1.3} |")
-    print(f"| warm (cached) rerun at most 0.3 s | {warm:.3f} s | {warm <= 0.3} |")
-    print(f"| one-file check at most 0.2 s (median) | {one_file:.3f} s | {one_file <= 0.2} |")
+    print(f"| cold check at most 1.2x the baseline ({cores} cores) | {cold / base:.2f}x | {cold / base <= 1.2} |")
+    print(f"| warm (cached) rerun at most 0.2 s | {warm:.3f} s | {warm <= 0.2} |")
+    print(f"| one-file check at most 0.12 s (median) | {one_file:.3f} s | {one_file <= 0.12} |")
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ def test_unsafe_fix_parses_and_is_idempotent(tmp_path, name):
     assert [f for f in remaining if f["fix"] is not None] == []
 
 
+@pytest.mark.slow
 def test_ported_cuda_script_runs_on_torch_xla_cpu(tmp_path):
     pytest.importorskip("torch_xla")
     script = tmp_path / "cuda_port.py"

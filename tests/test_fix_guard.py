@@ -248,6 +248,7 @@ def test_detaching_a_sum_read_on_rank_0_is_withheld(unsafe):
     assert fixing.fix_source(result.source, path, Settings(), unsafe=unsafe).source == result.source
 
 
+@pytest.mark.slow
 def test_the_outputs_say_which_fix_was_withheld_and_why(tmp_path, cli):
     (tmp_path / "train.py").write_text(fixture("rank0_running.py"))
     reason = "XLA102 fix not applied: it would bring XLA207 at line 28"

@@ -24,6 +24,9 @@ def test_the_readme_test_command_is_what_ci_runs():
     ci = [line for line in (ROOT / ".ci" / "run").read_text().splitlines() if line.startswith("pip install")]
     assert len(commands) == 1 and ci == commands
     assert commands[0].endswith("&& pytest -n auto")
+    # ... and the slow tests the default run leaves out, as a second command.
+    assert "pytest -n auto -m slow" in (ROOT / ".ci" / "run").read_text().splitlines()
+    assert "`pytest -n auto -m slow` runs those" in FIRST_BLOCK
     assert "about 3 GB of downloads" in FIRST_BLOCK and "exits 1 when it shows fixes" in FIRST_BLOCK
 
 

@@ -707,20 +707,43 @@ def test_a_path_over_path_max_is_one_line(project):
     assert result.stdout.splitlines()[0] == f"{long_path}:1:1: XLA000 cannot read: File name too long"
 
 
+PATH_MAX = os.pathconf("/", "PC_PATH_MAX")  # 4096 on Linux, the final NUL included
+
+
+def make_folders_to(top: Path, length: int) -> Path:
+    """Folders under ``top`` down to one whose absolute path is ``length`` characters,
+    whatever the length of ``top``'s own path; gives the deepest."""
+    left = length - len(str(top))  # each level adds a separator and a name
+    levels = -(-left // 201)  # names of at most 200 characters
+    letters = left - levels
+    names = ["d" * (letters // levels + (i < letters % levels)) for i in range(levels)]
+    deepest = top.joinpath(*names)
+    deepest.mkdir(parents=True)
+    assert len(str(deepest)) == length
+    return deepest
+
+
 def test_a_folder_deeper_than_path_max_in_a_walk_is_an_error(project):
-    name = "d" * 200
-    os.mkdir("top")
-    here = os.open("top", os.O_RDONLY)
-    try:
-        for _ in range(25):  # 5,000 characters: made one level at a time, relative to the last
-            os.mkdir(name, dir_fd=here)
-            deeper = os.open(name, os.O_RDONLY, dir_fd=here)
-            os.close(here)
-            here = deeper
-    finally:
-        os.close(here)
+    """Folders whose absolute paths end within a few characters of PATH_MAX, however
+    long the path of the test's own folder: each can be listed, but its ``.git``,
+    ``pyproject.toml``, ``.gitignore`` or an imported module's ``__init__.py`` is
+    over PATH_MAX (Path.exists raises there on Python 3.11), and the folder in it
+    cannot be listed. Each is one XLA000 line and exit 2, never a traceback."""
+    longest = PATH_MAX - 1
+    lengths = range(longest - 20, longest + 1)
+    for length in lengths:
+        deepest = make_folders_to(project / "top" / f"c{length}", length)
+        folder = os.open(deepest, os.O_RDONLY)
+        try:
+            # A folder in it whose path is over PATH_MAX (made relative to its folder).
+            os.mkdir("e" * (PATH_MAX - length), dir_fd=folder)
+        finally:
+            os.close(folder)
+        if length + len("/m.py") <= longest:
+            (deepest / "m.py").write_text("import helper\n\nhelper.run()\n")
     (project / "top" / "ok.py").write_text("x = 1\n")
     result = run("check", "--no-cache", "--output-format", "concise", ".")
     assert result.exit_code == 2
-    [line] = [line for line in result.stdout.splitlines() if "XLA000" in line]
-    assert line.startswith("top/ddd") and line.endswith(":1:1: XLA000 cannot read the folder: File name too long")
+    lines = [line for line in result.stdout.splitlines() if "XLA000" in line]
+    assert all(line.endswith(":1:1: XLA000 cannot read the folder: File name too long") for line in lines), lines
+    assert sorted(line.split("/")[1] for line in lines) == sorted(f"c{length}" for length in lengths)

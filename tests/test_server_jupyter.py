@@ -122,6 +122,7 @@ def test_jupyter_lsp_finds_the_server_through_the_entry_point(tmp_path, monkeypa
     assert manager.language_servers["xlalint"]["argv"] == [sys.executable, "-m", "xlalint", "server"]
 
 
+@pytest.mark.slow
 def test_a_notebook_over_the_size_limit_says_so_on_its_first_code_cell(tmp_path):
     from xlalint.engine.source import MAX_BYTES
 

@@ -33,7 +33,6 @@ from xlalint.engine.config import (
     validate_selectors,
 )
 from xlalint.engine.escaping import printable
-from xlalint.engine.fix_output import print_diffs, print_fixes
 from xlalint.engine.rule_docs import rule_url
 from xlalint.engine.runner import FileReport, Job, internal_error, process_all, process_text
 from xlalint.engine.runtimes import active_codes
@@ -440,6 +439,8 @@ def _run(
         return text_report.paint_summary(text, use_color(out))
 
     if diff:
+        from xlalint.engine.fix_output import print_diffs  # here: a check prints no fixes
+
         print_diffs(reports, out, quiet=quiet, unsafe=unsafe)
     elif statistics:
         print(reporters.statistics(findings, unsafe, as_json=fmt == "json"), file=out)
@@ -464,12 +465,16 @@ def _run(
             out.flush()
             render_full(findings, sources or {}, unsafe=unsafe, show_fixes=show_fixes, out=out, color=use_color(out))
             if show_fixes and fix:
+                from xlalint.engine.fix_output import print_fixes
+
                 print_fixes(reports, fixed=True, unsafe=unsafe, out=out)
         elif fmt in text_report.LINE_FORMATS:
             rendered = text_report.render(fmt, findings, unsafe, color=use_color(out))
             if rendered:
                 print(rendered, file=out)
             if fmt != "pylint" and show_fixes:
+                from xlalint.engine.fix_output import print_fixes
+
                 print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
         else:
             rendered = reporters.render(fmt, findings, sources=sources, unsafe=unsafe)

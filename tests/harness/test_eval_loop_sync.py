@@ -15,6 +15,7 @@ import pytest
 pytestmark = pytest.mark.usefixtures("torch_xla_required")
 
 
+@pytest.mark.slow
 def test_evaluation_loop_with_a_running_read_compiles_less_once_synced(scripts_dir, tmp_path, run_xlalint):
     script = tmp_path / "eval_loop_state.py"
     shutil.copy(scripts_dir / "eval_loop_state.py", script)

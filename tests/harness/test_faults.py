@@ -268,7 +268,8 @@ def test_sigkill_of_xlalint_run_kills_a_grandchild_in_a_new_session_with_an_empt
         xlalint.kill()
         xlalint.wait(timeout=30)
         try:
-            assert wait_until_gone(sleeper, 5), "a setsid'd grandchild with `env -i` outlived a SIGKILL of xlalint run"
+            # 30 s: the watchdog's sweep took over 5 s on a 2-core machine at load 12 (a flake).
+            assert wait_until_gone(sleeper, 30), "a setsid'd grandchild with `env -i` outlived a SIGKILL of xlalint run"
         finally:
             with contextlib.suppress(OSError):
                 os.kill(sleeper, signal.SIGKILL)

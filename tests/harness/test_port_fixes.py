@@ -41,6 +41,7 @@ def test_dry_run_break_syncs_and_the_step_closure_prints(scripts_dir, harness_re
     assert run.metrics.executions >= 1  # the model ran on the XLA device
 
 
+@pytest.mark.slow
 def test_step_closure_binds_what_the_step_changes_under_a_free_alias(scripts_dir, harness_report):
     """Items 2 and 5: the long log line becomes a `def` bound to `loss`, `seen`, `step`
     only; the import is `xm_1` (the script's `xm` is a number); each step prints its own
@@ -65,6 +66,7 @@ def test_step_closure_binds_what_the_step_changes_under_a_free_alias(scripts_dir
     assert fixed_run.metrics.host_transfers <= original.metrics.host_transfers
 
 
+@pytest.mark.slow
 def test_accumulator_fix_only_where_the_sum_is_not_read_every_step(scripts_dir, harness_report):
     """Item 3: only `total_loss` (read after the loop) becomes a device sum; `running`
     (read every step) and the attribute `state.tokens_seen` (written as JSON) keep their
@@ -100,6 +102,7 @@ def test_cuda_at_the_end_of_a_multiline_chain_is_fixed_when_marked_fixable(scrip
     assert run.metrics.executions >= 1
 
 
+@pytest.mark.slow
 def test_lbfgs_closure_reduces_in_the_closure_and_the_port_trains(scripts_dir, harness_report):
     """A step given a closure: the all-reduce goes after the closure's backward (the
     optimizer runs the closure, so `xm.optimizer_step` would reduce stale gradients),

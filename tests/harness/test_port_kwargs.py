@@ -15,6 +15,7 @@ from xlalint.engine.lint import lint_source
 pytestmark = pytest.mark.usefixtures("torch_xla_required")
 
 
+# Not slow: XLA301's one real torch_xla run in the default command.
 def test_vae_with_unpacked_loader_options_drops_the_partial_batch(scripts_dir, harness_report):
     script = scripts_dir / "port_vae_kwargs.py"
     source = script.read_text()

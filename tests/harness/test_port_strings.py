@@ -28,6 +28,7 @@ def compare(scripts_dir, tmp_path, run_xlalint, name):
     return outcome, original, fixed
 
 
+@pytest.mark.slow
 def test_string_device_and_dtype_selection_trains_in_bfloat16_on_xla(scripts_dir, tmp_path, run_xlalint):
     """Items 1-3: `device = "cuda" if ... else "cpu"` read as a string, a `device_type`
     derived from it for autocast, the bf16 condition, a seed under `is_available()`.
@@ -39,6 +40,7 @@ def test_string_device_and_dtype_selection_trains_in_bfloat16_on_xla(scripts_dir
         assert fixed["compiles"] <= original["compiles"]
 
 
+@pytest.mark.slow
 def test_device_from_the_command_line_trains_in_bfloat16_on_xla(scripts_dir, tmp_path, run_xlalint):
     """Items 1 and 6: `--device` defaults to a CUDA selection and `args.device` is read as
     a string. Fixed to `default=torch_xla.device()`, `args.device.startswith` raised
@@ -59,6 +61,7 @@ def torchrun_environment(monkeypatch) -> None:
         monkeypatch.setenv(name, value)
 
 
+@pytest.mark.slow
 def test_ddp_setup_with_a_backend_parameter_trains_on_xla(scripts_dir, tmp_path, run_xlalint, monkeypatch):
     """Item 6: `def setup(rank, world_size, backend="nccl")`: the default becomes "xla", the
     call keeps the parameter and takes the runtime's rank and world size ("xla://")."""
@@ -69,6 +72,7 @@ def test_ddp_setup_with_a_backend_parameter_trains_on_xla(scripts_dir, tmp_path,
         assert fixed["compiles"] <= original["compiles"]
 
 
+@pytest.mark.slow
 def test_ddp_script_asserting_cuda_trains_on_xla(scripts_dir, tmp_path, run_xlalint, monkeypatch):
     """Item 3: `assert torch.cuda.is_available()` stopped the port before its process group
     (the original stops there on any machine without CUDA); the assertion goes, the rest is
@@ -80,6 +84,7 @@ def test_ddp_script_asserting_cuda_trains_on_xla(scripts_dir, tmp_path, run_xlal
         assert fixed["compiles"] <= original["compiles"]
 
 
+@pytest.mark.slow
 def test_cuda_memory_print_keeps_its_line_and_trains_on_xla(scripts_dir, tmp_path, run_xlalint):
     """Item 7: the memory report stays (its CUDA query reads 0), the training runs on XLA."""
     outcome, original, fixed = compare(scripts_dir, tmp_path, run_xlalint, "port_cuda_memory_print")
@@ -87,6 +92,7 @@ def test_cuda_memory_print_keeps_its_line_and_trains_on_xla(scripts_dir, tmp_pat
     assert original["exit_code"] == 0 and fixed["compiles"] <= original["compiles"]
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_logs_after_the_sync_with_fewer_transfers(scripts_dir, tmp_path, run_xlalint):
     """Item 6: with gradient accumulation the optimizer steps in the loop around the
     micro-steps; its log of `loss_accum.item()` and the norm goes into a step closure and
@@ -100,6 +106,7 @@ def test_gradient_accumulation_logs_after_the_sync_with_fewer_transfers(scripts_
     assert fixed["executions"] < original["executions"]
 
 
+@pytest.mark.slow
 def test_cuda_tests_of_a_string_device_follow_it_to_xla(scripts_dir, tmp_path, run_xlalint):
     """Item 1: the port makes `device` "xla"; `if device_type == "cuda":` then tests "xla",
     so the step timing still waits for the device (its synchronize is ported) where it

@@ -32,6 +32,7 @@ def ported_run(report):
     return run
 
 
+@pytest.mark.slow
 def test_spawning_script_creates_the_runtime_only_in_its_worker(tmp_path, harness_report):
     """Item 4: a module-level device and a `device="cuda"` default in a script started
     by `torch_xla.launch`. Ported with `torch_xla.device()` there, the launcher would

@@ -20,6 +20,7 @@ def snapshot(folder) -> dict:
     return {path.relative_to(folder): path.read_bytes() for path in folder.rglob("*") if path.is_file()}
 
 
+@pytest.mark.slow
 def test_the_loop_in_imported_modules_is_fixed_and_trains_on_xla(scripts_dir, tmp_path, run_xlalint):
     """`main.py` imports `train_loop` (a sibling: its `.cuda()` calls, the loop without
     a sync, a per-step `.item()`) and `trainlib` (a package); both runs of --compare
@@ -78,6 +79,7 @@ def test_the_loop_in_imported_modules_is_fixed_and_trains_on_xla(scripts_dir, tm
     assert "        | torch_xla.sync()   (inserted by the fix)" in text
 
 
+@pytest.mark.slow
 def test_a_script_that_never_uses_the_xla_device_is_told_so(scripts_dir, tmp_path, run_xlalint):
     """After the fix the script syncs every step, but its tensors stayed on the CPU:
     0 compilations, 0 executions; the report says that nothing ran on the XLA device."""

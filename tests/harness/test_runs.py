@@ -137,6 +137,7 @@ REPORT_SCHEMA = {
 }
 
 
+@pytest.mark.slow
 def test_fixing_dynamic_padding_compiles_fewer_graphs(examples_dir, tmp_path, xlalint_command):
     """`xlalint run --compare --unsafe-fixes --json` of the XLA101 example, through the
     real command line; also checks the JSON report against the SPEC schema."""
@@ -206,6 +207,7 @@ def test_fixing_dynamic_padding_compiles_fewer_graphs(examples_dir, tmp_path, xl
     assert "running original" in done.stderr  # progress, plain lines when not a terminal
 
 
+@pytest.mark.slow
 def test_item_per_step_is_an_execution_cause_joined_to_xla102(examples_dir, harness_report):
     script = examples_dir / "item_logging.py"
     report = harness_report(script, fix=False, device="cpu")
@@ -227,6 +229,7 @@ def test_item_per_step_is_an_execution_cause_joined_to_xla102(examples_dir, harn
     assert run.metrics.host_transfers == 30
 
 
+@pytest.mark.slow
 def test_launch_of_mp_fn_runs_one_worker_and_compare_runs_it_once(scripts_dir, harness_report):
     """The script has nothing to fix: --compare runs it once (no ratios of a run
     against itself); the metrics come from the spawned worker."""
@@ -375,6 +378,7 @@ os.makedirs("samples")
 """
 
 
+@pytest.mark.slow
 def test_compare_runs_each_version_in_its_own_copy_of_the_working_directory(tmp_path, harness_report, monkeypatch):
     work = tmp_path / "work"
     work.mkdir()

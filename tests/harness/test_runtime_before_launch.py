@@ -39,6 +39,7 @@ def test_the_runtime_started_in_the_parent_kills_the_worker():
     assert "worker 0 sum" not in result.stdout
 
 
+@pytest.mark.slow
 def test_the_script_runs_once_the_calls_are_in_the_worker():
     script = FIXTURES / "device_in_worker.py"
     assert xla208(script) == []

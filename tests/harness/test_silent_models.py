@@ -21,6 +21,7 @@ from harness.test_runs import REPORT_SCHEMA
 pytestmark = pytest.mark.usefixtures("torch_xla_required")
 
 
+@pytest.mark.slow
 def test_optimizer_before_move_is_flat_and_trains_once_fixed(scripts_dir, xlalint_command, tmp_path):
     script = scripts_dir / "optimizer_before_move.py"
     out = tmp_path / "run.json"
@@ -49,6 +50,7 @@ def test_optimizer_before_move_is_flat_and_trains_once_fixed(scripts_dir, xlalin
     assert fixed_last < fixed_first / 2
 
 
+@pytest.mark.slow
 def test_parameter_groups_taken_before_the_move_train_once_fixed(scripts_dir, xlalint_command, tmp_path):
     """Issue 33: the fix put the move between the groups and the optimizer, which then
     still stepped the CPU parameters. Now the move goes above the groups: the loss falls."""
@@ -72,6 +74,7 @@ def test_parameter_groups_taken_before_the_move_train_once_fixed(scripts_dir, xl
     assert fixed_last < fixed_first / 2
 
 
+@pytest.mark.slow
 def test_tied_gpt2_is_untied_by_the_move_and_tied_again_by_the_fix(scripts_dir, harness_report):
     script = scripts_dir / "tied_lm.py"
     report = harness_report(script, compare=True, unsafe_fixes=True, device="cpu")
@@ -90,6 +93,7 @@ def test_tied_gpt2_is_untied_by_the_move_and_tied_again_by_the_fix(scripts_dir, 
     assert "parameters 16 tied True" in fixed.stdout_tail
 
 
+@pytest.mark.slow
 def test_tied_module_of_the_file_stays_tied_once_fixed(harness_report):
     """Issue 33: the tying assignment of a module of the file, repeated after the move by
     the unsafe fix: the fixed run ends with one shared weight, and no runtime finding."""

@@ -16,16 +16,18 @@ import pytest
 
 pytestmark = pytest.mark.usefixtures("torch_xla_required")
 
+SLOW = pytest.mark.slow
 CASES = [
     # (the folder copied, or the single script; the finding before the fix; what the
     # script prints about its weights at the end, when they are tied)
-    ("tied_llama", "train.py", "XLA502", "parameters 5 tied True"),
-    ("tied_word_lm", "train.py", "XLA502", "parameters 6 tied True"),
-    (None, "diffusion_wrapper.py", "XLA501", None),
+    # The two folder programs are slow runs (pytest -m slow); the script is the fast one.
+    pytest.param("tied_llama", "train.py", "XLA502", "parameters 5 tied True", id="tied_llama", marks=SLOW),
+    pytest.param("tied_word_lm", "train.py", "XLA502", "parameters 6 tied True", id="tied_word_lm", marks=SLOW),
+    pytest.param(None, "diffusion_wrapper.py", "XLA501", None, id="diffusion_wrapper.py"),
 ]
 
 
-@pytest.mark.parametrize(("folder", "script", "code", "tied"), CASES, ids=[c[0] or c[1] for c in CASES])
+@pytest.mark.parametrize(("folder", "script", "code", "tied"), CASES)
 def test_the_fixed_program_trains_on_xla_and_stays_tied(
     scripts_dir, xlalint_command, tmp_path, folder, script, code, tied
 ):

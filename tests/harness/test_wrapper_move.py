@@ -15,6 +15,7 @@ import pytest
 pytestmark = pytest.mark.usefixtures("torch_xla_required")
 
 
+@pytest.mark.slow
 def test_wrapper_move_after_the_optimizer_is_flat_and_trains_once_fixed(scripts_dir, xlalint_command, tmp_path):
     script = scripts_dir / "diffusion_wrapper.py"
     out = tmp_path / "run.json"

@@ -126,6 +126,7 @@ print(json.dumps({n: [exists(n), exists(r) if r else None, deprecated(n) if k ==
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch_xla") is None, reason="torch_xla is not installed")
+@pytest.mark.slow
 def test_table_matches_the_installed_torch_xla():
     """For the installed release (2.9): removed names are gone, deprecated ones exist
     and carry ``@deprecated``, every replacement exists."""

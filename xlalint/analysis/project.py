@@ -144,7 +144,7 @@ class ProjectIndex:
         folders = [script.parent]
         if root is not None:
             folders += [root, root / "src"]
-        self.search_path = list(dict.fromkeys(f for f in folders if f.is_dir()))
+        self.search_path = list(dict.fromkeys(f for f in folders if os.path.isdir(f)))
         # Files are read only from inside here (a link out of the project is not followed).
         self.area = root if root is not None and script.is_relative_to(root) else script.parent
 
@@ -175,7 +175,7 @@ class ProjectIndex:
                 return []
             locations = [folder]
             init = folder / "__init__.py"
-            files = [init] if init.is_file() else []
+            files = [init] if os.path.isfile(init) else []
         else:
             locations, files = self.search_path, []
         for part in dotted.split(".") if dotted else ():
@@ -236,7 +236,7 @@ class ProjectIndex:
 
     def _load_package(self, folder: Path) -> LocalModule | None:
         init = folder / "__init__.py"
-        return self._load(init) if init.is_file() else None
+        return self._load(init) if os.path.isfile(init) else None
 
     def _load(self, path: Path) -> LocalModule | None:
         if self.read_text is None:
@@ -268,11 +268,13 @@ def _find_in(part: str, locations: list[Path]) -> tuple[Path | None, list[Path]]
     namespace: list[Path] = []
     for folder in locations:
         package = folder / part
-        if (package / "__init__.py").is_file():
+        # os.path's tests, not Path's: on Python 3.11 Path.is_file raises for a path over
+        # PATH_MAX, and an import in a file deep in a tree must not end the check.
+        if os.path.isfile(package / "__init__.py"):
             return package / "__init__.py", [package]
-        if (folder / f"{part}.py").is_file():
+        if os.path.isfile(folder / f"{part}.py"):
             return folder / f"{part}.py", []
-        if package.is_dir():
+        if os.path.isdir(package):
             namespace.append(package)
     return None, namespace
 

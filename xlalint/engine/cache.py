@@ -234,6 +234,6 @@ def project_root(config_root: str | None, start: Path) -> Path:
     if config_root:
         return Path(config_root)
     for folder in (start, *start.parents):
-        if (folder / ".git").exists():
+        if os.path.exists(folder / ".git"):  # never raises (Path.exists does over PATH_MAX)
             return folder
     return start

@@ -34,13 +34,13 @@ def cache_folders(start: Path, project_root: Path) -> Iterator[Path]:
     for root, dirs, files in os.walk(start):
         # os.walk lists a link to a folder among ``dirs`` without entering it, and a
         # dangling link among ``files``.
-        if CACHE_DIR_NAME in dirs or (CACHE_DIR_NAME in files and (Path(root) / CACHE_DIR_NAME).is_symlink()):
+        if CACHE_DIR_NAME in dirs or (CACHE_DIR_NAME in files and os.path.islink(Path(root) / CACHE_DIR_NAME)):
             yield Path(root) / CACHE_DIR_NAME
         dirs[:] = [d for d in dirs if d != CACHE_DIR_NAME and d not in SKIPPED]
 
 
 def _is_cache(path: Path) -> bool:
-    return path.is_symlink() or path.is_dir()
+    return os.path.islink(path) or os.path.isdir(path)  # never raise (Path's do over PATH_MAX)
 
 
 def remove(path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xlalint.engine.fixing import describe
 from xlalint.engine.lint import SYNTAX_ERROR, error_finding
 from xlalint.model import Finding
 
@@ -40,5 +39,7 @@ class FileReport:
 
 def internal_error(path: str, exc: BaseException, text: str | None = None) -> FileReport:
     """The report of a file a bug in a rule stopped: one finding saying so."""
+    from xlalint.engine.fixing import describe  # here: a check imports no fixing
+
     message = f"internal error while checking: {describe(exc)}"
     return FileReport(path, [error_finding(path, message)], source=text)

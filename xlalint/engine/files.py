@@ -27,8 +27,10 @@ PYTHON_SUFFIXES = (".py", ".pyi", ".ipynb")
 
 @functools.lru_cache(maxsize=1024)  # asked once per file found, for a few folders
 def _git_root(start: Path) -> Path | None:
+    # os.path.exists, not Path.exists: on Python 3.11 the latter raises for a path over
+    # PATH_MAX (a folder the walk can list whose ``.git`` is one name too long).
     for folder in (start, *start.parents):
-        if (folder / ".git").exists():
+        if os.path.exists(folder / ".git"):
             return folder
     return None
 
@@ -36,7 +38,7 @@ def _git_root(start: Path) -> Path | None:
 def _load_ignore(folder: Path) -> IgnoreSpec | None:
     lines: list[str] = []
     files = [folder / ".gitignore", folder / ".ignore"]
-    if (folder / ".git").is_dir():
+    if os.path.isdir(folder / ".git"):  # never raises (Path.is_dir does over PATH_MAX)
         files.append(folder / ".git" / "info" / "exclude")
     for file in files:
         # Only regular files, of a sane size: a FIFO named .gitignore must not hang the walk.

@@ -16,7 +16,7 @@ from xlalint.engine import source as sourcefile
 from xlalint.engine.config import Settings
 from xlalint.engine.file_report import FileReport, internal_error
 from xlalint.engine.lint import error_finding, lint_source, parsed_tree
-from xlalint.engine.notebook import process_notebook
+from xlalint.model import Finding
 
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 12
@@ -40,6 +40,8 @@ class Job:
 def process(job: Job) -> FileReport:
     path = Path(job.path)
     if path.suffix == ".ipynb":
+        from xlalint.engine.notebook import process_notebook  # here: most checks have no notebook
+
         return process_notebook(job)
     try:
         original = sourcefile.read(path)
