@@ -16,7 +16,6 @@ from xlalint.engine import source as sourcefile
 from xlalint.engine.config import Settings
 from xlalint.engine.file_report import FileReport, internal_error
 from xlalint.engine.lint import error_finding, lint_source, parsed_tree
-from xlalint.model import Finding
 
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 12
