@@ -133,6 +133,7 @@ def port_and_compare(case: Case, tmp_path: Path) -> None:
     step = max(ported_losses)
     assert step in reference_losses, f"step {step} is logged by the port, not by the original"
     expected, got = reference_losses[step], ported_losses[step]
+    print(f"{case.folder}: step {step} loss {got} on XLA, {expected} on the CPU")  # shown by pytest -rP
     assert math.isfinite(got), f"step {step}: loss {got} on XLA"
     assert abs(got - expected) <= RELATIVE_TOLERANCE * abs(expected), (
         f"step {step}: loss {got} on XLA, {expected} on the CPU (more than {RELATIVE_TOLERANCE:.0%} apart)"
