@@ -367,3 +367,47 @@ def test_the_check_s_parse_serves_to_find_the_imports(mingpt, monkeypatch):
         "mingpt/trainer.py",
     ]
     assert len(parsed) == 1
+
+
+GENERATE_MODULE = """\
+import torch
+
+
+class TinyLM(torch.nn.Module):
+    block_size = 8
+
+    def generate(self, idx, steps):
+        for _ in range(steps):
+            logits = self(idx[:, -self.block_size :])
+            idx = torch.cat((idx, logits.argmax(-1)[:, -1:]), dim=1)
+        return idx
+"""
+CUDA_TRAINER = """\
+import torch
+from model import TinyLM
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+model = TinyLM().to(device)
+print(model.generate(torch.zeros((1, 1), dtype=torch.long, device=device), 4))
+"""
+
+
+def test_a_module_walked_with_the_script_that_imports_it_is_part_of_its_xla_program(tmp_path):
+    """`fix .` of a project: model.py is in the walk and imported by train.py, whose port
+    makes it an XLA program, so model.py's rules are those of an XLA program (the crop of
+    its growing sequence, XLA308), whether it was reached by the walk or by the import."""
+    from support import run_cli
+
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "model.py").write_text(GENERATE_MODULE)
+    (tmp_path / "train.py").write_text(CUDA_TRAINER)
+    alone = run_cli("check", "--no-cache", "--output-format", "concise", "model.py", cwd=tmp_path)
+    assert "XLA308" not in alone.stdout.decode()
+    walked = run_cli("check", "--no-cache", "--output-format", "concise", ".", cwd=tmp_path)
+    assert "model.py:9:" in walked.stdout.decode() and "XLA308" in walked.stdout.decode()
+    fixed = run_cli("fix", "--unsafe-fixes", "--no-cache", ".", cwd=tmp_path)
+    assert fixed.returncode in (0, 1), fixed.stderr.decode()
+    assert (
+        "idx if idx.size(1) <= self.block_size else idx[:, -self.block_size :]" in (tmp_path / "model.py").read_text()
+    )
+    assert "torch_xla" in (tmp_path / "train.py").read_text()

@@ -51,6 +51,7 @@ def follow_imports(jobs: list[Job], reports: list[FileReport], settings_for: Cal
     """Check (and fix, as the jobs do) the local modules that the files of ``jobs``
     (whose reports are ``reports``) import, transitively; ``settings_for`` gives the
     settings of a file, as for the files named."""
+    _join_programs(jobs, reports)
     in_run = {os.path.realpath(job.path) for job in jobs}
     frontier = [(job, report) for job, report in zip(jobs, reports) if job.follow]
     added: list[FileReport] = []
@@ -143,6 +144,38 @@ def cap_warning(followed: Followed) -> str | None:
     if not followed.capped:
         return None
     return f"following imports stopped at {MAX_ADDED} modules: the others imported are not checked"
+
+
+def _join_programs(jobs: list[Job], reports: list[FileReport]) -> None:
+    """The files of the run that an XLA program of the run imports (``fix .`` of a project
+    whose ``train.py`` imports ``model.py``) are part of that program: those first checked
+    without knowing it are checked again as part of it, in place in ``jobs`` and
+    ``reports``. A file a first pass already fixed on disk keeps those fixes in its report."""
+    where = {os.path.realpath(job.path): index for index, job in enumerate(jobs)}
+    pending = [i for i, (job, report) in enumerate(zip(jobs, reports)) if job.follow and _xla_program(job, report)]
+    reached, again = set(pending), []
+    while pending:
+        index = pending.pop()
+        for found in _imports(jobs[index], reports[index]):
+            other = where.get(os.path.realpath(found))
+            if other is not None and other not in reached:
+                reached.add(other)
+                pending.append(other)
+                if not jobs[other].settings.xla_program:
+                    again.append(other)
+    if not again:
+        return
+    again.sort()
+    rerun = [
+        dataclasses.replace(jobs[i], settings=dataclasses.replace(jobs[i].settings, xla_program=True)) for i in again
+    ]
+    for index, job, report in zip(again, rerun, process_all(rerun, continuing=True), strict=True):
+        first = reports[index]
+        if job.fix and job.write and first.fixed:
+            report.fixed = first.fixed + report.fixed
+            report.source, report.checked = first.source, first.checked
+        report.not_written = first.not_written
+        jobs[index], reports[index] = job, report
 
 
 def _xla_program(job: Job, report: FileReport) -> bool:

@@ -85,6 +85,9 @@ TORCH_TPU_SCOPE: dict[str, RuleScope] = {
     "XLA307": RuleScope("applies", "a tensor that grows every iteration is a new shape every iteration", _DEFERRED),
     "XLA308": RuleScope("not applicable", "a torch_xla 2.9 bug; " + _UNMEASURED, "-"),
     "XLA309": RuleScope("not applicable", "a torch_xla 2.9 bug; " + _UNMEASURED, "-"),
+    "XLA310": RuleScope(
+        "not applicable", "TorchTPU registers as `privateuseone`, a device torch's fused kernels list", _WHEEL
+    ),
     "XLA401": RuleScope("not applicable", "torch_xla versions; XLA601 reports torch_xla calls", "-"),
     "XLA402": RuleScope("not applicable", "torch_xla versions; XLA601 reports torch_xla calls", "-"),
     "XLA501": RuleScope(

@@ -166,7 +166,8 @@ variable assigned `AutoTokenizer.from_pretrained(...)` and the like.
 `padding="max_length"`, keeping an existing `max_length=` or adding one: the
 `max_length` the file's tokenizer calls truncate to when they all give the same one and
 it can be read where the fix goes (`max_length=args.max_length`: batches are not padded
-past what the tokenizer keeps), else the option `max-length` (default 512). For tokenizer calls
+past what the tokenizer keeps), the collator's own tokenizer's `model_max_length` when
+they truncate to a tokenizer's `model_max_length`, else the option `max-length` (default 512). For tokenizer calls
 (not `.pad`) `truncation=True` unless a truncation strategy is already set. For
 collators the same keywords; a `Trainer` gets
 `data_collator=DataCollatorWithPadding(<tokenizer>, padding="max_length", max_length=N)`.
@@ -413,6 +414,28 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
             """,
             count=2,
         ),
+        # The tokenizer truncates to its own maximum, read through another name (a dataset
+        # class's parameter): the collator pads to its tokenizer's `model_max_length`, not
+        # to a number that may pass the model's positions.
+        Invalid(
+            """
+            from transformers import DataCollatorForSeq2Seq
+            class Examples:
+                def __init__(self, texts, tok):
+                    self.items = [tok(t, truncation=True, max_length=tok.model_max_length) for t in texts]
+            def train(tokenizer, model):
+                return DataCollatorForSeq2Seq(tokenizer, model=model, padding=True)
+            """,
+            unsafe_fixed="""
+            from transformers import DataCollatorForSeq2Seq
+            class Examples:
+                def __init__(self, texts, tok):
+                    self.items = [tok(t, truncation=True, max_length=tok.model_max_length) for t in texts]
+            def train(tokenizer, model):
+                return DataCollatorForSeq2Seq(tokenizer, model=model, padding="max_length", max_length=tokenizer.model_max_length)
+            """,
+            count=1,
+        ),
         Invalid(
             """
             from transformers import DataCollatorForSeq2Seq, DataCollatorWithPadding
@@ -607,11 +630,14 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
                     break
         return self._unpadded
 
-    def fixed_length(self, at: ast.AST) -> str:
+    def fixed_length(self, at: ast.AST, tokenizer: ast.expr | None = None) -> str:
         """The ``max_length`` a fix at ``at`` pads to: the one the file's tokenizer calls
         truncate to, when they all give the same and it means the same at ``at``
         (``args.max_length`` with ``args`` bound in a scope around both), so batches are
-        not padded past what the tokenizer keeps; else the ``max-length`` option."""
+        not padded past what the tokenizer keeps; the tokenizer's own maximum when they
+        truncate to ``<tokenizer>.model_max_length`` and the fix is given the tokenizer
+        (a collator's: ``tokenizer.model_max_length`` read where the collator is made,
+        never a number past the model's positions); else the ``max-length`` option."""
         lengths = {
             self.segment(kw.value): kw.value
             for call in self.calls
@@ -623,6 +649,17 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
             (text, value), *_ = lengths.items()
             if "\n" not in text and self._same_meaning(value, at):
                 return text
+        if (
+            tokenizer is not None
+            and lengths
+            and all(isinstance(v, ast.Attribute) and v.attr == "model_max_length" for v in lengths.values())
+            and "\n" not in (own := self.segment(tokenizer))
+        ):
+            return (
+                f"{own}.model_max_length"
+                if isinstance(tokenizer, (ast.Name, ast.Attribute))
+                else f"({own}).model_max_length"
+            )
         return str(self.option("max-length"))
 
     def _same_meaning(self, value: ast.expr, at: ast.AST) -> bool:
@@ -727,7 +764,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
         if not _is_dynamic(kinds):
             return
         span = self.ctx.span(call)
-        n = self.fixed_length(call)
+        n = self.fixed_length(call, call.args[0] if call.args else getattr(keyword(call, "tokenizer"), "value", None))
         if positional is not None:
             ops: list = [ReplaceExpr(self.ctx.span(positional), '"max_length"')]
         else:
@@ -757,7 +794,7 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
         tok = self.segment(tokenizer.value)
         if "\n" in tok:
             tok = f"({tok})"
-        new = f'{ref}({tok}, padding="max_length", max_length={self.fixed_length(call)})'
+        new = f'{ref}({tok}, padding="max_length", max_length={self.fixed_length(call, tokenizer.value)})'
         if collator is not None and collator_kw is None:
             op: ReplaceExpr | SetKeyword = ReplaceExpr(self.ctx.span(collator), new)
         else:
