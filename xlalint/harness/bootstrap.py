@@ -62,6 +62,11 @@ WARMUP_STEPS = 3
 #: an optimizer step at most this often (see ``StepLog.on_step``).
 LIVE_PREFIX = "live-"
 LIVE_INTERVAL_S = 0.5
+LIVE_EVERY_STEP_UNTIL = 10
+#: Stop the run after this many optimizer steps (``xlalint run --steps N``): the step
+#: hook raises ``StepLimitReached`` (a ``SystemExit(0)``), so the script's process
+#: ends through its exit handlers and writes its metrics as at a normal end.
+MAX_STEPS_ENV = "XLALINT_HARNESS_MAX_STEPS"
 #: Steps whose time and compile count are kept for the report's per-step chart (the
 #: first ones: where compilations happen); memory stays bounded on long runs.
 TIMELINE_STEPS = 1000
@@ -383,6 +388,18 @@ class TransferLog:
 TRANSFERS = TransferLog()
 
 
+class StepLimitReached(SystemExit):
+    """Raised from the optimizer step hook after the last step ``--steps`` asked for."""
+
+
+def _max_steps() -> int | None:
+    try:
+        value = int(os.environ.get(MAX_STEPS_ENV, ""))
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
 class StepLog:
     """Optimizer steps (torch's global step hook: every optimizer, plain or through
     ``xm.optimizer_step``), when they ran, and the peak device memory."""
@@ -398,6 +415,8 @@ class StepLog:
         # first), and torch_xla's compiles so far (None without torch_xla).
         self.step_ms: list[float | None] = []
         self.step_compiles: list[int | None] = []
+        self.limit = _max_steps()
+        self.stopped = False  # True once the step limit ended the run
 
     def on_step(self, *_hook_args) -> None:
         now = time.perf_counter()
@@ -410,9 +429,25 @@ class StepLog:
         self.last_at = now
         if self._xla_memory and "torch_xla" in sys.modules:
             self._sample_xla_memory()
-        if self._live_at is None or now - self._live_at[0] >= LIVE_INTERVAL_S:
+        last = self.limit is not None and self.count >= self.limit
+        # Every one of the first steps (a run that hangs after a few quick steps is
+        # reported at its latest), then at most every LIVE_INTERVAL_S.
+        early = self.count <= LIVE_EVERY_STEP_UNTIL
+        if last or early or self._live_at is None or now - self._live_at[0] >= LIVE_INTERVAL_S:
             with contextlib.suppress(Exception):  # a progress display never breaks the script
                 self._write_live(now)
+        with contextlib.suppress(Exception):
+            _runtime_watch().WATCH.on_step_taken()
+
+    def before_step(self, *_hook_args) -> None:
+        """Stop the run when the step about to be taken is past ``--steps``: here, not
+        right after the last step, so that the sync that ends the last step (after
+        ``optimizer.step()``, or the device loader's at the next batch) has run and the
+        last step is complete; the next step's graph, traced but never run, costs nothing."""
+        if self.limit is not None and self.count >= self.limit and os.getpid() == _ACTIVE_PID:
+            # Through the script's own exit: its exit handlers (ours write the metrics).
+            self.stopped = True
+            raise StepLimitReached(0)
 
     def _write_live(self, now: float) -> None:
         """The counters so far, and the time per step since the last write: read at a
@@ -429,6 +464,8 @@ class StepLog:
             record["compiles"] = _compiles_so_far()
             data = met.metric_data("ExecuteTime")
             record["executions"] = int(data[0]) if data else 0
+            transfers = met.metric_data("TransferFromDeviceTime")
+            record["transfers"] = int(transfers[0]) if transfers else 0
         self._live_at = (now, self.count)
         _write_json(os.path.join(out_dir, f"{LIVE_PREFIX}{os.getpid()}.json"), record)
 
@@ -455,6 +492,7 @@ class StepLog:
             "memory_of": "xla" if self.peak_xla_bytes else None,
             "step_ms": self.step_ms,
             "step_compiles": self.step_compiles,
+            "stopped_at_limit": self.stopped,
         }
         torch = sys.modules.get("torch")
         if not self.peak_xla_bytes and torch is not None:
@@ -482,9 +520,11 @@ def _compiles_so_far() -> int | None:
 
 
 def _hook_optimizer_steps(torch_module) -> None:
-    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
     register_optimizer_step_post_hook(STEPS.on_step)
+    if STEPS.limit is not None:
+        register_optimizer_step_pre_hook(STEPS.before_step)
     _runtime_watch().WATCH.install(torch_module, _innermost_user_frame)
 
 
@@ -518,6 +558,7 @@ def _before_torch_xla_exit() -> None:
         sys.modules["torch_xla"]._XLAC._xla_wait_device_ops(devices=[])
         _METRICS_AT_EXIT = _read_metrics()
         _runtime_watch().WATCH.read_losses(sys.modules["torch_xla"]._XLAC)
+        _runtime_watch().WATCH.read_step_losses(sys.modules["torch_xla"]._XLAC)
     except Exception:
         pass
 

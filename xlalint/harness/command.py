@@ -92,6 +92,19 @@ def register(app: typer.Typer) -> None:
                 ),
             ),
         ] = DEFAULT_TIMEOUT_S,
+        steps: Annotated[
+            int | None,
+            typer.Option(
+                "--steps",
+                min=0,
+                metavar="N",
+                help=(
+                    "Stop each run after N optimizer steps (through the script's exit, so its "
+                    "numbers are complete); 0: no limit. Default: 20 with --compare, no limit otherwise."
+                ),
+                show_default=False,
+            ),
+        ] = None,
         json_file: Annotated[
             Path | None,
             typer.Option("--json", dir_okay=False, metavar="FILE", help="Also write the report as JSON to this file."),
@@ -125,6 +138,7 @@ def register(app: typer.Typer) -> None:
                 compare=compare,
                 device=device.value,
                 timeout_s=timeout or None,
+                steps=steps,
                 json_path=json_file,
                 html_path=html_file,
                 script_args=list(script_args or []),

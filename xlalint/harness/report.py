@@ -151,10 +151,13 @@ def _outcome(run: RunResult, other: RunResult | None) -> str:
     name = _script_name(run)
     if other is not None and other.label == "original" and not other.ok and run.ok:
         name = "the fixed one"
+    so_far = run.measured_so_far()
+    if run.timed_out and so_far:
+        return f"{name} was killed at {run.timeout_s:g} s (the timeout) {so_far}"
     if run.timed_out:
         return f"{name} did not finish in {run.timeout_s:g} s (killed by the timeout)"
     if run.signal_name:
-        return f"{name} was killed by {run.signal_name} after {run.wall_s:.1f} s"
+        return f"{name} was killed by {run.signal_name} after {run.wall_s:.1f} s" + (f" ({so_far})" if so_far else "")
     if run.exit_code != 0:
         return f"{name} failed (exit status {run.exit_code}) after {run.wall_s:.1f} s"
     return f"{name} took {run.wall_s:.1f} s"
@@ -345,6 +348,8 @@ def format_run(run: RunResult) -> list[str]:
     metrics = run.metrics
     if metrics is None and run.native:
         lines.append("  metrics: none (plain PyTorch on the GPU: no XLA)")
+    elif metrics is None and run.measured_so_far():
+        lines.append(f"  metrics: none at exit; measured {run.measured_so_far()} (counters at its latest step)")
     elif metrics is None:
         why = (
             "the process was killed before it could write them"

@@ -79,6 +79,8 @@ class RunSettings:
     #: Called while the script runs with the elapsed seconds and its counters so far.
     on_tick: Callable[[float, LiveCounters | None], None] | None = None
     cwd: Path | None = None  # the working directory of the run; None: ours
+    #: Stop the script after this many optimizer steps (``--steps``); None: no limit.
+    max_steps: int | None = None
 
 
 def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> RunResult:
@@ -140,6 +142,8 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
             echo.pump()
 
     metrics, notes = _collect_metrics(out_dir)
+    # What it had done at its latest step: all there is of a run killed before its end.
+    live = read_live_counters(out_dir)
     exit_ok = child.returncode == 0 and not timed_out
     runtime, runtime_warnings = runtime_findings.collect(out_dir, version, settings.display_path)
     return RunResult(
@@ -162,6 +166,9 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
         fixed_files=[file.display_path for file in version.files() if file.changed],
         runtime_findings=runtime,
         final_loss=runtime_findings.final_loss(out_dir),
+        losses=runtime_findings.step_losses(out_dir),
+        live=live,
+        max_steps=settings.max_steps,
     )
 
 
@@ -221,6 +228,10 @@ def _child_env(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> 
         env[bootstrap.FIXED_FILES_ENV] = str(fixed_files_path)
     if settings.token:
         env[cleanup.TOKEN_ENV] = settings.token
+    if settings.max_steps:
+        env[bootstrap.MAX_STEPS_ENV] = str(settings.max_steps)
+    else:
+        env.pop(bootstrap.MAX_STEPS_ENV, None)
     return env
 
 

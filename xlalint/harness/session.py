@@ -43,6 +43,10 @@ EXIT_INTERRUPTED = 130
 #: 15 s on a quiet machine; 10 minutes lets a real script reach its steady state and
 #: still ends a run that hangs (a collective waiting for a peer).
 DEFAULT_TIMEOUT_S = 600.0
+#: ``--compare`` stops each run after this many optimizer steps unless ``--steps`` says
+#: otherwise: enough to see compilations settle and the loss move, and a port whose
+#: graph grows every step still ends in minutes.
+DEFAULT_COMPARE_STEPS = 20
 
 
 class UsageError(HarnessEnvironmentError):
@@ -63,6 +67,15 @@ class RunOptions:
     #: Fix (and report) the local modules the script imports, as `check` and `fix`
     #: follow them; None: as the config's ``follow-imports`` says (default on).
     follow_imports: bool | None = None
+    #: Stop each run after this many optimizer steps; 0: no limit; None: the default
+    #: (``DEFAULT_COMPARE_STEPS`` with ``--compare``, no limit otherwise).
+    steps: int | None = None
+
+    @property
+    def max_steps(self) -> int | None:
+        if self.steps is None:
+            return DEFAULT_COMPARE_STEPS if self.compare else None
+        return self.steps or None
 
 
 def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -114,6 +127,8 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         raise UsageError("--compare runs the original and the fixed script; drop --no-fix")
     if options.timeout_s is not None and options.timeout_s <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    if options.steps is not None and options.steps < 0:
+        raise UsageError("--steps must be 0 (no limit) or a number of optimizer steps")
     script = options.script
     display_path = str(script)
     if not script.is_file():
@@ -162,6 +177,7 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
                 script_args=list(options.script_args),
                 timeout_s=options.timeout_s,
                 token=token,
+                max_steps=options.max_steps,
                 # One run: show the script's output as it goes. Two: a progress line.
                 echo_to=None if len(versions) > 1 else stderr,
             )
