@@ -105,6 +105,17 @@ def register(app: typer.Typer) -> None:
                 show_default=False,
             ),
         ] = None,
+        bisect: Annotated[
+            bool,
+            typer.Option(
+                "--bisect",
+                help=(
+                    "Run as --compare does; when the fixed script crashes or its loss leaves the "
+                    "CPU reference's where the port ran, re-run subsets of the fixes (each run "
+                    "bounded by --steps) and name the fix to blame."
+                ),
+            ),
+        ] = False,
         json_file: Annotated[
             Path | None,
             typer.Option("--json", dir_okay=False, metavar="FILE", help="Also write the report as JSON to this file."),
@@ -139,6 +150,7 @@ def register(app: typer.Typer) -> None:
                 device=device.value,
                 timeout_s=timeout or None,
                 steps=steps,
+                bisect=bisect,
                 json_path=json_file,
                 html_path=html_file,
                 script_args=list(script_args or []),

@@ -218,6 +218,17 @@ class RunResult:
     max_steps: int | None = None  # ``--steps``: the run stopped after that many steps
     #: The user's loss at each optimizer step (before any scaler); None: not readable.
     losses: list[float | None] = field(default_factory=list)
+    #: Why the run was not made (``status`` "skipped"), e.g. the original imports torch_xla.
+    skipped: str | None = None
+    #: How a failed run ended: ``KeyError: 'memory' at utils.py:143`` (the exception and
+    #: the innermost line of the user's code it went through).
+    error: str | None = None
+
+    @classmethod
+    def skipped_run(cls, label: str, description: str, reason: str) -> RunResult:
+        return cls(
+            label=label, description=description, exit_code=None, wall_s=0.0, metrics=None, causes=[], skipped=reason
+        )
 
     @property
     def killed(self) -> bool:
@@ -239,7 +250,9 @@ class RunResult:
 
     @property
     def status(self) -> str:
-        """``ok``, ``failed``, ``killed`` or ``timeout`` (the JSON's ``status``)."""
+        """``ok``, ``failed``, ``killed``, ``timeout`` or ``skipped`` (the JSON's ``status``)."""
+        if self.skipped:
+            return "skipped"
         if self.timed_out:
             return "timeout"
         if self.signal_name:
@@ -260,7 +273,28 @@ class RunResult:
             return None
         return f"after step {self.live.steps}: {self.live.describe()}"
 
+    def numbers(self) -> dict:
+        """compiles, executions, transfers and ms_per_step: the metrics at exit, else (a
+        run that was killed) the counters at its latest step."""
+        metrics, live = self.metrics, self.live
+        if metrics is not None:
+            compiles, executions, transfers = metrics.compiles, metrics.executions, metrics.host_transfers
+        elif live is not None:
+            compiles, executions, transfers = live.compiles, live.executions, live.transfers
+        else:
+            compiles = executions = transfers = None
+        speed = self.steps.per_second if self.steps else None
+        ms = 1000.0 / speed if speed else (live.ms_per_step if live is not None else None)
+        return {
+            "compiles": compiles,
+            "executions": executions,
+            "transfers": transfers,
+            "ms_per_step": _rounded(ms),
+        }
+
     def status_line(self) -> str:
+        if self.skipped:
+            return f"skipped: {self.skipped}"
         so_far = self.measured_so_far()
         if self.timed_out:
             line = f"timed out after {self.timeout_s:g} s: killed (with its child processes)"
@@ -290,6 +324,19 @@ class RunResult:
 
     def to_json(self) -> dict:
         record = self._metrics_json()
+        numbers = self.numbers()
+        record.update(
+            status=self.status,
+            steps=self.steps_taken,
+            loss=list(self.losses),
+            ms_per_step=numbers["ms_per_step"],
+            transfers=numbers["transfers"],
+        )
+        if record["compiles"] is None:  # killed: what it had done at its latest step
+            record.update(compiles=numbers["compiles"], executions=numbers["executions"])
+        reason = self.skipped or self.error or (None if self.ok else self.status_line())
+        if reason:
+            record["reason"] = reason
         if self.runtime_findings:
             record["runtime_findings"] = [finding.to_json() for finding in self.runtime_findings]
         return record

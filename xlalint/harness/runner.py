@@ -167,6 +167,7 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
         runtime_findings=runtime,
         final_loss=runtime_findings.final_loss(out_dir),
         losses=runtime_findings.step_losses(out_dir),
+        error=None if child.returncode == 0 or timed_out else failure(stderr_path, version, settings.display_path),
         live=live,
         max_steps=settings.max_steps,
     )
@@ -436,6 +437,30 @@ def stderr_tail(path: Path, lines: int) -> str:
     if all(part in tail_lines for part in shown[1:]):
         return tail
     return "\n".join([*shown, "  [...]", *tail_lines])
+
+
+def failure(path: Path, version: ScriptVersion, display_path: str) -> str | None:
+    """``KeyError: 'memory' at utils.py:143``: the exception that ended the script and
+    the innermost line of the user's code it went through (the user's line, also when a
+    fixed copy ran); None without a traceback."""
+    found = last_exception(path)
+    if found is None:
+        return None
+    frame, exception = found
+    match = _TRACEBACK_FRAME_LINE.match(frame[0]) if frame else None
+    if match is None:
+        return exception
+    file, line = match["file"], int(match["line"])
+    source = version.file_at(file)
+    if source is None:
+        return f"{exception} at {shown_path(file)}:{line}"
+    name = display_path if source is version else source.display_path
+    if source.is_inserted_line(line):
+        return f"{exception} at a line the fix inserted in {name} (after line {source.user_line(line)})"
+    return f"{exception} at {name}:{source.user_line(line)}"
+
+
+_TRACEBACK_FRAME_LINE = re.compile(r'^  File "(?P<file>[^"]*)", line (?P<line>\d+)')
 
 
 def last_exception(path: Path) -> tuple[list[str], str] | None:

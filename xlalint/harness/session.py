@@ -2,7 +2,8 @@
 
 Exit status of ``xlalint run``:
 
-- 0: every run finished with exit status 0;
+- 0: every run finished with exit status 0 (with ``--compare``: the fixed run did; the
+  reference and the port are baselines, their failures are in the report);
 - 1: a run failed: non-zero exit status, killed by a signal, or past ``--timeout``;
 - 2: it could not run: usage error, unreadable script, bad config, torch/torch_xla
   missing or mismatched (also when the child fails to import them), the requested
@@ -27,7 +28,19 @@ from pathlib import Path
 from typing import TextIO
 
 from xlalint.engine.full_format import use_color
-from xlalint.harness import cleanup, cuda_libraries, environment, prepare, report, runner, working_copy
+from xlalint.harness import (
+    bisect,
+    cleanup,
+    cuda_libraries,
+    environment,
+    port,
+    prepare,
+    reference,
+    report,
+    runner,
+    verdict,
+    working_copy,
+)
 from xlalint.harness.environment import INSTALL_HINT, HarnessEnvironmentError
 from xlalint.harness.progress import Progress
 from xlalint.harness.results import RunResult
@@ -70,6 +83,9 @@ class RunOptions:
     #: Stop each run after this many optimizer steps; 0: no limit; None: the default
     #: (``DEFAULT_COMPARE_STEPS`` with ``--compare``, no limit otherwise).
     steps: int | None = None
+    #: ``--bisect``: the three runs of --compare, then, when the fixed run crashed or
+    #: diverged, the fix to blame (--compare bisects too when the port ran well).
+    bisect: bool = False
 
     @property
     def max_steps(self) -> int | None:
@@ -101,7 +117,7 @@ def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None
         except OSError as error:
             stderr.write(error_line(f"cannot write {path}: {error}") + "\n")
             return EXIT_ERROR
-    runs = list(harness_report.runs.values())
+    runs = [result for result in harness_report.runs.values() if not result.skipped]
     for result in runs:
         for warning in result.warnings:
             stderr.write(f"warning: the {result.description} run: {warning}\n")
@@ -112,8 +128,11 @@ def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None
             + "\n"
         )
         return EXIT_ERROR
-    if not all(run.ok for run in runs):
-        for run in runs:
+    # With --compare's three runs the exit status is the fixed script's: the reference
+    # and the port are baselines, whose failures the report explains.
+    judged = [harness_report.runs["fixed"]] if harness_report.verdict and "fixed" in harness_report.runs else runs
+    if not all(run.ok for run in judged):
+        for run in judged:
             if not run.ok:
                 stderr.write(f"xlalint run: the {run.description} run {run.status_line()}\n")
         return EXIT_SCRIPT_FAILED
@@ -123,6 +142,10 @@ def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None
 def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
     """Run the script as the options say and return the report (nothing printed to
     stdout). Raises ``HarnessEnvironmentError`` when it cannot run."""
+    if options.bisect:
+        if not options.fix:
+            raise UsageError("--bisect looks for the fix that broke the run; drop --no-fix")
+        options = replace(options, compare=True)
     if options.compare and not options.fix:
         raise UsageError("--compare runs the original and the fixed script; drop --no-fix")
     if options.timeout_s is not None and options.timeout_s <= 0:
@@ -181,7 +204,25 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
                 # One run: show the script's output as it goes. Two: a progress line.
                 echo_to=None if len(versions) > 1 else stderr,
             )
-            runs, working_directory = _run_versions(versions, settings, workdir, stderr)
+            ran, working_directory = _run_versions(versions, settings, workdir, stderr)
+            made = {**ran, **prepared.skipped_runs}
+            runs = {label: made[label] for label in (reference.LABEL, port.LABEL, "original", "fixed") if label in made}
+            judged = verdict.judge(runs) if options.compare and port.LABEL in runs else None
+            blame = None
+            if judged is not None and prepared.fixed is not None:
+                blame = bisect.blame_fixed_run(
+                    original=prepared.original,
+                    port=prepared.port,
+                    fixed=prepared.fixed,
+                    user_files=[script_file, *modules],
+                    runs=runs,
+                    judged=judged,
+                    settings=settings,
+                    workdir=workdir,
+                    unsafe=options.unsafe_fixes,
+                    stderr=stderr,
+                    forced=options.bisect,
+                )
     finally:
         # Only now: if we are killed while the folder is removed, the watchdog ends it.
         if watchdog is not None:
@@ -198,6 +239,8 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         comparison_skipped=prepared.comparison_skipped,
         working_directory=working_directory,
         fix_diff=_fix_diff(prepared, [script_file, *modules]),
+        verdict=judged,
+        blame=blame,
     )
 
 
@@ -272,7 +315,11 @@ def _run_versions(
             progress.start(version.description)
             settings.on_tick = progress.tick
         # The native baseline runs without XLA's device settings and library folder.
-        version_settings = replace(settings, device=environment.native_cuda()) if version.native else settings
+        version_settings = settings
+        if version.label == reference.LABEL:
+            version_settings = replace(settings, device=reference.DEVICE)
+        elif version.native:
+            version_settings = replace(settings, device=environment.native_cuda())
         result = runner.execute(version, version_settings, workdir / f"{version.label}-out")
         if progress:
             progress.finish(f"{result.status_line()}, {result.wall_s:.1f} s")
@@ -287,6 +334,10 @@ class PreparedVersions:
     summaries: list[str]  # one line per fixed version: what its fix did
     #: Why --compare runs only one version (the fix changed nothing), if it does.
     comparison_skipped: str | None = None
+    #: The runs of --compare that were not made, and why (as results: status "skipped").
+    skipped_runs: dict[str, RunResult] = field(default_factory=dict)
+    port: prepare.ScriptVersion | None = None  # --compare's port version
+    fixed: prepare.ScriptVersion | None = None  # the version with all the fixes asked for
 
 
 def _prepare_versions(
@@ -307,6 +358,7 @@ def _prepare_versions(
     from xlalint.engine.config import ConfigError
 
     user_files = [script, *modules]
+    skipped_runs: dict[str, RunResult] = {}
     versions: list[prepare.ScriptVersion] = []
     summaries: list[str] = []
     baseline = fixed = None
@@ -316,21 +368,20 @@ def _prepare_versions(
             original.native = True
             original.description = "original, native CUDA (no XLA)"
             baseline = original
-        elif options.compare and prepare.uses_cuda(original):
-            # CUDA code cannot run on XLA at all: the fair baseline is the program with
-            # only its device calls ported (XLA104, unsafe included: autocast/scaler).
-            baseline = prepare.fixed_version(
-                original,
-                user_files,
-                workdir,
-                label="original",
-                folder="baseline",
-                unsafe=True,
-                select=["XLA104"],
-                description="original + XLA104 device fixes",
-            )
-            summaries.append(report.version_fix_summary(baseline, hint_unsafe=False))
-        elif options.compare or not options.fix:
+        elif options.compare:
+            # The three runs: the original on CPU (the loss to track), the port (the
+            # cost to beat), the fix.
+            reference_run = reference.reference_version(original)
+            if isinstance(reference_run, str):
+                skipped_runs[reference.LABEL] = RunResult.skipped_run(
+                    reference.LABEL, reference.DESCRIPTION, reference_run
+                )
+            else:
+                versions.append(reference_run)
+            baseline = port.port_version(original, user_files, workdir)
+            if baseline is not original and any(file.changed for file in baseline.files()):
+                summaries.append(report.version_fix_summary(baseline, hint_unsafe=False))
+        elif not options.fix:
             baseline = original
         if baseline is not None:
             versions.append(baseline)
@@ -364,8 +415,14 @@ def _prepare_versions(
         skipped = f"the fixed script is the {baseline.description} (the fix changed nothing more), so it ran once"
         if baseline is original:
             skipped = "the fixed script is the original (the fix changed nothing), so it ran once"
-        versions = [fixed]
-    return PreparedVersions(versions, original, summaries, skipped)
+        versions = [version for version in versions if version is not baseline]
+        if baseline.label == port.LABEL:
+            skipped_runs[port.LABEL] = RunResult.skipped_run(
+                port.LABEL, baseline.description, "the fixed script is the port (the fix changed nothing more)"
+            )
+    return PreparedVersions(
+        versions, original, summaries, skipped, skipped_runs, port=baseline if options.compare else None, fixed=fixed
+    )
 
 
 @contextmanager
