@@ -129,10 +129,10 @@ def test_on_a_gpu_compare_runs_a_cuda_script_natively_as_the_baseline(tmp_path):
         ("fixed", False, "fixed"),
     ]
     assert prepared.versions[0].run_path == script.resolve()  # the user's own file, unchanged
-    # Elsewhere the baseline is the XLA104 port on XLA: here the whole fix, so it runs once.
+    # Elsewhere: the CPU reference, and the port on XLA: here the whole fix, so it runs once.
     prepared = _prepare_versions(options, user_file, [], tmp_path)
-    assert [(v.label, v.native) for v in prepared.versions] == [("fixed", False)]
-    assert prepared.comparison_skipped.startswith("the fixed script is the original + XLA104 device fixes")
+    assert [(v.label, v.native) for v in prepared.versions] == [("reference", True), ("fixed", False)]
+    assert prepared.comparison_skipped.startswith("the fixed script is the port (the original with XLA104's")
 
 
 # -- on a GPU -------------------------------------------------------------------------

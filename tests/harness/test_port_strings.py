@@ -22,7 +22,7 @@ def compare(scripts_dir, tmp_path, run_xlalint, name):
     report_path = tmp_path / "report.json"
     outcome = run_xlalint(script, compare=True, unsafe_fixes=True, device="cpu", json_path=report_path)
     runs = json.loads(report_path.read_text())["runs"]
-    original, fixed = runs["original"], runs["fixed"]
+    original, fixed = runs["port"], runs["fixed"]
     assert fixed["exit_code"] == 0, outcome.stdout + outcome.stderr
     assert fixed["executions"] > 0  # the work ran on the XLA device
     return outcome, original, fixed
