@@ -43,10 +43,10 @@ RUN_SCHEMA = {
     "required": sorted(RUN_KEYS),
     "additionalProperties": False,
     "properties": {
-        "exit_code": {"type": "integer"},
+        "exit_code": {"type": ["integer", "null"]},  # null: skipped
         "wall_s": {"type": "number"},
         **{
-            name: {"type": "integer", "minimum": 0}
+            name: {"type": ["integer", "null"], "minimum": 0}  # null: no metrics (skipped, no XLA)
             for name in ("compiles", "cached_compiles", "executions", "syncs", "host_transfers")
         },
         "fallback_ops": {"type": "array", "items": {"type": "string"}},
@@ -101,6 +101,12 @@ RUN_SCHEMA = {
                 "tracked": {"type": "boolean"},
             },
         },
+        # Issue 37: each run's status, its user's loss per step, its cost.
+        "status": {"enum": ["ok", "failed", "killed", "timeout", "skipped"]},
+        "reason": {"type": "string"},  # when not ok: why
+        "loss": {"type": "array", "items": {"type": ["number", "null"]}},
+        "ms_per_step": {"type": ["number", "null"]},
+        "transfers": {"type": ["integer", "null"], "minimum": 0},
         # Only when the run confirmed a silent bug (XLA501, XLA502).
         "runtime_findings": {
             "type": "array",
