@@ -40,6 +40,9 @@ class Cause:
     #: (code, where) of the findings that explain the shape changes (text only): a line
     #: of the user's script, or "file:line" in one of its local modules.
     explained_by: tuple[tuple[str, int | str | None], ...] = field(default=(), compare=False)
+    #: The file that ran and the line in it (the fixed copy's), for matching a site to
+    #: the loop of a transfer (``ShapeChange.feeds``); not in the report.
+    run_site: tuple[str, int] | None = field(default=None, compare=False)
 
     def to_json(self) -> dict:
         record = {

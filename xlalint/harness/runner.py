@@ -357,14 +357,23 @@ def explain_recompilations(
     if not recompiling or not changes:
         return causes
     code = explanations[0][0] if explanations else None
+    # A change in a loop that holds a recompiling site feeds that site only (the
+    # validation loop's batches are not the training loop's); any other feeds them all.
+    sites = [cause.run_site for cause in causes if _site(cause) in recompiling and cause.run_site]
+    scoped = {id(change) for change in changes if any(change.feeds(*site) for site in sites)}
     explained = []
     for cause in causes:
         if _site(cause) in recompiling:
+            own = [
+                change
+                for change in changes
+                if id(change) not in scoped or (cause.run_site is not None and change.feeds(*cause.run_site))
+            ]
             cause = replace(
                 cause,
                 code=cause.code or code,
                 explained_by=tuple(explanations),
-                shape_changes=tuple(changes) if cause.kind == "compilation" else (),
+                shape_changes=tuple(own) if cause.kind == "compilation" else (),
             )
         explained.append(cause)
     return explained
@@ -396,6 +405,7 @@ def _locate(raw: RawCause, version: ScriptVersion, display_path: str) -> Cause:
             from_fix=from_fix,
             fixed_line=line if from_fix else None,
             after_line=file.user_line(line) if inserted else None,
+            run_site=(frame.file, line),
         )
     elsewhere = next((f for f in raw.frames if not _LIBRARY_PATH.search(f.file)), None)
     if elsewhere:
