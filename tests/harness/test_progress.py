@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from xlalint.harness import bootstrap
+from xlalint.harness import bootstrap, child_steps
 from xlalint.harness.progress import Progress, live_text
 from xlalint.harness.results import LiveCounters
 from xlalint.harness.runner import read_live_counters
@@ -70,8 +70,8 @@ def test_the_child_writes_its_counters_at_steps_at_most_every_interval(tmp_path,
     # A process without torch_xla: another test in this worker may have imported it.
     monkeypatch.delitem(sys.modules, "torch_xla", raising=False)
     now = [100.0]
-    monkeypatch.setattr(bootstrap.time, "perf_counter", lambda: now[0])
-    monkeypatch.setattr(bootstrap, "LIVE_EVERY_STEP_UNTIL", 0)  # see the next test
+    monkeypatch.setattr(child_steps.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(child_steps, "LIVE_EVERY_STEP_UNTIL", 0)  # see the next test
     log = bootstrap.StepLog()
     live = tmp_path / f"{bootstrap.LIVE_PREFIX}{os.getpid()}.json"
     log.on_step()
@@ -90,7 +90,7 @@ def test_the_child_writes_its_counters_at_each_of_its_first_steps(tmp_path, monk
     monkeypatch.setenv(bootstrap.OUT_DIR_ENV, str(tmp_path))
     monkeypatch.delitem(sys.modules, "torch_xla", raising=False)
     now = [100.0]
-    monkeypatch.setattr(bootstrap.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(child_steps.time, "perf_counter", lambda: now[0])
     log = bootstrap.StepLog()
     live = tmp_path / f"{bootstrap.LIVE_PREFIX}{os.getpid()}.json"
     for _ in range(2):

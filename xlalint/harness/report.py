@@ -8,15 +8,13 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from xlalint.harness.results import Cause, RunResult, RuntimeFinding
 from xlalint.harness.step_chart import step_charts
 
 if TYPE_CHECKING:
-    from xlalint.harness.bisect import Blame
     from xlalint.harness.prepare import ScriptVersion, SourceFile
-    from xlalint.harness.verdict import Verdict
     from xlalint.model import Finding
 
 MAX_CAUSE_SITES = 12
@@ -26,6 +24,22 @@ _CAUSE_WIDTH = 80
 
 def _seconds(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
+
+
+class VerdictLike(Protocol):
+    """What the report needs of ``verdict.Verdict`` (which builds on this module)."""
+
+    text: str
+
+    def to_json(self) -> dict: ...
+
+
+class BlameLike(Protocol):
+    """What the report needs of ``bisect.Blame`` (which builds on this module)."""
+
+    def text(self) -> str: ...
+
+    def to_json(self) -> dict: ...
 
 
 @dataclass
@@ -45,9 +59,9 @@ class HarnessReport:
     #: What the fix changed: a unified diff of the user's files against the fixed copies.
     fix_diff: str | None = None
     #: The verdict of --compare's three runs (``verdict.Verdict``); None: as ``verdict()`` says.
-    verdict: Verdict | None = None
+    verdict: VerdictLike | None = None
     #: The fix --bisect (or --compare, on a crash) found to blame (``bisect.Blame``).
-    blame: Blame | None = None
+    blame: BlameLike | None = None
 
 
 # -- JSON -----------------------------------------------------------------------------

@@ -55,10 +55,9 @@ _LIBRARY_PATH = re.compile(r"(/site-packages/|/dist-packages/|/lib/python\d+\.\d
 def write_hook(folder: Path) -> Path:
     """The folder to put first on the child's PYTHONPATH."""
     folder.mkdir(parents=True, exist_ok=True)
-    source = Path(bootstrap.__file__).read_text(encoding="utf-8")
-    (folder / f"{BOOTSTRAP_MODULE}.py").write_text(source, encoding="utf-8")
-    watch = Path(runtime_watch.__file__).read_text(encoding="utf-8")
-    (folder / f"{RUNTIME_WATCH_MODULE}.py").write_text(watch, encoding="utf-8")
+    modules = [(BOOTSTRAP_MODULE, bootstrap), (RUNTIME_WATCH_MODULE, runtime_watch), *bootstrap.CHILD_MODULES]
+    for name, module in modules:
+        (folder / f"{name}.py").write_text(Path(module.__file__).read_text(encoding="utf-8"), encoding="utf-8")
     (folder / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
     return folder
 
