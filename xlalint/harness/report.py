@@ -403,7 +403,8 @@ def format_run(run: RunResult) -> list[str]:
     lines.extend(_steps_lines(run))
     metrics = run.metrics
     if metrics is None and run.native:
-        lines.append("  metrics: none (plain PyTorch on the GPU: no XLA)")
+        where = "the CPU" if run.label == "reference" else "the GPU"
+        lines.append(f"  metrics: none (plain PyTorch on {where}: no XLA)")
     elif metrics is None and run.measured_so_far():
         lines.append(f"  metrics: none at exit; measured {run.measured_so_far()} (counters at its latest step)")
     elif metrics is None:
