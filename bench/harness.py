@@ -172,7 +172,8 @@ def main() -> int:
     ]
     if failures:
         lines += ["", "Runs that did not finish cleanly:", *[f"- {f}" for f in failures]]
-    text = "\n".join(lines) + "\n"
+    # The repository's paths as the README shows them: relative to its root.
+    text = ("\n".join(lines) + "\n").replace(f"{REPO}{os.sep}", "")
     print(text)
     if args.output is not None:
         write_atomically(args.output, text)

@@ -456,6 +456,7 @@ def failure(path: Path, version: ScriptVersion, display_path: str) -> str | None
     if found is None:
         return None
     frame, exception = found
+    exception = _first_sentence(exception)
     match = _TRACEBACK_FRAME_LINE.match(frame[0]) if frame else None
     if match is None:
         return exception
@@ -467,6 +468,17 @@ def failure(path: Path, version: ScriptVersion, display_path: str) -> str | None
     if source.is_inserted_line(line):
         return f"{exception} at a line the fix inserted in {name} (after line {source.user_line(line)})"
     return f"{exception} at {name}:{source.user_line(line)}"
+
+
+_FAILURE_CHARS = 100  # of an exception's message in one line: its first sentence past this
+
+
+def _first_sentence(exception: str) -> str:
+    """``RuntimeError: Found no NVIDIA driver on your system.`` of a long message."""
+    if len(exception) <= _FAILURE_CHARS:
+        return exception
+    end = exception.find(". ")
+    return exception[: end + 1] if 0 < end < _FAILURE_CHARS * 2 else exception[: _FAILURE_CHARS - 3] + "..."
 
 
 _TRACEBACK_FRAME_LINE = re.compile(r'^  File "(?P<file>[^"]*)", line (?P<line>\d+)')
