@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from xlalint.harness.report import HarnessReport, format_text, to_json
 from xlalint.harness.results import LiveCounters, Metrics, RunResult, Steps
 from xlalint.harness.verdict import LOSS_TOLERANCE, judge, loss_track
@@ -107,3 +109,27 @@ def test_the_json_has_the_three_runs_with_status_steps_loss_and_cost():
     assert record["verdict"]["loss"] is None
     assert record["verdict"]["loss_skipped"] == "no CPU reference: train.py imports torch_xla itself"
     assert format_text(report).splitlines()[0] == record["verdict"]["text"]
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("torch_xla_required")
+def test_three_real_runs_and_the_fixed_loss_tracks_the_cpu_reference(run_xlalint, scripts_dir, tmp_path):
+    """broken_fix.py with its safe fixes only (the device port and a sync): the original
+    trains on the CPU (CUDA hidden), the port on XLA without a sync, the fixed copy with
+    one; the fixed loss is the CPU loss at each of the 6 steps."""
+    out = tmp_path / "report.json"
+    outcome = run_xlalint(scripts_dir / "broken_fix.py", compare=True, steps=6, json_path=out)
+    assert outcome.status == 0, outcome.stderr
+    record = json.loads(out.read_text())
+    runs = record["runs"]
+    assert [(label, run["status"], run["steps"]) for label, run in runs.items()] == [
+        ("reference", "ok", 6),
+        ("port", "ok", 6),
+        ("fixed", "ok", 6),
+    ]
+    assert runs["reference"]["compiles"] is None  # no XLA there
+    assert len(runs["reference"]["loss"]) == len(runs["fixed"]["loss"]) == 6
+    assert record["verdict"]["loss"]["tracks"] is True
+    assert record["verdict"]["text"].endswith("tracks the CPU loss within 2% over 6 steps")
+    assert record["verdict"]["cost"]["compiles"][1] <= record["verdict"]["cost"]["compiles"][0]
+    assert outcome.stdout.splitlines()[0] == record["verdict"]["text"]
