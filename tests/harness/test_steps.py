@@ -58,6 +58,9 @@ def test_steps_stops_the_run_after_n_complete_steps(run_xlalint, scripts_dir, tm
     assert run["syncs"] == 3 and run["executions"] == 3
     assert run["final_loss"] is not None
     assert "done 100 steps" not in outcome.stdout + outcome.stderr
+    assert "optimizer steps        3   (too few to time after 4 warm-up steps; stopped there by --steps)" in (
+        outcome.stdout
+    )
 
 
 @pytest.mark.slow

@@ -526,7 +526,8 @@ def _steps_lines(run: RunResult) -> list[str]:
         if speed is not None
         else f"too few to time after {steps.warmup_steps + 1} warm-up steps"
     )
-    lines = [f"  optimizer steps  {steps.steps:>7}   ({timing})"]
+    stopped = "; stopped there by --steps" if steps.stopped_at_limit else ""
+    lines = [f"  optimizer steps  {steps.steps:>7}   ({timing}{stopped})"]
     if steps.peak_memory_bytes is not None:
         lines.append(f"  peak memory      {_mib(steps.peak_memory_bytes):>7} MiB ({steps.memory_of})")
     return lines
