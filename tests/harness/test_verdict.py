@@ -76,6 +76,20 @@ def test_no_ratio_against_a_port_that_was_killed_and_the_reference_that_cannot_r
     assert result.text.endswith("the original cannot run on CPU: RuntimeError: Found no NVIDIA driver at train.py:56")
 
 
+def test_a_port_that_is_the_fixed_script_ran_once_and_is_not_a_failure():
+    runs = {
+        "reference": _run("reference", losses=CPU_LOSS, metrics=None),
+        "port": RunResult.skipped_run("port", "port", "the fixed script is the port (the fix changed nothing more)"),
+        "fixed": _run("fixed", compiles=2, losses=CPU_LOSS),
+    }
+    result = judge(runs)
+    assert (
+        result.text
+        == "fixed script: 2 compiles, 20 executions, 10.0 ms/step; tracks the CPU loss within 2% over 20 steps"
+    )
+    assert result.cost is None and result.cost_skipped == "the fixed script is the port (the fix changed nothing more)"
+
+
 def test_the_json_has_the_three_runs_with_status_steps_loss_and_cost():
     runs = {
         "reference": RunResult.skipped_run("reference", "reference", "train.py imports torch_xla itself"),

@@ -101,14 +101,16 @@ def judge(runs: dict[str, RunResult], paint: Painter | None = None, tolerance: f
         return Verdict("nothing ran")
     parts: list[str] = []
     cost = cost_skipped = None
-    if port is not None and port.ok and fixed.ok:
+    if port is None or port.skipped:
+        # The fix changed nothing beyond the port: one run, nothing to compare its cost with.
+        cost_skipped = port.skipped if port is not None else "no port run"
+        parts.append(f"fixed script: {totals(fixed)}" if fixed.ok else outcome(fixed, None))
+    elif port.ok and fixed.ok:
         parts.append(f"fixed vs port: {changes(port, fixed, paint, with_loss=False)}")
         cost = cost_numbers(port, fixed)
     else:
-        cost_skipped = "; ".join(outcome(run, other) for run, other in ((port, fixed), (fixed, port)) if run)
-        parts.append(cost_skipped if port is not None else f"fixed script: {totals(fixed)}")
-        if port is None:
-            cost_skipped = "no port run"
+        cost_skipped = "; ".join(outcome(run, other) for run, other in ((port, fixed), (fixed, port)))
+        parts.append(cost_skipped)
     loss = loss_skipped = None
     if not fixed.ok:
         loss_skipped = "the fixed run did not finish, so its loss is not compared"
