@@ -116,4 +116,10 @@ def test_generator_made_on_the_device_stays_on_the_cpu(scripts_dir, tmp_path, ru
     the generator on the CPU and the model trains on XLA."""
     outcome, original, fixed = compare(scripts_dir, tmp_path, run_xlalint, "port_generator")
     assert "model on xla:0, generator on cpu" in outcome.stdout
-    assert original["exit_code"] == 0 and fixed["compiles"] <= original["compiles"]
+    # The port has XLA104's safe fixes only; keeping the generator on the CPU is unsafe,
+    # so the port makes it on the XLA device and fails there (issue 37: it is not "the original").
+    assert original["status"] == "failed" and fixed["status"] == "ok"
+    assert outcome.status == 0  # the fixed script's status
+    # Its data is unseeded (torch.randn): --compare seeds every run alike, so the fixed
+    # loss is the CPU reference's at each of its 12 steps.
+    assert outcome.stdout.splitlines()[0].endswith("tracks the CPU loss within 2% over 12 steps")

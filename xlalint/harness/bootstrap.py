@@ -88,6 +88,8 @@ register_cuda_plugin = cuda.register_cuda_plugin
 #: folder, as ``python script.py`` does: its local modules are imported from there).
 SCRIPT_ENV = "XLALINT_HARNESS_SCRIPT"
 SCRIPT_DIR_ENV = "XLALINT_HARNESS_SCRIPT_DIR"
+#: The seed of torch's and Python's random numbers, set when torch is imported.
+SEED_ENV = "XLALINT_HARNESS_SEED"
 #: Written by ``run_main`` when importing torch or torch_xla fails in the child.
 IMPORT_ERROR_FILE = "import-error.json"
 
@@ -111,7 +113,7 @@ def activate() -> None:
         0,
         _AfterImport(
             {
-                "torch": steps.hook_optimizer_steps,
+                "torch": _on_torch,
                 "torch_xla": _on_torch_xla,
                 transfers.LOADER_MODULE: transfers.hook_device_loader,
             }
@@ -211,6 +213,20 @@ class _AfterImport:
 
         loader.exec_module = exec_module
         return spec
+
+
+def _on_torch(torch_module) -> None:
+    """Right after torch is imported: the seed ``--compare`` gives every run (so the
+    reference, the port and the fixed copy draw the same data and the same initial
+    weights, as far as the script does not seed them itself), then the step hooks."""
+    seed = os.environ.get(SEED_ENV)
+    if seed is not None:
+        with contextlib.suppress(Exception):
+            import random
+
+            random.seed(int(seed))
+            torch_module.manual_seed(int(seed))
+    steps.hook_optimizer_steps(torch_module)
 
 
 def _on_torch_xla(torch_xla_module) -> None:

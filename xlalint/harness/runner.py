@@ -80,6 +80,8 @@ class RunSettings:
     cwd: Path | None = None  # the working directory of the run; None: ours
     #: Stop the script after this many optimizer steps (``--steps``); None: no limit.
     max_steps: int | None = None
+    #: Seed torch and ``random`` when torch is imported (``--compare``: the same seed in every run).
+    seed: int | None = None
 
 
 def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> RunResult:
@@ -228,6 +230,8 @@ def _child_env(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> 
         env[bootstrap.FIXED_FILES_ENV] = str(fixed_files_path)
     if settings.token:
         env[cleanup.TOKEN_ENV] = settings.token
+    if settings.seed is not None:
+        env[bootstrap.SEED_ENV] = str(settings.seed)
     if settings.max_steps:
         env[bootstrap.MAX_STEPS_ENV] = str(settings.max_steps)
     else:

@@ -60,6 +60,7 @@ DEFAULT_TIMEOUT_S = 600.0
 #: otherwise: enough to see compilations settle and the loss move, and a port whose
 #: graph grows every step still ends in minutes.
 DEFAULT_COMPARE_STEPS = 20
+COMPARE_SEED = 0
 
 
 class UsageError(HarnessEnvironmentError):
@@ -201,6 +202,8 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
                 timeout_s=options.timeout_s,
                 token=token,
                 max_steps=options.max_steps,
+                # The three runs of --compare on the same seed (the script's own seeding wins).
+                seed=COMPARE_SEED if options.compare else None,
                 # One run: show the script's output as it goes. Two: a progress line.
                 echo_to=None if len(versions) > 1 else stderr,
             )
