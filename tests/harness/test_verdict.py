@@ -147,3 +147,27 @@ def test_three_real_runs_and_the_fixed_loss_tracks_the_cpu_reference(run_xlalint
     assert record["verdict"]["text"].endswith("tracks the CPU loss within 2% over 6 steps")
     assert record["verdict"]["cost"]["compiles"][1] <= record["verdict"]["cost"]["compiles"][0]
     assert outcome.stdout.splitlines()[0] == record["verdict"]["text"]
+
+
+def test_a_failed_run_names_the_users_line_not_the_harness_wrapper(tmp_path):
+    """The runtime watch wraps `Module.to`: the error of `.cuda()` passes through it; the
+    failure names the user's line, and only the first sentence of a long message."""
+    from xlalint.harness.prepare import ScriptVersion
+    from xlalint.harness.runner import failure
+
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n")
+    stderr = tmp_path / "stderr.txt"
+    stderr.write_text(
+        "Traceback (most recent call last):\n"
+        f'  File "{script}", line 2, in <module>\n'
+        "    model = torch.nn.Linear(2, 2).cuda()\n"
+        '  File "/tmp/xlalint-run-1/hook/_xlalint_runtime_watch.py", line 73, in to\n'
+        "    moved = module_to(module, *args, **kwargs)\n"
+        '  File "/usr/lib/python3.11/site-packages/torch/cuda/__init__.py", line 372, in _lazy_init\n'
+        "    torch._C._cuda_init()\n"
+        "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and "
+        "installed a driver from http://www.nvidia.com/Download/index.aspx\n"
+    )
+    version = ScriptVersion(run_path=script, source=script.read_text(), findings=[], label="reference")
+    assert failure(stderr, version, "train.py") == "RuntimeError: Found no NVIDIA driver on your system. at train.py:2"

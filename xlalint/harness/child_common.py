@@ -10,8 +10,9 @@ import re
 #: Folder where every process writes its records (``metrics-<pid>.json``, ...); the hook
 #: does nothing when it is not set.
 OUT_DIR_ENV = "XLALINT_HARNESS_OUT"
-# Frames in these places are not the user's code (the same test as the runner's).
-LIBRARY_FRAME = re.compile(r"(/site-packages/|/dist-packages/|/lib/python\d+\.\d+/|^<)")
+# Frames in these places are not the user's code (the same test as the runner's): nor
+# are the harness's own wrappers in the hook folder (``_xlalint_*.py``).
+LIBRARY_FRAME = re.compile(r"(/site-packages/|/dist-packages/|/lib/python\d+\.\d+/|^<|/_xlalint_\w+\.py$)")
 MAX_FRAMES_UP = 40  # looking for the user's frame above a library's call
 #: The process ``bootstrap.activate`` ran in (a fork child holds its parent's value).
 ACTIVE_PID: int | None = None

@@ -49,7 +49,9 @@ _TERM_GRACE_S = 3.0  # after SIGTERM, before SIGKILL
 _POLL_S = 0.1
 _LIVE_READ_S = 0.5  # the child writes its counters no more often (bootstrap.LIVE_INTERVAL_S)
 # Frames in these places are never "the user's code".
-_LIBRARY_PATH = re.compile(r"(/site-packages/|/dist-packages/|/lib/python\d+\.\d+/|^<)")
+# The harness's own child modules (``_xlalint_*.py`` in the hook folder) are not either:
+# the runtime watch wraps ``Module.to``, so an error in a move passes through it.
+_LIBRARY_PATH = re.compile(r"(/site-packages/|/dist-packages/|/lib/python\d+\.\d+/|^<|/_xlalint_\w+\.py$)")
 
 
 def write_hook(folder: Path) -> Path:
