@@ -903,8 +903,26 @@ def fix_command(
     exclude: Exclude = None,
     output_file: OutputFile = None,
     isolated: Isolated = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Run the fixed copy of SCRIPT (as `run --bisect`: bounded by --steps), withdraw the fixes "
+            "that broke it, write the others: xlalint fix --verify train.py -- ARGS",
+        ),
+    ] = False,
+    steps: Annotated[
+        int | None, typer.Option("--steps", metavar="N", help="With --verify: optimizer steps per run (default 20).")
+    ] = None,
 ) -> None:
     """Apply fixes in place (safe ones; --unsafe-fixes adds the rest), then report what remains."""
+    if verify:
+        if target_runtime == "torch-tpu":
+            raise fail("--verify runs the fixed script on torch_xla: a TorchTPU port cannot be run here")
+        from xlalint.harness import verify as verify_fix
+
+        json_output = output_format is not None and output_format.value == "json"
+        raise typer.Exit(verify_fix.command(paths, unsafe=bool(unsafe_fixes), steps=steps, json_output=json_output))
     _run(
         paths, fix=True, unsafe=unsafe_fixes, diff=diff, select=select, ignore=ignore, extend_select=extend_select,
         output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,

@@ -18,7 +18,7 @@ def test_inductor_fails_on_xla_and_the_openxla_backend_trains(scripts_dir, xlali
         "run", str(script), "--compare", "--unsafe-fixes", "--device", "cpu", "--json", str(out), timeout=900
     )
     record = json.loads(out.read_text())
-    original, fixed = record["runs"]["original"], record["runs"]["fixed"]
+    original, fixed = record["runs"]["port"], record["runs"]["fixed"]
     assert original["exit_code"] != 0
     assert "Inductor" in done.stdout + done.stderr
     assert fixed["exit_code"] == 0, done.stdout[-2000:]

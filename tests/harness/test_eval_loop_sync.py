@@ -22,7 +22,7 @@ def test_evaluation_loop_with_a_running_read_compiles_less_once_synced(scripts_d
     report_path = tmp_path / "report.json"
     outcome = run_xlalint(script, compare=True, unsafe_fixes=True, device="cpu", json_path=report_path)
     runs = json.loads(report_path.read_text())["runs"]
-    original, fixed = runs["original"], runs["fixed"]
+    original, fixed = runs["port"], runs["fixed"]
     assert original["exit_code"] == 0 and fixed["exit_code"] == 0, outcome.stdout + outcome.stderr
     assert fixed["executions"] > 0  # the work ran on the XLA device
     assert "on xla:0" in outcome.stdout and "eval batch 7: mean loss" in outcome.stdout

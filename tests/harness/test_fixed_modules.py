@@ -71,9 +71,10 @@ def test_the_fix_reaches_local_modules_and_keeps_their_layout(tmp_path):
         "user/pkg/__init__.py",
         "user/pkg/util.py",
     ]
-    baseline, fixed = prepared.versions
-    assert baseline.description == "original + XLA104 device fixes"  # the CUDA calls are in loop.py
-    for version, folder in ((baseline, "baseline"), (fixed, "fixed")):
+    reference_run, baseline, fixed = prepared.versions
+    assert reference_run.label == "reference" and reference_run.native  # the original, no XLA
+    assert baseline.description == "port (the original with XLA104's safe fixes)"  # the CUDA calls are in loop.py
+    for version, folder in ((baseline, "port"), (fixed, "fixed")):
         changed = {f.display_path: f.run_path for f in version.files() if f.changed}
         assert changed == {
             "user/main.py": tmp_path / "work" / folder / "main.py",
@@ -94,8 +95,11 @@ def test_compare_runs_once_when_the_fix_changes_nothing(tmp_path):
     write_tree(user, {"main.py": "import torch\nprint(torch.ones(2).sum())\n"})
     script_file = prepare.read_user_file(user / "main.py", "main.py", Path("main.py"))
     prepared = _prepare_versions(RunOptions(script=user / "main.py", compare=True), script_file, [], tmp_path)
-    assert [v.label for v in prepared.versions] == ["fixed"]
-    assert prepared.comparison_skipped == "the fixed script is the original (the fix changed nothing), so it ran once"
+    assert [v.label for v in prepared.versions] == ["reference", "fixed"]
+    assert prepared.comparison_skipped == (
+        "the fixed script is the port (the original: nothing to port) (the fix changed nothing more), so it ran once"
+    )
+    assert prepared.skipped_runs["port"].status == "skipped"
 
 
 def test_a_cause_in_a_fixed_module_is_shown_at_the_users_file_and_line(tmp_path):

@@ -72,12 +72,12 @@ def test_no_chart_without_steps_and_a_single_point_chart_is_drawn():
 
 
 def test_the_child_records_each_steps_time_and_compiles_for_the_chart(monkeypatch):
-    from xlalint.harness import bootstrap
+    from xlalint.harness import bootstrap, child_steps
 
     monkeypatch.delenv(bootstrap.OUT_DIR_ENV, raising=False)
     now = [10.0]
-    monkeypatch.setattr(bootstrap.time, "perf_counter", lambda: now[0])
-    monkeypatch.setattr(bootstrap, "TIMELINE_STEPS", 3)
+    monkeypatch.setattr(child_steps.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(child_steps, "TIMELINE_STEPS", 3)
     log = bootstrap.StepLog()
     for _ in range(5):
         log.on_step()

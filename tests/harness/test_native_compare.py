@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from xlalint.harness import bootstrap, prepare
+from xlalint.harness import bootstrap, child_steps, prepare
 from xlalint.harness.report import HarnessReport, format_text, to_json
 from xlalint.harness.results import Metrics, RunResult, Steps
 from xlalint.harness.runner import _collect_steps
@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_the_step_log_times_steps_after_the_warm_up(monkeypatch):
     clock = iter([10.0, 11.0, 12.0, 13.0, 13.5, 14.0, 14.5])
-    monkeypatch.setattr(bootstrap.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(child_steps.time, "perf_counter", lambda: next(clock))
     log = bootstrap.StepLog()
     for _ in range(7):
         log.on_step(object(), (), {})
@@ -129,10 +129,10 @@ def test_on_a_gpu_compare_runs_a_cuda_script_natively_as_the_baseline(tmp_path):
         ("fixed", False, "fixed"),
     ]
     assert prepared.versions[0].run_path == script.resolve()  # the user's own file, unchanged
-    # Elsewhere the baseline is the XLA104 port on XLA: here the whole fix, so it runs once.
+    # Elsewhere: the CPU reference, and the port on XLA: here the whole fix, so it runs once.
     prepared = _prepare_versions(options, user_file, [], tmp_path)
-    assert [(v.label, v.native) for v in prepared.versions] == [("fixed", False)]
-    assert prepared.comparison_skipped.startswith("the fixed script is the original + XLA104 device fixes")
+    assert [(v.label, v.native) for v in prepared.versions] == [("reference", True), ("fixed", False)]
+    assert prepared.comparison_skipped.startswith("the fixed script is the port (the original with XLA104's")
 
 
 # -- on a GPU -------------------------------------------------------------------------

@@ -53,7 +53,7 @@ def test_step_closure_binds_what_the_step_changes_under_a_free_alias(scripts_dir
     assert "        xm_1.add_step_closure(log_step, args=(loss, seen, step))\n" in fixed
 
     report = harness_report(script, compare=True, device="cpu")
-    original, fixed_run = report.runs["original"], report.runs["fixed"]
+    original, fixed_run = report.runs["port"], report.runs["fixed"]
     assert original.ok and fixed_run.ok, original.stderr_tail + fixed_run.stderr_tail
     # The harness keeps the last lines of output: the last two steps, each with its own
     # `seen` (not the value after `seen += len(x)`), and as the original printed them.
@@ -78,7 +78,7 @@ def test_accumulator_fix_only_where_the_sum_is_not_read_every_step(scripts_dir, 
     assert "state.tokens_seen += (y >= 0).sum().item()\n" in fixed
 
     report = harness_report(script, compare=True, unsafe_fixes=True, device="cpu")
-    original, fixed_run = report.runs["original"], report.runs["fixed"]
+    original, fixed_run = report.runs["port"], report.runs["fixed"]
     assert original.ok and fixed_run.ok, original.stderr_tail + fixed_run.stderr_tail
     assert '"tokens_seen": 96' in fixed_run.stdout_tail
     mean = re.search(r"^mean loss (\d+\.\d{4})$", original.stdout_tail, re.M)

@@ -30,7 +30,7 @@ def test_vae_with_unpacked_loader_options_drops_the_partial_batch(scripts_dir, h
     assert sum(f.after_port for f in result.applied) == 1
 
     report = harness_report(script, compare=True, unsafe_fixes=True, device="cpu")
-    original, fixed = report.runs["original"], report.runs["fixed"]
+    original, fixed = report.runs["port"], report.runs["fixed"]
     assert original.ok and fixed.ok, original.stderr_tail + fixed.stderr_tail
     assert "====> Epoch: 2 done" in fixed.stdout_tail
     assert fixed.metrics.executions >= 1  # the model ran on the XLA device

@@ -22,7 +22,7 @@ def compare(scripts_dir, tmp_path, run_xlalint, name):
     report_path = tmp_path / "report.json"
     outcome = run_xlalint(script, compare=True, unsafe_fixes=True, device="cpu", json_path=report_path)
     runs = json.loads(report_path.read_text())["runs"]
-    original, fixed = runs["original"], runs["fixed"]
+    original, fixed = runs["port"], runs["fixed"]
     assert fixed["exit_code"] == 0, outcome.stdout + outcome.stderr
     assert fixed["executions"] > 0  # the work ran on the XLA device
     return outcome, original, fixed
@@ -112,10 +112,13 @@ def test_cuda_tests_of_a_string_device_follow_it_to_xla(scripts_dir, tmp_path, r
     so the step timing still waits for the device (its synchronize is ported) where it
     would never have run; the batch loader's pinned-memory branch stays false, the other
     branch moves the batch (pinning raises without CUDA)."""
-    outcome, original, fixed = compare(scripts_dir, tmp_path, run_xlalint, "port_device_guards")
+    outcome, original, _fixed = compare(scripts_dir, tmp_path, run_xlalint, "port_device_guards")
     assert "step 5: waited for the device" in outcome.stdout
     assert "model on xla:0, device type xla" in outcome.stdout
-    assert original["exit_code"] == 0 and fixed["compiles"] <= original["compiles"]
+    # The port has XLA104's safe fixes only: this script's device test is ported by an
+    # unsafe one, so the port trains on the CPU (no XLA work to compare compiles with).
+    assert original["exit_code"] == 0 and original["executions"] == 0
+    assert "tracks the CPU loss within 2%" in outcome.stdout.splitlines()[0]
 
 
 def test_generator_made_on_the_device_stays_on_the_cpu(scripts_dir, tmp_path, run_xlalint):
@@ -123,4 +126,10 @@ def test_generator_made_on_the_device_stays_on_the_cpu(scripts_dir, tmp_path, ru
     the generator on the CPU and the model trains on XLA."""
     outcome, original, fixed = compare(scripts_dir, tmp_path, run_xlalint, "port_generator")
     assert "model on xla:0, generator on cpu" in outcome.stdout
-    assert original["exit_code"] == 0 and fixed["compiles"] <= original["compiles"]
+    # The port has XLA104's safe fixes only; keeping the generator on the CPU is unsafe,
+    # so the port makes it on the XLA device and fails there (issue 37: it is not "the original").
+    assert original["status"] == "failed" and fixed["status"] == "ok"
+    assert outcome.status == 0  # the fixed script's status
+    # Its data is unseeded (torch.randn): --compare seeds every run alike, so the fixed
+    # loss is the CPU reference's at each of its 12 steps.
+    assert outcome.stdout.splitlines()[0].endswith("tracks the CPU loss within 2% over 12 steps")

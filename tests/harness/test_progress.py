@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from xlalint.harness import bootstrap
+from xlalint.harness import bootstrap, child_steps
 from xlalint.harness.progress import Progress, live_text
 from xlalint.harness.results import LiveCounters
 from xlalint.harness.runner import read_live_counters
@@ -59,7 +59,9 @@ def test_live_counters_summed_over_processes_steps_of_the_training_one(tmp_path)
     for pid, record in records.items():
         (tmp_path / f"{bootstrap.LIVE_PREFIX}{pid}.json").write_text(json.dumps(record))
     (tmp_path / f"{bootstrap.LIVE_PREFIX}4.json").write_text("{half-writ")
-    assert read_live_counters(tmp_path) == LiveCounters(steps=30, ms_per_step=2.5, compiles=4, executions=42)
+    assert read_live_counters(tmp_path) == LiveCounters(
+        steps=30, ms_per_step=2.5, compiles=4, executions=42, transfers=0
+    )
     assert live_text(LiveCounters(steps=1)) == ": 1 steps"
 
 
@@ -68,7 +70,8 @@ def test_the_child_writes_its_counters_at_steps_at_most_every_interval(tmp_path,
     # A process without torch_xla: another test in this worker may have imported it.
     monkeypatch.delitem(sys.modules, "torch_xla", raising=False)
     now = [100.0]
-    monkeypatch.setattr(bootstrap.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(child_steps.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(child_steps, "LIVE_EVERY_STEP_UNTIL", 0)  # see the next test
     log = bootstrap.StepLog()
     live = tmp_path / f"{bootstrap.LIVE_PREFIX}{os.getpid()}.json"
     log.on_step()
@@ -80,3 +83,17 @@ def test_the_child_writes_its_counters_at_steps_at_most_every_interval(tmp_path,
     now[0] += 0.125
     log.on_step()
     assert json.loads(live.read_text()) == {"steps": 5, "ms_per_step": 125.0}
+
+
+def test_the_child_writes_its_counters_at_each_of_its_first_steps(tmp_path, monkeypatch):
+    """A run that hangs after a few quick steps is reported at its latest step (issue 37)."""
+    monkeypatch.setenv(bootstrap.OUT_DIR_ENV, str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torch_xla", raising=False)
+    now = [100.0]
+    monkeypatch.setattr(child_steps.time, "perf_counter", lambda: now[0])
+    log = bootstrap.StepLog()
+    live = tmp_path / f"{bootstrap.LIVE_PREFIX}{os.getpid()}.json"
+    for _ in range(2):
+        now[0] += 0.01
+        log.on_step()
+    assert json.loads(live.read_text())["steps"] == 2

@@ -43,7 +43,7 @@ def test_the_loop_in_imported_modules_is_fixed_and_trains_on_xla(scripts_dir, tm
         f"{shown}trainlib/data.py, {shown}trainlib/model.py; findings in them: 4 ({shown}train_loop.py: XLA102 x1, XLA103 x1, XLA104 x2)"
     ) in text
     assert (
-        f"original + XLA104 device fixes: fixes applied: 3 ({shown}main.py: XLA104 x1; {shown}train_loop.py: XLA104 x2);"
+        f"port (the original with XLA104's safe fixes): fixes applied: 3 ({shown}main.py: XLA104 x1; {shown}train_loop.py: XLA104 x2);"
         in text
     )
     assert (
@@ -55,7 +55,7 @@ def test_the_loop_in_imported_modules_is_fixed_and_trains_on_xla(scripts_dir, tm
         f"{shown}{name}" for name in ("train_loop.py", "trainlib/__init__.py", "trainlib/data.py", "trainlib/model.py")
     ]
     assert {f["filename"] for f in report["findings"]} == {str(script), f"{shown}train_loop.py"}
-    original, fixed = report["runs"]["original"], report["runs"]["fixed"]
+    original, fixed = report["runs"]["port"], report["runs"]["fixed"]
     for run in (original, fixed):
         assert run["fixed_files"] == [str(script), f"{shown}train_loop.py"]
         assert run["executions"] > 0 and run["steps"] == 5
@@ -87,7 +87,7 @@ def test_a_script_that_never_uses_the_xla_device_is_told_so(scripts_dir, tmp_pat
     outcome = run_xlalint(scripts_dir / "cpu_regression.py", compare=True, device="cpu", json_path=report_path)
     assert outcome.status == 0, outcome.stderr
     runs = json.loads(report_path.read_text())["runs"]
-    assert runs["original"]["warnings"] == ["no XLA computation ran: no process of the script imported torch_xla"]
+    assert runs["port"]["warnings"] == ["no XLA computation ran: no process of the script imported torch_xla"]
     fixed = runs["fixed"]
     assert (fixed["syncs"], fixed["compiles"], fixed["executions"]) == (10, 0, 0)
     (warning,) = fixed["warnings"]

@@ -45,7 +45,7 @@ def test_the_verdict_comes_first_in_one_line():
     first, second = text.splitlines()[:2]
     assert first == "fixed script: 14 -> 1 compiles, 108.9 -> 1.8 ms/step, same final loss (0.4999)"
     assert second == "xlalint run train.py: CPU, torch_xla 2.9.0"
-    assert to_json(_report(ORIGINAL, FIXED))["verdict"] == first
+    assert to_json(_report(ORIGINAL, FIXED))["verdict"] == {"text": first}
 
 
 def test_the_verdict_names_a_different_loss_and_leaves_out_one_not_read():

@@ -33,16 +33,20 @@ RUN_KEYS = {
     "fixed_files",
     "final_loss",
     "leftovers",
+    "status",
+    "loss",
+    "ms_per_step",
+    "transfers",
 }
 RUN_SCHEMA = {
     "type": "object",
     "required": sorted(RUN_KEYS),
     "additionalProperties": False,
     "properties": {
-        "exit_code": {"type": "integer"},
+        "exit_code": {"type": ["integer", "null"]},  # null: skipped
         "wall_s": {"type": "number"},
         **{
-            name: {"type": "integer", "minimum": 0}
+            name: {"type": ["integer", "null"], "minimum": 0}  # null: no metrics (skipped, no XLA)
             for name in ("compiles", "cached_compiles", "executions", "syncs", "host_transfers")
         },
         "fallback_ops": {"type": "array", "items": {"type": "string"}},
@@ -97,6 +101,12 @@ RUN_SCHEMA = {
                 "tracked": {"type": "boolean"},
             },
         },
+        # Issue 37: each run's status, its user's loss per step, its cost.
+        "status": {"enum": ["ok", "failed", "killed", "timeout", "skipped"]},
+        "reason": {"type": "string"},  # when not ok: why
+        "loss": {"type": "array", "items": {"type": ["number", "null"]}},
+        "ms_per_step": {"type": ["number", "null"]},
+        "transfers": {"type": ["integer", "null"], "minimum": 0},
         # Only when the run confirmed a silent bug (XLA501, XLA502).
         "runtime_findings": {
             "type": "array",
@@ -124,14 +134,14 @@ REPORT_SCHEMA = {
         "comparison_skipped": {"type": "string"},
         "working_directory": {"type": "string"},
         "fix_diff": {"type": "string"},
-        "verdict": {"type": "string"},
+        "verdict": {"type": "object", "required": ["text", "cost", "loss"]},
         "device": {"enum": ["CPU", "TPU", "CUDA"]},
         "torch_xla": {"type": "string"},
         "findings": {"type": "array", "items": {"type": "object"}},
         "runs": {
             "type": "object",
             "additionalProperties": False,
-            "properties": {"original": RUN_SCHEMA, "fixed": RUN_SCHEMA},
+            "properties": {"reference": RUN_SCHEMA, "port": RUN_SCHEMA, "fixed": RUN_SCHEMA},
         },
     },
 }
@@ -147,7 +157,17 @@ def test_fixing_dynamic_padding_compiles_fewer_graphs(examples_dir, tmp_path, xl
     before = script.read_text()
     report_path = tmp_path / "report.json"
     done = xlalint_command(
-        "run", str(script), "--compare", "--unsafe-fixes", "--device", "cpu", "--json", str(report_path)
+        # --steps 0: the whole script (24 steps), not --compare's default 20.
+        "run",
+        str(script),
+        "--compare",
+        "--steps",
+        "0",
+        "--unsafe-fixes",
+        "--device",
+        "cpu",
+        "--json",
+        str(report_path),
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert script.read_text() == before
@@ -159,7 +179,9 @@ def test_fixing_dynamic_padding_compiles_fewer_graphs(examples_dir, tmp_path, xl
     assert report["device"] == "CPU"
     assert [f["code"] for f in report["findings"]] == ["XLA101"]
 
-    original, fixed = report["runs"]["original"], report["runs"]["fixed"]
+    # The script imports torch_xla: no plain-CPU reference; the port is the original.
+    assert report["runs"]["reference"]["status"] == "skipped"
+    original, fixed = report["runs"]["port"], report["runs"]["fixed"]
     assert original["exit_code"] == fixed["exit_code"] == 0
     assert fixed["compiles"] < original["compiles"]
     assert fixed["compiles"] <= 3
@@ -197,14 +219,14 @@ def test_fixing_dynamic_padding_compiles_fewer_graphs(examples_dir, tmp_path, xl
     assert "ms per step" in done.stdout
 
     # The text report: both runs and the side-by-side table.
-    assert "comparison (original vs fixed):" in done.stdout
+    assert "comparison (port (the original: nothing to port) vs fixed):" in done.stdout
     assert "compiles" in done.stdout and "fewer, better" in done.stdout
     # The verdict first, and the diff the fix applied (issue 30).
-    assert done.stdout.startswith(f"fixed script: {original['compiles']} -> {fixed['compiles']} compiles, ")
+    assert done.stdout.startswith(f"fixed vs port: {original['compiles']} -> {fixed['compiles']} compiles, ")
     assert "what the fix changed (diff of your file and the fixed copy that ran):" in done.stdout
-    assert report["verdict"] == done.stdout.splitlines()[0]
+    assert report["verdict"]["text"] == done.stdout.splitlines()[0]
     assert report["fix_diff"].startswith(f"--- {script}\n+++ {script} (fixed copy)\n")
-    assert "running original" in done.stderr  # progress, plain lines when not a terminal
+    assert "running port" in done.stderr  # progress, plain lines when not a terminal
 
 
 @pytest.mark.slow
@@ -235,8 +257,10 @@ def test_launch_of_mp_fn_runs_one_worker_and_compare_runs_it_once(scripts_dir, h
     against itself); the metrics come from the spawned worker."""
     script = scripts_dir / "launch_mp_fn.py"
     report = harness_report(script, compare=True, device="cpu")
-    assert list(report.runs) == ["fixed"]
-    assert report.comparison_skipped == "the fixed script is the original (the fix changed nothing), so it ran once"
+    assert [run.status for run in report.runs.values()] == ["skipped", "skipped", "ok"]
+    assert report.comparison_skipped == (
+        "the fixed script is the port (the original: nothing to port) (the fix changed nothing more), so it ran once"
+    )
     run = report.runs["fixed"]
     assert run.ok, run.stderr_tail
     assert "world 1 sum 12.0" in run.stdout_tail
@@ -250,9 +274,10 @@ def test_launch_of_mp_fn_runs_one_worker_and_compare_runs_it_once(scripts_dir, h
     assert [(c.file, c.line) for c in syncs] == [(str(script), sync_line)] * 3
     text = format_text(report)
     assert text.endswith(
-        "\ncomparison: none: the fixed script is the original (the fix changed nothing), so it ran once\n"
+        "\ncomparison: none: the fixed script is the port (the original: nothing to port) "
+        "(the fix changed nothing more), so it ran once\n"
     )
-    assert "original run" not in text
+    assert "port (the original: nothing to port) run: skipped" in text
 
 
 CUDA_SCRIPT = """\
@@ -271,15 +296,20 @@ def test_compare_on_a_cuda_script_whose_only_fix_is_the_port_runs_it_once(tmp_pa
     script = tmp_path / "cuda_train.py"
     script.write_text(CUDA_SCRIPT)
     report = harness_report(script, compare=True, device="cpu")
-    assert list(report.runs) == ["fixed"]
+    assert list(report.runs) == ["reference", "port", "fixed"]
+    # The original calls .cuda() unconditionally: it cannot run on the CPU, and says why.
+    assert report.runs["reference"].status == "failed"
+    assert "cuda_train.py:4" in report.runs["reference"].error
+    assert report.runs["port"].status == "skipped"
     assert report.comparison_skipped == (
-        "the fixed script is the original + XLA104 device fixes (the fix changed nothing more), so it ran once"
+        "the fixed script is the port (the original with XLA104's safe fixes) (the fix changed nothing more), "
+        "so it ran once"
     )
     fixed = report.runs["fixed"]
     assert fixed.ok, fixed.stderr_tail
     assert fixed.metrics.executions >= 1  # it ran on XLA
     baseline_summary = report.fix_summary.splitlines()[0]
-    assert baseline_summary.startswith("original + XLA104 device fixes: fixes applied:")
+    assert baseline_summary.startswith("port (the original with XLA104's safe fixes): fixes applied:")
     assert "XLA104 x" in baseline_summary
     assert script.read_text() == CUDA_SCRIPT
 
@@ -387,8 +417,9 @@ def test_compare_runs_each_version_in_its_own_copy_of_the_working_directory(tmp_
     script = tmp_path / "train.py"
     script.write_text(WRITES_STATE)
     report = harness_report(script, compare=True, device="cpu")
-    assert list(report.runs) == ["original", "fixed"]
-    for run in report.runs.values():
+    assert list(report.runs) == ["reference", "port", "fixed"]
+    assert report.runs["reference"].skipped  # it imports torch_xla
+    for run in (report.runs["port"], report.runs["fixed"]):
         assert run.ok, run.stderr_tail
         assert run.stdout_tail.splitlines()[-1] == "fresh input"
     assert sorted(path.name for path in work.iterdir()) == ["data.txt"]  # nothing written into the user's folder

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from xlalint.harness import bootstrap
@@ -301,3 +302,39 @@ def test_the_import_hook_runs_once_after_the_module_runs_even_after_a_find_spec(
     import fake_xla_for_hook  # noqa: F401, F811  (imported again: the hook ran already)
 
     assert seen == [1]
+
+
+def test_validation_batches_are_not_the_training_batches():
+    """Issue 37: the shape changes of the validation loop were attributed to the training
+    loop's sync. Each change feeds the recompiling sites of the loop it ran in; a change
+    in no such loop still explains every site."""
+    train_change = ShapeChange("train.py", 71, "images", ((32, 3), (17, 3)), 2, loop=("/run/train.py", 70, 80))
+    val_change = ShapeChange("train.py", 95, "images", ((64, 3), (5, 3)), 2, loop=("/run/train.py", 94, 99))
+    loose = ShapeChange("train.py", 40, "mask", ((1,), (2,)), 2, loop=None)
+
+    def cause(line):
+        return replace(_cause("compilation", line), run_site=("/run/train.py", line))
+
+    causes = [cause(78), cause(78), cause(97), cause(97)]
+    joined = explain_recompilations(causes, [train_change, val_change, loose], [("XLA101", 2)])
+    assert [tuple(c.name + f"@{c.line}" for c in cause.shape_changes) for cause in joined] == [
+        ("images@71", "mask@40"),
+        ("images@71", "mask@40"),
+        ("images@95", "mask@40"),
+        ("images@95", "mask@40"),
+    ]
+
+
+def test_a_transfer_knows_the_innermost_loop_it_ran_in(tmp_path):
+    source = "for epoch in range(2):\n    for x in data:\n        x = x.to(d)\n    y = y.to(d)\nz = z.to(d)\n"
+    path = tmp_path / "t.py"
+    path.write_text(source)
+    version = ScriptVersion(run_path=path, source=source, findings=[], label="original")
+    site = {"kind": "to", "line": 3, "col": 12, "runs": [[[1], 1], [[2], 1]]}
+    changes = {}
+    for line in (3, 4, 5):
+        record = {"sites": [{**site, "file": str(path), "line": line}]}
+        (tmp_path / f"{bootstrap.TRANSFERS_PREFIX}{line}.json").write_text(json.dumps(record))
+    for change in read_shape_changes(tmp_path, version, "t.py"):
+        changes[change.line] = change.loop
+    assert changes == {3: (str(path), 2, 3), 4: (str(path), 1, 4), 5: None}

@@ -32,7 +32,7 @@ def test_optimizer_before_move_is_flat_and_trains_once_fixed(scripts_dir, xlalin
     record = json.loads(out.read_text())
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(record, REPORT_SCHEMA)
-    original, fixed = record["runs"]["original"], record["runs"]["fixed"]
+    original, fixed = record["runs"]["port"], record["runs"]["fixed"]
 
     (finding,) = original["runtime_findings"]
     assert (finding["code"], finding["file"], finding["line"]) == ("XLA501", str(script), 11)
@@ -61,7 +61,7 @@ def test_parameter_groups_taken_before_the_move_train_once_fixed(scripts_dir, xl
     )
     assert done.returncode == 0, done.stderr
     record = json.loads(out.read_text())
-    original, fixed = record["runs"]["original"], record["runs"]["fixed"]
+    original, fixed = record["runs"]["port"], record["runs"]["fixed"]
     [finding] = record["findings"]
     assert (finding["code"], finding["location"]["row"], finding["fix"]["applicability"]) == ("XLA501", 21, "safe")
     (runtime,) = original["runtime_findings"]
@@ -78,7 +78,7 @@ def test_parameter_groups_taken_before_the_move_train_once_fixed(scripts_dir, xl
 def test_tied_gpt2_is_untied_by_the_move_and_tied_again_by_the_fix(scripts_dir, harness_report):
     script = scripts_dir / "tied_lm.py"
     report = harness_report(script, compare=True, unsafe_fixes=True, device="cpu")
-    original, fixed = report.runs["original"], report.runs["fixed"]
+    original, fixed = report.runs["port"], report.runs["fixed"]
     assert original.ok and fixed.ok, original.stderr_tail + fixed.stderr_tail
     assert [f.code for f in report.findings] == ["XLA502"]
 
@@ -99,7 +99,7 @@ def test_tied_module_of_the_file_stays_tied_once_fixed(harness_report):
     the unsafe fix: the fixed run ends with one shared weight, and no runtime finding."""
     script = Path(__file__).resolve().parents[1] / "fixtures" / "XLA502" / "class_tie.py"
     report = harness_report(script, compare=True, unsafe_fixes=True, device="cpu")
-    original, fixed = report.runs["original"], report.runs["fixed"]
+    original, fixed = report.runs["port"], report.runs["fixed"]
     assert original.ok and fixed.ok, original.stderr_tail + fixed.stderr_tail
     assert [f.code for f in report.findings] == ["XLA502"]
     (finding,) = original.runtime_findings

@@ -24,7 +24,7 @@ def test_wrapper_move_after_the_optimizer_is_flat_and_trains_once_fixed(scripts_
     )
     assert done.returncode == 0, done.stderr
     record = json.loads(out.read_text())
-    original, fixed = record["runs"]["original"], record["runs"]["fixed"]
+    original, fixed = record["runs"]["port"], record["runs"]["fixed"]
 
     [finding] = record["findings"]
     assert (finding["code"], finding["location"]["row"], finding["fix"]["applicability"]) == ("XLA501", 38, "unsafe")

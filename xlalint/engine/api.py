@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from xlalint.engine import fixing
@@ -33,5 +33,7 @@ def fix_source(
     unsafe: bool = False,
     select: Iterable[str] | None = None,
     settings: Settings | None = None,
+    keep: Callable[[Finding, int | None], bool] | None = None,
 ) -> FixResult:
-    return fixing.fix_source(source, path, settings or settings_for(path), unsafe=unsafe, select=select)
+    """``keep``: apply only some fixes (see ``fixing.fix_source``)."""
+    return fixing.fix_source(source, path, settings or settings_for(path), unsafe=unsafe, select=select, keep=keep)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from xlalint.engine import fix_guard, memory
@@ -27,6 +27,9 @@ class FixResult:
     error: str | None = None
     #: How many findings the input had (what ``check`` reports on it).
     checked: int | None = None
+    #: For each of ``applied``: its line in the input (None: a line a fix wrote), which
+    #: with its code and path names the fix across passes (see ``keep``).
+    applied_lines: list[int | None] = field(default_factory=list)
 
     def changed(self, original: str) -> bool:
         return self.source != original
@@ -43,12 +46,16 @@ def fix_source(
     *,
     unsafe: bool = False,
     select: Iterable[str] | None = None,
+    keep: Callable[[Finding, int | None], bool] | None = None,
 ) -> FixResult:
     """The fixed source, the fixes applied, the findings left, and how many ``check``
     found on ``source`` (``checked``: a fix can remove code that had another finding,
-    and the port can reveal findings, so fixed + remaining may differ from it)."""
+    and the port can reveal findings, so fixed + remaining may differ from it).
+    ``keep(finding, line)``: apply only the fixes of findings it accepts, ``line``
+    being the finding's line in the input (None: on a line a fix wrote), so that a
+    subset of the fixes of a whole fix can be applied again (the harness's bisect)."""
     counted: list[int] = []
-    result = _fix_source(source, path, settings, unsafe=unsafe, select=select, counted=counted)
+    result = _fix_source(source, path, settings, unsafe=unsafe, select=select, keep=keep, counted=counted)
     if result.checked is None:
         result.checked = counted[0] if counted else len(result.remaining)
     return result
@@ -61,16 +68,17 @@ def _fix_source(
     *,
     unsafe: bool,
     select: Iterable[str] | None,
+    keep: Callable[[Finding, int | None], bool] | None,
     counted: list[int],
 ) -> FixResult:
     if source.startswith("\ufeff"):
-        result = fix_source(source[1:], path, settings, unsafe=unsafe, select=select)
+        result = fix_source(source[1:], path, settings, unsafe=unsafe, select=select, keep=keep)
         result.source = "\ufeff" + result.source
         return result
     if "\r" in source and "\n" not in source:
         # Old Mac newlines: libcst does not keep a lone "\r" at the end of the file, so
         # fix with "\n" and put the "\r" back (lines and columns are the same).
-        result = fix_source(source.replace("\r", "\n"), path, settings, unsafe=unsafe, select=select)
+        result = fix_source(source.replace("\r", "\n"), path, settings, unsafe=unsafe, select=select, keep=keep)
         result.source = result.source.replace("\n", "\r")
         return result
     settings = settings or Settings()
@@ -85,16 +93,19 @@ def _fix_source(
     select = tuple(select) if select is not None else None
     current = source
     applied: list[Finding] = []
+    applied_lines: list[int | None] = []
     texts = _Texts(source)
     withheld: list[_Withheld] = []
     findings = lint_source(current, path, settings, select=select)
     counted.append(len(findings))
     for _ in range(MAX_PASSES):
         if any(f.code == SYNTAX_ERROR[0] for f in findings):
-            return FixResult(current, applied, _marked(findings, withheld, texts))
+            return FixResult(current, applied, _marked(findings, withheld, texts), applied_lines=applied_lines)
         fixable = [f for f in findings if wanted(f, unsafe) and not _is_withheld(f, withheld, texts)]
+        if keep is not None:
+            fixable = [f for f in fixable if keep(f, texts.to_input(f.span.line))]
         if not fixable:
-            return FixResult(current, applied, _marked(findings, withheld, texts))
+            return FixResult(current, applied, _marked(findings, withheld, texts), applied_lines=applied_lines)
         fixes = list(dict.fromkeys(f.fix for f in fixable))
 
         def apply(chosen: list[Fix], base: str = current) -> fix_guard.Trial:
@@ -111,7 +122,7 @@ def _fix_source(
         try:
             first = apply(fixes)
             if not first.used:
-                return FixResult(current, applied, _marked(findings, withheld, texts))
+                return FixResult(current, applied, _marked(findings, withheld, texts), applied_lines=applied_lines)
             # The port's fixes stay: a finding only they bring is one the port reveals.
             port = frozenset(f.fix for f in fixable if f.code == PORT_CODE)
             result, withdrawn = fix_guard.settle(
@@ -141,9 +152,11 @@ def _fix_source(
             if f.fix in withdrawn
         ]
         if not result.used:
-            return FixResult(current, applied, _marked(findings, withheld, texts))
+            return FixResult(current, applied, _marked(findings, withheld, texts), applied_lines=applied_lines)
         used = set(result.used)  # membership below, for every finding
-        applied.extend(f for f in fixable if f.fix in used)
+        now_applied = [f for f in fixable if f.fix in used]
+        applied.extend(now_applied)
+        applied_lines.extend(texts.to_input(f.span.line) for f in now_applied)
         current, findings = result.source, result.findings
         texts.add(current)
     if any(wanted(f, unsafe) and not _is_withheld(f, withheld, texts) for f in findings):
@@ -155,7 +168,7 @@ def _fix_source(
             select,
             f"fixes ({codes}) did not converge after {MAX_PASSES} passes; file left unchanged",
         )
-    return FixResult(current, applied, _marked(findings, withheld, texts))
+    return FixResult(current, applied, _marked(findings, withheld, texts), applied_lines=applied_lines)
 
 
 class _Unparsable(Exception):

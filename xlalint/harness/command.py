@@ -92,6 +92,30 @@ def register(app: typer.Typer) -> None:
                 ),
             ),
         ] = DEFAULT_TIMEOUT_S,
+        steps: Annotated[
+            int | None,
+            typer.Option(
+                "--steps",
+                min=0,
+                metavar="N",
+                help=(
+                    "Stop each run after N optimizer steps (through the script's exit, so its "
+                    "numbers are complete); 0: no limit. Default: 20 with --compare, no limit otherwise."
+                ),
+                show_default=False,
+            ),
+        ] = None,
+        bisect: Annotated[
+            bool,
+            typer.Option(
+                "--bisect",
+                help=(
+                    "Run as --compare does; when the fixed script crashes or its loss leaves the "
+                    "CPU reference's where the port ran, re-run subsets of the fixes (each run "
+                    "bounded by --steps) and name the fix to blame."
+                ),
+            ),
+        ] = False,
         json_file: Annotated[
             Path | None,
             typer.Option("--json", dir_okay=False, metavar="FILE", help="Also write the report as JSON to this file."),
@@ -125,6 +149,8 @@ def register(app: typer.Typer) -> None:
                 compare=compare,
                 device=device.value,
                 timeout_s=timeout or None,
+                steps=steps,
+                bisect=bisect,
                 json_path=json_file,
                 html_path=html_file,
                 script_args=list(script_args or []),

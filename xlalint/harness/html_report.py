@@ -22,7 +22,7 @@ from xlalint.output import write_report
 CHART_WIDTH = 640
 CHART_HEIGHT = 180
 _MARGIN_LEFT, _MARGIN_BOTTOM, _MARGIN_TOP = 56, 24, 12
-_RUN_COLOURS = {"original": "#d9534f", "fixed": "#2e8b57"}
+_RUN_COLOURS = {"original": "#d9534f", "port": "#d9534f", "reference": "#5b7db1", "fixed": "#2e8b57"}
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; color: #222; }
@@ -47,13 +47,15 @@ def to_html(report: HarnessReport) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>xlalint run {_e(report.script)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>xlalint run {_e(report.script)}: {_e(report.device)}, torch_xla {_e(str(report.torch_xla))}</h1>",
-        f'<p class="verdict">{_e(verdict(report))}</p>',
+        f'<p class="verdict">{_e(report.verdict.text if report.verdict else verdict(report))}</p>',
     ]
+    if report.blame:
+        parts.append(f"<p>{_e(report.blame.text())}</p>")
     if report.fix_summary:
         # One paragraph a line: HTML would run the summary's lines into one.
         parts.extend(f'<p class="summary">{_e(line)}</p>' for line in report.fix_summary.splitlines() if line.strip())
-    original, fixed = report.runs.get("original"), report.runs.get("fixed")
-    if original and fixed and not (original.killed or fixed.killed) and not original.native:
+    original, fixed = report.runs.get("port") or report.runs.get("original"), report.runs.get("fixed")
+    if original and fixed and original.ok and fixed.ok and not original.native:
         parts.append(_comparison_table(original, fixed))
     charts = per_step_charts(list(report.runs.values()))
     if charts:

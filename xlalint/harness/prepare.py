@@ -167,6 +167,26 @@ def read_local_modules(script: Path, display_path: str, *, follow: bool = True) 
     return files
 
 
+@dataclass(frozen=True)
+class AppliedFix:
+    """One fix applied to a user's file: its file, rule and line in the user's file
+    (None: a line an earlier fix wrote), and what it does (its title)."""
+
+    path: str  # as the report names the file
+    code: str
+    line: int | None
+    title: str = field(default="", compare=False)
+
+    def describe(self) -> str:
+        """``utils.py:132 (XLA104 `is_available()`: ...)``"""
+        where = f"{self.path}:{self.line}" if self.line is not None else f"{self.path} (a line a fix wrote)"
+        return f"{where} ({self.code}{': ' + self.title if self.title else ''})"
+
+
+def _fix_title(finding: Finding) -> str:
+    return finding.fix.message if finding.fix is not None else finding.message
+
+
 @dataclass
 class SourceFile:
     """One file of the user's program as a version runs it: the user's own file, or a
@@ -181,6 +201,15 @@ class SourceFile:
     user_path: Path | None = None
     applied: list[Finding] = field(default_factory=list)
     fix_error: str | None = None
+    #: For each of ``applied``: its line in the user's file (None: a line a fix wrote).
+    applied_lines: list[int | None] = field(default_factory=list)
+
+    def applied_fixes(self) -> list[AppliedFix]:
+        """The fixes applied to this file, each named as ``keep`` recognises it."""
+        return [
+            AppliedFix(self.display_path, finding.code, line, _fix_title(finding))
+            for finding, line in zip(self.applied, self.applied_lines, strict=False)
+        ]
 
     @property
     def changed(self) -> bool:
@@ -236,6 +265,10 @@ class ScriptVersion(SourceFile):
             self._by_real_path = {_real_path(str(file.run_path)): file for file in self.files()}
         return self._by_real_path.get(_real_path(path))
 
+    def all_applied_fixes(self) -> list[AppliedFix]:
+        """Every fix applied to the program's files (the script's, then its modules')."""
+        return [fix for file in self.files() for fix in file.applied_fixes()]
+
     def fixed_files(self) -> dict[str, str]:
         """The user's file -> its fixed copy, for the files this version changed."""
         return {user: str(file.run_path) for user, file in self._changed().items()}
@@ -286,18 +319,22 @@ def fixed_version(
     unsafe: bool,
     select: list[str] | None = None,
     description: str,
+    only: frozenset[AppliedFix] | None = None,
 ) -> ScriptVersion:
     """Fix the script and its local modules (``user_files``, in the order of
-    ``original.files()``) into ``workdir/folder``, keeping their layout."""
+    ``original.files()``) into ``workdir/folder``, keeping their layout. ``only``:
+    apply only these fixes (of a fix made before with the same options)."""
     from xlalint.engine.runner import imports_torch_xla
 
     pairs = list(zip(user_files, original.files(), strict=True))
-    script = fixed_copy(*pairs[0], workdir / folder, unsafe=unsafe, select=select)
+    script = fixed_copy(*pairs[0], workdir / folder, unsafe=unsafe, select=select, only=only)
     # The modules of a script that is (or is fixed into) an XLA one run in an XLA program:
     # they are fixed as `xlalint fix` fixes the modules it follows (`Settings.xla_program`).
     xla_program = imports_torch_xla(script.source)
     modules = [
-        fixed_copy(user_file, unchanged, workdir / folder, unsafe=unsafe, select=select, xla_program=xla_program)
+        fixed_copy(
+            user_file, unchanged, workdir / folder, unsafe=unsafe, select=select, xla_program=xla_program, only=only
+        )
         for user_file, unchanged in pairs[1:]
     ]
     return _version(script, modules, label=label, description=description)
@@ -316,6 +353,7 @@ def fixed_copy(
     unsafe: bool,
     select: list[str] | None = None,
     xla_program: bool = False,
+    only: frozenset[AppliedFix] | None = None,
 ) -> SourceFile:
     """Fix one file (config is found from the user's path) into ``folder``; when the
     fix changes nothing, the user's own file runs (``unchanged``, already linted).
@@ -325,7 +363,15 @@ def fixed_copy(
     settings = settings_for(user_file.display_path)
     if xla_program:
         settings = replace(settings, xla_program=True)
-    result = fix_source(user_file.source, user_file.display_path, unsafe=unsafe, select=select, settings=settings)
+    keep = None
+    if only is not None:
+
+        def keep(finding: Finding, line: int | None) -> bool:
+            return AppliedFix(user_file.display_path, finding.code, line) in only
+
+    result = fix_source(
+        user_file.source, user_file.display_path, unsafe=unsafe, select=select, settings=settings, keep=keep
+    )
     fixed = result.source if not result.error else user_file.source
     if fixed == user_file.source:
         return replace(unchanged, applied=[], fix_error=result.error)
@@ -341,6 +387,7 @@ def fixed_copy(
         display_path=user_file.display_path,
         user_path=user_file.path.resolve(),
         applied=list(result.applied),
+        applied_lines=list(result.applied_lines),
     )
 
 

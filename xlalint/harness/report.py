@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from xlalint.engine.escaping import printable
 from xlalint.harness.results import Cause, RunResult, RuntimeFinding
@@ -28,6 +28,22 @@ def _seconds(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}"
 
 
+class VerdictLike(Protocol):
+    """What the report needs of ``verdict.Verdict`` (which builds on this module)."""
+
+    text: str
+
+    def to_json(self) -> dict: ...
+
+
+class BlameLike(Protocol):
+    """What the report needs of ``bisect.Blame`` (which builds on this module)."""
+
+    def text(self) -> str: ...
+
+    def to_json(self) -> dict: ...
+
+
 @dataclass
 class HarnessReport:
     script: str  # as given on the command line
@@ -44,6 +60,10 @@ class HarnessReport:
     working_directory: str | None = None
     #: What the fix changed: a unified diff of the user's files against the fixed copies.
     fix_diff: str | None = None
+    #: The verdict of --compare's three runs (``verdict.Verdict``); None: as ``verdict()`` says.
+    verdict: VerdictLike | None = None
+    #: The fix --bisect (or --compare, on a crash) found to blame (``bisect.Blame``).
+    blame: BlameLike | None = None
 
 
 # -- JSON -----------------------------------------------------------------------------
@@ -68,7 +88,9 @@ def to_json(report: HarnessReport) -> dict:
         record["working_directory"] = report.working_directory
     if report.fix_diff:
         record["fix_diff"] = report.fix_diff
-    record["verdict"] = verdict(report)
+    record["verdict"] = report.verdict.to_json() if report.verdict else {"text": verdict(report)}
+    if report.blame:
+        record["blame"] = report.blame.to_json()
     return record
 
 
@@ -82,8 +104,10 @@ def write_json(report: HarnessReport, path: Path) -> None:
 def format_text(report: HarnessReport, *, color: bool = False) -> str:
     """The verdict first, then what was fixed, the comparison and the diff that moved
     it, then each run in detail. ``color``: ANSI colours (a terminal)."""
-    paint = _Painter(color)
-    lines = [paint(verdict(report, paint), _BOLD)]
+    paint = Painter(color)
+    lines = [paint(report.verdict.text if report.verdict else verdict(report, paint), _BOLD)]
+    if report.blame:
+        lines.append(report.blame.text())
     lines.append(f"xlalint run {report.script}: {report.device}, torch_xla {report.torch_xla}")
     lines.append(f"findings in the script: {_count_codes(report.findings)}")
     if report.local_modules:
@@ -95,9 +119,13 @@ def format_text(report: HarnessReport, *, color: bool = False) -> str:
         lines.append(f"local modules it imports: {names}; findings in them: {module_findings}")
     if report.fix_summary:
         lines.append(report.fix_summary)
-    if "original" in report.runs and "fixed" in report.runs:
+    baseline = report.runs.get("port") or report.runs.get("original")
+    if baseline is not None and not baseline.skipped and "fixed" in report.runs:
         lines.append("")
-        lines.extend(format_comparison(report.runs["original"], report.runs["fixed"], paint))
+        lines.extend(format_comparison(baseline, report.runs["fixed"], paint))
+    if "reference" in report.runs:
+        lines.append("")
+        lines.extend(format_losses(report.runs))
     charts = step_charts(list(report.runs.values()))
     if charts:
         lines.append("")
@@ -108,7 +136,7 @@ def format_text(report: HarnessReport, *, color: bool = False) -> str:
     for run in report.runs.values():
         lines.append("")
         lines.extend(format_run(run))
-    if report.comparison_skipped and not ("original" in report.runs and "fixed" in report.runs):
+    if report.comparison_skipped and not (baseline is not None and not baseline.skipped and "fixed" in report.runs):
         lines.append("")
         lines.append(f"comparison: none: {report.comparison_skipped}")
     if report.working_directory:
@@ -123,46 +151,52 @@ ARROW = "->"  # plain ASCII: the report must print on any terminal encoding
 SAME_LOSS_TOLERANCE = 1e-3
 
 
-def verdict(report: HarnessReport, paint: _Painter | None = None) -> str:
+def verdict(report: HarnessReport, paint: Painter | None = None) -> str:
     """One line: did the fixed script do better? Or why that cannot be said (a run
     failed, or was stopped by the timeout)."""
-    paint = paint or _Painter(False)
+    paint = paint or Painter(False)
     runs = report.runs
     if "original" in runs and "fixed" in runs:
         original, fixed = runs["original"], runs["fixed"]
         if not (original.ok and fixed.ok):
-            return "; ".join(_outcome(run, other) for run, other in ((original, fixed), (fixed, original)))
+            return "; ".join(outcome(run, other) for run, other in ((original, fixed), (fixed, original)))
         if original.native:
-            return f"fixed script on XLA against native CUDA: {_changes(original, fixed, paint)}"
-        return f"fixed script: {_changes(original, fixed, paint)}"
+            return f"fixed script on XLA against native CUDA: {changes(original, fixed, paint)}"
+        return f"fixed script: {changes(original, fixed, paint)}"
     if not runs:
         return "nothing ran"
     [run] = runs.values()
     once = " (the fix changed nothing, so it ran once)" if report.comparison_skipped else ""
     if not run.ok:
-        return _outcome(run, None) + once
-    return f"{_script_name(run)} ran in {run.wall_s:.1f} s: {_totals(run)}{once}"
+        return outcome(run, None) + once
+    return f"{_script_name(run)} ran in {run.wall_s:.1f} s: {totals(run)}{once}"
+
+
+_NAMES = {"original": "the original", "port": "the port", "reference": "the CPU reference"}
 
 
 def _script_name(run: RunResult) -> str:
-    return "the original" if run.label == "original" else "the fixed script"
+    return _NAMES.get(run.label, "the fixed script")
 
 
-def _outcome(run: RunResult, other: RunResult | None) -> str:
+def outcome(run: RunResult, other: RunResult | None) -> str:
     """``the original did not finish in 200 s`` / ``the fixed one took 17 s``."""
     name = _script_name(run)
-    if other is not None and other.label == "original" and not other.ok and run.ok:
+    if other is not None and other.label in ("original", "port") and not other.ok and run.ok:
         name = "the fixed one"
+    so_far = run.measured_so_far()
+    if run.timed_out and so_far:
+        return f"{name} was killed at {run.timeout_s:g} s (the timeout) {so_far}"
     if run.timed_out:
         return f"{name} did not finish in {run.timeout_s:g} s (killed by the timeout)"
     if run.signal_name:
-        return f"{name} was killed by {run.signal_name} after {run.wall_s:.1f} s"
+        return f"{name} was killed by {run.signal_name} after {run.wall_s:.1f} s" + (f" ({so_far})" if so_far else "")
     if run.exit_code != 0:
         return f"{name} failed (exit status {run.exit_code}) after {run.wall_s:.1f} s"
     return f"{name} took {run.wall_s:.1f} s"
 
 
-def _totals(run: RunResult) -> str:
+def totals(run: RunResult) -> str:
     parts = []
     if run.metrics is not None:
         parts.append(_plural(run.metrics.compiles, "compile"))
@@ -179,7 +213,7 @@ def _plural(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def _changes(original: RunResult, fixed: RunResult, paint: _Painter) -> str:
+def changes(original: RunResult, fixed: RunResult, paint: Painter, *, with_loss: bool = True) -> str:
     """``14 -> 1 compiles, 108.9 -> 1.8 ms/step, same final loss``: compiles and time per
     step always (when measured); executions and host transfers when they changed."""
     parts = []
@@ -192,7 +226,7 @@ def _changes(original: RunResult, fixed: RunResult, paint: _Painter) -> str:
     if _ms_per_step(original) is None or _ms_per_step(fixed) is None:
         # No time per step to compare (too few steps, or none): the whole run's time.
         parts.append(f"{original.wall_s:.1f} {ARROW} {fixed.wall_s:.1f} s wall time")
-    loss = _loss_change(original.final_loss, fixed.final_loss)
+    loss = _loss_change(original.final_loss, fixed.final_loss) if with_loss else None
     if loss:
         parts.append(loss)
     return ", ".join(parts)
@@ -278,7 +312,7 @@ _BOLD, _GREEN, _RED, _CYAN = "1", "32", "31", "36"
 _DIRECTION_STYLE = {BETTER: _GREEN, WORSE: _RED, NEUTRAL: "", SAME: ""}
 
 
-class _Painter:
+class Painter:
     """ANSI colour when asked for (see ``full_format.use_color``), else the text as is."""
 
     def __init__(self, color: bool) -> None:
@@ -310,7 +344,7 @@ def unified_diff(pairs: list[tuple[str, str, str]]) -> str:
     return "".join(line if line.endswith("\n") else line + "\n" for line in chunks)
 
 
-def format_diff(diff: str, paint: _Painter) -> list[str]:
+def format_diff(diff: str, paint: Painter) -> list[str]:
     lines = diff.splitlines()
     shown = ["what the fix changed (diff of your file and the fixed copy that ran):"]
     for line in lines[:MAX_DIFF_LINES]:
@@ -329,8 +363,33 @@ def format_diff(diff: str, paint: _Painter) -> list[str]:
     return shown
 
 
+MAX_LOSS_STEPS_SHOWN = 10
+
+
+def format_losses(runs: dict[str, RunResult]) -> list[str]:
+    """The user's loss per step of each run (before any scaler), side by side."""
+    shown = [(label, run) for label, run in runs.items() if run.losses]
+    if not shown:
+        return ["loss per step: none read"]
+    steps = max(len(run.losses) for _label, run in shown)
+    lines = [
+        "loss per step (the user's loss, before any scaler):",
+        f"{'step':>6}" + "".join(f"{label:>12}" for label, _run in shown),
+    ]
+    for step in range(min(steps, MAX_LOSS_STEPS_SHOWN)):
+        cells = [run.losses[step] if step < len(run.losses) else None for _label, run in shown]
+        lines.append(f"{step + 1:>6}" + "".join(f"{'-' if v is None else f'{v:.4g}':>12}" for v in cells))
+    if steps > MAX_LOSS_STEPS_SHOWN:
+        lines.append(f"  ... {steps - MAX_LOSS_STEPS_SHOWN} more steps (all in --json: each run's loss)")
+    return lines
+
+
 def format_run(run: RunResult) -> list[str]:
+    if run.skipped:
+        return [f"{run.description} run: {run.status_line()}"]
     lines = [f"{run.description} run: {run.status_line()}, {run.wall_s:.1f} s"]
+    if run.error:
+        lines.append(f"  error: {run.error}")
     lines.extend(f"  warning: {warning}" for warning in run.warnings)
     lines.extend(format_runtime_findings(run.runtime_findings))
     if run.import_error:
@@ -346,7 +405,10 @@ def format_run(run: RunResult) -> list[str]:
     lines.extend(_steps_lines(run))
     metrics = run.metrics
     if metrics is None and run.native:
-        lines.append("  metrics: none (plain PyTorch on the GPU: no XLA)")
+        where = "the CPU" if run.label == "reference" else "the GPU"
+        lines.append(f"  metrics: none (plain PyTorch on {where}: no XLA)")
+    elif metrics is None and run.measured_so_far():
+        lines.append(f"  metrics: none at exit; measured {run.measured_so_far()} (counters at its latest step)")
     elif metrics is None:
         why = (
             "the process was killed before it could write them"
@@ -466,7 +528,8 @@ def _steps_lines(run: RunResult) -> list[str]:
         if speed is not None
         else f"too few to time after {steps.warmup_steps + 1} warm-up steps"
     )
-    lines = [f"  optimizer steps  {steps.steps:>7}   ({timing})"]
+    stopped = "; stopped there by --steps" if steps.stopped_at_limit else ""
+    lines = [f"  optimizer steps  {steps.steps:>7}   ({timing}{stopped})"]
     if steps.peak_memory_bytes is not None:
         lines.append(f"  peak memory      {_mib(steps.peak_memory_bytes):>7} MiB ({steps.memory_of})")
     return lines
@@ -487,10 +550,10 @@ def _steps_value(run: RunResult, name: str):
     return run.steps.per_second if name == "per_second" else getattr(run.steps, name)
 
 
-def format_native_comparison(native: RunResult, xla: RunResult, paint: _Painter | None = None) -> list[str]:
+def format_native_comparison(native: RunResult, xla: RunResult, paint: Painter | None = None) -> list[str]:
     """Plain PyTorch on the GPU against the fixed script on XLA:CUDA: does the port pay?
     Each ratio says which way is better for the port."""
-    paint = paint or _Painter(False)
+    paint = paint or Painter(False)
     header = f"{'':24}{'native':>10}{'XLA':>10}{'XLA/native':>14}"
     lines = [f"comparison ({native.description} vs {xla.description} on XLA):", header]
     comparable = not (native.killed or xla.killed)
@@ -538,9 +601,9 @@ def format_native_comparison(native: RunResult, xla: RunResult, paint: _Painter 
     return lines
 
 
-def format_comparison(original: RunResult, fixed: RunResult, paint: _Painter | None = None) -> list[str]:
+def format_comparison(original: RunResult, fixed: RunResult, paint: Painter | None = None) -> list[str]:
     """Side by side, each row with how the fixed run changed it: ``14.00x fewer, better``."""
-    paint = paint or _Painter(False)
+    paint = paint or Painter(False)
     if original.native:
         return format_native_comparison(original, fixed, paint)
     title = f"comparison ({original.description} vs {fixed.description})"
@@ -552,12 +615,16 @@ def format_comparison(original: RunResult, fixed: RunResult, paint: _Painter | N
             f"{title}: none: the {killed} run was stopped ({_stopped(original, fixed)}), "
             "so its numbers cover part of a run (each run's numbers are below)"
         ]
-    lines = [f"{title}:", f"{'':18}{'original':>10}{'fixed':>10}  change"]
+    if not (original.ok and fixed.ok):
+        # No better/worse for a run that failed: its numbers are of a part of a run.
+        failed = " and ".join(
+            f"the {run.description} run {run.status_line()}" for run in (original, fixed) if not run.ok
+        )
+        return [f"{title}: none: {failed} (each run's numbers are below)"]
+    lines = [f"{title}:", f"{'':18}{original.label:>10}{'fixed':>10}  change"]
     for row in comparison_rows(original, fixed):
         cells = f"{row.label:18}{row.before:>10}{row.after:>10}"
         lines.append(f"{cells}  {paint(row.change, _DIRECTION_STYLE[row.direction])}")
-    if not (original.ok and fixed.ok):
-        lines.append("note: a run did not finish cleanly; its numbers cover only what ran")
     return lines
 
 

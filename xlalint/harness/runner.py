@@ -49,16 +49,17 @@ _TERM_GRACE_S = 3.0  # after SIGTERM, before SIGKILL
 _POLL_S = 0.1
 _LIVE_READ_S = 0.5  # the child writes its counters no more often (bootstrap.LIVE_INTERVAL_S)
 # Frames in these places are never "the user's code".
-_LIBRARY_PATH = re.compile(r"(/site-packages/|/dist-packages/|/lib/python\d+\.\d+/|^<)")
+# The harness's own child modules (``_xlalint_*.py`` in the hook folder) are not either:
+# the runtime watch wraps ``Module.to``, so an error in a move passes through it.
+_LIBRARY_PATH = re.compile(r"(/site-packages/|/dist-packages/|/lib/python\d+\.\d+/|^<|/_xlalint_\w+\.py$)")
 
 
 def write_hook(folder: Path) -> Path:
     """The folder to put first on the child's PYTHONPATH."""
     folder.mkdir(parents=True, exist_ok=True)
-    source = Path(bootstrap.__file__).read_text(encoding="utf-8")
-    (folder / f"{BOOTSTRAP_MODULE}.py").write_text(source, encoding="utf-8")
-    watch = Path(runtime_watch.__file__).read_text(encoding="utf-8")
-    (folder / f"{RUNTIME_WATCH_MODULE}.py").write_text(watch, encoding="utf-8")
+    modules = [(BOOTSTRAP_MODULE, bootstrap), (RUNTIME_WATCH_MODULE, runtime_watch), *bootstrap.CHILD_MODULES]
+    for name, module in modules:
+        (folder / f"{name}.py").write_text(Path(module.__file__).read_text(encoding="utf-8"), encoding="utf-8")
     (folder / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
     return folder
 
@@ -79,6 +80,10 @@ class RunSettings:
     #: Called while the script runs with the elapsed seconds and its counters so far.
     on_tick: Callable[[float, LiveCounters | None], None] | None = None
     cwd: Path | None = None  # the working directory of the run; None: ours
+    #: Stop the script after this many optimizer steps (``--steps``); None: no limit.
+    max_steps: int | None = None
+    #: Seed torch and ``random`` when torch is imported (``--compare``: the same seed in every run).
+    seed: int | None = None
 
 
 def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> RunResult:
@@ -140,6 +145,8 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
             echo.pump()
 
     metrics, notes = _collect_metrics(out_dir)
+    # What it had done at its latest step: all there is of a run killed before its end.
+    live = read_live_counters(out_dir)
     exit_ok = child.returncode == 0 and not timed_out
     runtime, runtime_warnings = runtime_findings.collect(out_dir, version, settings.display_path)
     return RunResult(
@@ -162,6 +169,10 @@ def execute(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> Run
         fixed_files=[file.display_path for file in version.files() if file.changed],
         runtime_findings=runtime,
         final_loss=runtime_findings.final_loss(out_dir),
+        losses=runtime_findings.step_losses(out_dir),
+        error=None if child.returncode == 0 or timed_out else failure(stderr_path, version, settings.display_path),
+        live=live,
+        max_steps=settings.max_steps,
     )
 
 
@@ -221,6 +232,12 @@ def _child_env(version: ScriptVersion, settings: RunSettings, out_dir: Path) -> 
         env[bootstrap.FIXED_FILES_ENV] = str(fixed_files_path)
     if settings.token:
         env[cleanup.TOKEN_ENV] = settings.token
+    if settings.seed is not None:
+        env[bootstrap.SEED_ENV] = str(settings.seed)
+    if settings.max_steps:
+        env[bootstrap.MAX_STEPS_ENV] = str(settings.max_steps)
+    else:
+        env.pop(bootstrap.MAX_STEPS_ENV, None)
     return env
 
 
@@ -345,14 +362,23 @@ def explain_recompilations(
     if not recompiling or not changes:
         return causes
     code = explanations[0][0] if explanations else None
+    # A change in a loop that holds a recompiling site feeds that site only (the
+    # validation loop's batches are not the training loop's); any other feeds them all.
+    sites = [cause.run_site for cause in causes if _site(cause) in recompiling and cause.run_site]
+    scoped = {id(change) for change in changes if any(change.feeds(*site) for site in sites)}
     explained = []
     for cause in causes:
         if _site(cause) in recompiling:
+            own = [
+                change
+                for change in changes
+                if id(change) not in scoped or (cause.run_site is not None and change.feeds(*cause.run_site))
+            ]
             cause = replace(
                 cause,
                 code=cause.code or code,
                 explained_by=tuple(explanations),
-                shape_changes=tuple(changes) if cause.kind == "compilation" else (),
+                shape_changes=tuple(own) if cause.kind == "compilation" else (),
             )
         explained.append(cause)
     return explained
@@ -384,6 +410,7 @@ def _locate(raw: RawCause, version: ScriptVersion, display_path: str) -> Cause:
             from_fix=from_fix,
             fixed_line=line if from_fix else None,
             after_line=file.user_line(line) if inserted else None,
+            run_site=(frame.file, line),
         )
     elsewhere = next((f for f in raw.frames if not _LIBRARY_PATH.search(f.file)), None)
     if elsewhere:
@@ -425,6 +452,42 @@ def stderr_tail(path: Path, lines: int) -> str:
     if all(part in tail_lines for part in shown[1:]):
         return tail
     return "\n".join([*shown, "  [...]", *tail_lines])
+
+
+def failure(path: Path, version: ScriptVersion, display_path: str) -> str | None:
+    """``KeyError: 'memory' at utils.py:143``: the exception that ended the script and
+    the innermost line of the user's code it went through (the user's line, also when a
+    fixed copy ran); None without a traceback."""
+    found = last_exception(path)
+    if found is None:
+        return None
+    frame, exception = found
+    exception = _first_sentence(exception)
+    match = _TRACEBACK_FRAME_LINE.match(frame[0]) if frame else None
+    if match is None:
+        return exception
+    file, line = match["file"], int(match["line"])
+    source = version.file_at(file)
+    if source is None:
+        return f"{exception} at {shown_path(file)}:{line}"
+    name = display_path if source is version else source.display_path
+    if source.is_inserted_line(line):
+        return f"{exception} at a line the fix inserted in {name} (after line {source.user_line(line)})"
+    return f"{exception} at {name}:{source.user_line(line)}"
+
+
+_FAILURE_CHARS = 100  # of an exception's message in one line: its first sentence past this
+
+
+def _first_sentence(exception: str) -> str:
+    """``RuntimeError: Found no NVIDIA driver on your system.`` of a long message."""
+    if len(exception) <= _FAILURE_CHARS:
+        return exception
+    end = exception.find(". ")
+    return exception[: end + 1] if 0 < end < _FAILURE_CHARS * 2 else exception[: _FAILURE_CHARS - 3] + "..."
+
+
+_TRACEBACK_FRAME_LINE = re.compile(r'^  File "(?P<file>[^"]*)", line (?P<line>\d+)')
 
 
 def last_exception(path: Path) -> tuple[list[str], str] | None:

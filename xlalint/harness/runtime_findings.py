@@ -71,10 +71,29 @@ def _flat_loss(losses: dict) -> str | None:
     return f"the loss never changed: {values[0]:.6g} at {which} of {calls} backward calls (the model is not training)"
 
 
+def step_losses(out_dir: Path) -> list[float | None]:
+    """The loss of each optimizer step (None where it could not be read without running
+    a graph), of the process that took most steps; NaN and infinities are None."""
+    best: list[float | None] = []
+    for path in sorted(out_dir.glob(f"{RUNTIME_PREFIX}*.json")):
+        try:
+            raw = dict(json.loads(path.read_text(encoding="utf-8")).get("losses", {})).get("per_step", [])
+            values = [None if v is None else float(v) for v in raw]
+        except (OSError, ValueError, TypeError, AttributeError):
+            continue
+        if len(values) > len(best):
+            best = [v if v is not None and math.isfinite(v) else None for v in values]
+    return best
+
+
 def final_loss(out_dir: Path) -> float | None:
     """The last loss of the process that called ``backward`` most (the training one),
     when the watch read it: its kept values end with the last loss only when it kept
-    every first one and the last (see ``RuntimeWatch.read_losses``)."""
+    every first one and the last (see ``RuntimeWatch.read_losses``); in a run stopped
+    by ``--steps``, the loss of its last step."""
+    per_step = step_losses(out_dir)
+    if per_step and per_step[-1] is not None:
+        return per_step[-1]
     best: tuple[int, float] | None = None
     for path in sorted(out_dir.glob(f"{RUNTIME_PREFIX}*.json")):
         try:

@@ -15,7 +15,10 @@ changes what the script computes and never reads a device value while the script
   that built the optimizer (``Optimizer.__init__`` notes it);
 - *the loss*: the first scalars passed to ``Tensor.backward`` on the XLA device and the
   last one, kept (detached) and read once when the script ends, so a run whose loss
-  never changed can be said to be one.
+  never changed can be said to be one; and the loss of each optimizer step (the latest
+  scalar before it, on any device), for the loss trajectory ``--compare`` checks. The
+  loss is the user's: a ``GradScaler.scale(loss)`` (timm's ``NativeScaler`` calls it)
+  notes the loss it is given, and the scaled value it returns is not noted again.
 
 Findings and losses go to ``runtime-<pid>.json`` in the harness's output folder.
 """
@@ -30,6 +33,9 @@ import weakref
 
 RUNTIME_PREFIX = "runtime-"
 FIRST_LOSSES_KEPT = 3
+#: Per-step losses kept (the first steps): a run bounded by ``--steps`` keeps all.
+STEP_LOSSES_KEPT = 1000
+_SCALED = "_xlalint_scaled_loss"  # set on what GradScaler.scale returned
 _MAX_FRAMES_UP = 40
 
 
@@ -49,6 +55,9 @@ class RuntimeWatch:
         self.backward_calls = 0
         self.loss_values: list[float] | None = None
         self._user_frame = None
+        self._latest_loss = None  # the loss noted since the last step, any device
+        self._step_losses: list = []  # per optimizer step: the latest loss before it, or None
+        self.step_loss_values: list[float | None] = []
 
     # -- installing -----------------------------------------------------------------------
     def install(self, torch, user_frame) -> None:
@@ -88,12 +97,34 @@ class RuntimeWatch:
 
         def backward_noting_loss(tensor, *args, **kwargs):
             with contextlib.suppress(Exception):
-                if tensor.device.type == "xla" and tensor.numel() == 1:
+                if tensor.numel() == 1 and not getattr(tensor, _SCALED, False):
                     watch._note_loss(tensor.detach())
             return backward(tensor, *args, **kwargs)
 
         backward_noting_loss.__doc__ = backward.__doc__
         torch.Tensor.backward = backward_noting_loss
+        with contextlib.suppress(Exception):
+            self._watch_scaler(torch)
+
+    def _watch_scaler(self, torch) -> None:
+        """``GradScaler.scale(loss)``: the loss the user computed is noted there, and the
+        scaled tensor it returns (what ``backward`` then sees) is not."""
+        from torch.amp.grad_scaler import GradScaler
+
+        watch = self
+        scale = GradScaler.scale
+
+        def scale_noting_loss(scaler, outputs, *args, **kwargs):
+            scaled = scale(scaler, outputs, *args, **kwargs)
+            with contextlib.suppress(Exception):
+                if isinstance(outputs, torch.Tensor) and outputs.numel() == 1:
+                    watch._note_loss(outputs.detach())
+                    if isinstance(scaled, torch.Tensor):
+                        setattr(scaled, _SCALED, True)
+            return scaled
+
+        scale_noting_loss.__doc__ = scale.__doc__
+        GradScaler.scale = scale_noting_loss
 
     # -- XLA502: moves that untie ----------------------------------------------------------------
     def _before_move(self, torch, module, args, kwargs):
@@ -183,11 +214,37 @@ class RuntimeWatch:
 
     # -- the loss ----------------------------------------------------------------------------------
     def _note_loss(self, loss) -> None:
+        self._latest_loss = loss
+        if loss.device.type != "xla":
+            return
         self.backward_calls += 1
         if len(self._first_losses) < FIRST_LOSSES_KEPT:
             self._first_losses.append(loss)
         else:
             self._last_loss = loss
+
+    def on_step_taken(self) -> None:
+        """An optimizer step ended: its loss is the latest noted (None: none since)."""
+        if len(self._step_losses) < STEP_LOSSES_KEPT:
+            self._step_losses.append(self._latest_loss)
+
+    def read_step_losses(self, xlac=None) -> None:
+        """The per-step losses as numbers: a CPU tensor is read as it is; an XLA one only
+        once a sync computed it (``xlac``: torch_xla's, before it shuts down), else None.
+        Read once; later calls keep what the first read."""
+        if not self._step_losses:
+            return
+        values: list[float | None] = []
+        for loss in self._step_losses:
+            value = None
+            with contextlib.suppress(Exception):
+                if loss is not None and loss.device.type != "xla":
+                    value = float(loss)
+                elif loss is not None and xlac is not None and _is_computed(xlac, loss):
+                    value = float(loss.cpu())
+            values.append(value)
+        self._step_losses = []
+        self.step_loss_values = values
 
     def read_losses(self, xlac) -> None:
         """Read the kept losses, before torch_xla shuts down: only those a sync already
@@ -203,11 +260,17 @@ class RuntimeWatch:
     def write(self, out_dir: str) -> None:
         with contextlib.suppress(Exception):
             self._settle_untied()
-        if not self.findings and self.loss_values is None:
+        with contextlib.suppress(Exception):
+            self.read_step_losses()  # a process without torch_xla: CPU losses
+        if not self.findings and self.loss_values is None and not self.step_loss_values:
             return
         record = {
             "findings": self.findings,
-            "losses": {"backward_calls": self.backward_calls, "values": self.loss_values or []},
+            "losses": {
+                "backward_calls": self.backward_calls,
+                "values": self.loss_values or [],
+                "per_step": self.step_loss_values,
+            },
         }
         path = os.path.join(out_dir, f"{RUNTIME_PREFIX}{os.getpid()}.json")
         with open(path + ".tmp", "w", encoding="utf-8") as file:

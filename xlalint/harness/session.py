@@ -2,7 +2,8 @@
 
 Exit status of ``xlalint run``:
 
-- 0: every run finished with exit status 0;
+- 0: every run finished with exit status 0 (with ``--compare``: the fixed run did; the
+  reference and the port are baselines, their failures are in the report);
 - 1: a run failed: non-zero exit status, killed by a signal, or past ``--timeout``;
 - 2: it could not run: usage error, unreadable script, bad config, torch/torch_xla
   missing or mismatched (also when the child fails to import them), the requested
@@ -27,7 +28,19 @@ from pathlib import Path
 from typing import TextIO
 
 from xlalint.engine.full_format import use_color
-from xlalint.harness import cleanup, cuda_libraries, environment, prepare, report, runner, working_copy
+from xlalint.harness import (
+    bisect,
+    cleanup,
+    cuda_libraries,
+    environment,
+    port,
+    prepare,
+    reference,
+    report,
+    runner,
+    verdict,
+    working_copy,
+)
 from xlalint.harness.environment import INSTALL_HINT, HarnessEnvironmentError
 from xlalint.harness.progress import Progress
 from xlalint.harness.results import RunResult
@@ -43,6 +56,11 @@ EXIT_INTERRUPTED = 130
 #: 15 s on a quiet machine; 10 minutes lets a real script reach its steady state and
 #: still ends a run that hangs (a collective waiting for a peer).
 DEFAULT_TIMEOUT_S = 600.0
+#: ``--compare`` stops each run after this many optimizer steps unless ``--steps`` says
+#: otherwise: enough to see compilations settle and the loss move, and a port whose
+#: graph grows every step still ends in minutes.
+DEFAULT_COMPARE_STEPS = 20
+COMPARE_SEED = 0
 
 
 class UsageError(HarnessEnvironmentError):
@@ -63,6 +81,18 @@ class RunOptions:
     #: Fix (and report) the local modules the script imports, as `check` and `fix`
     #: follow them; None: as the config's ``follow-imports`` says (default on).
     follow_imports: bool | None = None
+    #: Stop each run after this many optimizer steps; 0: no limit; None: the default
+    #: (``DEFAULT_COMPARE_STEPS`` with ``--compare``, no limit otherwise).
+    steps: int | None = None
+    #: ``--bisect``: the three runs of --compare, then, when the fixed run crashed or
+    #: diverged, the fix to blame (--compare bisects too when the port ran well).
+    bisect: bool = False
+
+    @property
+    def max_steps(self) -> int | None:
+        if self.steps is None:
+            return DEFAULT_COMPARE_STEPS if self.compare else None
+        return self.steps or None
 
 
 def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -88,7 +118,7 @@ def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None
         except OSError as error:
             stderr.write(error_line(f"cannot write {path}: {error}") + "\n")
             return EXIT_ERROR
-    runs = list(harness_report.runs.values())
+    runs = [result for result in harness_report.runs.values() if not result.skipped]
     for result in runs:
         for warning in result.warnings:
             stderr.write(f"warning: the {result.description} run: {warning}\n")
@@ -99,8 +129,11 @@ def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None
             + "\n"
         )
         return EXIT_ERROR
-    if not all(run.ok for run in runs):
-        for run in runs:
+    # With --compare's three runs the exit status is the fixed script's: the reference
+    # and the port are baselines, whose failures the report explains.
+    judged = [harness_report.runs["fixed"]] if harness_report.verdict and "fixed" in harness_report.runs else runs
+    if not all(run.ok for run in judged):
+        for run in judged:
             if not run.ok:
                 stderr.write(f"xlalint run: the {run.description} run {run.status_line()}\n")
         return EXIT_SCRIPT_FAILED
@@ -110,10 +143,16 @@ def run(options: RunOptions, stdout: TextIO | None = None, stderr: TextIO | None
 def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
     """Run the script as the options say and return the report (nothing printed to
     stdout). Raises ``HarnessEnvironmentError`` when it cannot run."""
+    if options.bisect:
+        if not options.fix:
+            raise UsageError("--bisect looks for the fix that broke the run; drop --no-fix")
+        options = replace(options, compare=True)
     if options.compare and not options.fix:
         raise UsageError("--compare runs the original and the fixed script; drop --no-fix")
     if options.timeout_s is not None and options.timeout_s <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    if options.steps is not None and options.steps < 0:
+        raise UsageError("--steps must be 0 (no limit) or a number of optimizer steps")
     script = options.script
     display_path = str(script)
     if not script.is_file():
@@ -162,10 +201,31 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
                 script_args=list(options.script_args),
                 timeout_s=options.timeout_s,
                 token=token,
+                max_steps=options.max_steps,
+                # The three runs of --compare on the same seed (the script's own seeding wins).
+                seed=COMPARE_SEED if options.compare else None,
                 # One run: show the script's output as it goes. Two: a progress line.
                 echo_to=None if len(versions) > 1 else stderr,
             )
-            runs, working_directory = _run_versions(versions, settings, workdir, stderr)
+            ran, working_directory = _run_versions(versions, settings, workdir, stderr)
+            made = {**ran, **prepared.skipped_runs}
+            runs = {label: made[label] for label in (reference.LABEL, port.LABEL, "original", "fixed") if label in made}
+            judged = verdict.judge(runs) if options.compare and port.LABEL in runs else None
+            blame = None
+            if judged is not None and prepared.fixed is not None:
+                blame = bisect.blame_fixed_run(
+                    original=prepared.original,
+                    port=prepared.port,
+                    fixed=prepared.fixed,
+                    user_files=[script_file, *modules],
+                    runs=runs,
+                    judged=judged,
+                    settings=settings,
+                    workdir=workdir,
+                    unsafe=options.unsafe_fixes,
+                    stderr=stderr,
+                    forced=options.bisect,
+                )
     finally:
         # Only now: if we are killed while the folder is removed, the watchdog ends it.
         if watchdog is not None:
@@ -182,6 +242,8 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         comparison_skipped=prepared.comparison_skipped,
         working_directory=working_directory,
         fix_diff=_fix_diff(prepared, [script_file, *modules]),
+        verdict=judged,
+        blame=blame,
     )
 
 
@@ -256,7 +318,11 @@ def _run_versions(
             progress.start(version.description)
             settings.on_tick = progress.tick
         # The native baseline runs without XLA's device settings and library folder.
-        version_settings = replace(settings, device=environment.native_cuda()) if version.native else settings
+        version_settings = settings
+        if version.label == reference.LABEL:
+            version_settings = replace(settings, device=reference.DEVICE)
+        elif version.native:
+            version_settings = replace(settings, device=environment.native_cuda())
         result = runner.execute(version, version_settings, workdir / f"{version.label}-out")
         if progress:
             progress.finish(f"{result.status_line()}, {result.wall_s:.1f} s")
@@ -271,6 +337,10 @@ class PreparedVersions:
     summaries: list[str]  # one line per fixed version: what its fix did
     #: Why --compare runs only one version (the fix changed nothing), if it does.
     comparison_skipped: str | None = None
+    #: The runs of --compare that were not made, and why (as results: status "skipped").
+    skipped_runs: dict[str, RunResult] = field(default_factory=dict)
+    port: prepare.ScriptVersion | None = None  # --compare's port version
+    fixed: prepare.ScriptVersion | None = None  # the version with all the fixes asked for
 
 
 def _prepare_versions(
@@ -291,6 +361,7 @@ def _prepare_versions(
     from xlalint.engine.config import ConfigError
 
     user_files = [script, *modules]
+    skipped_runs: dict[str, RunResult] = {}
     versions: list[prepare.ScriptVersion] = []
     summaries: list[str] = []
     baseline = fixed = None
@@ -300,21 +371,20 @@ def _prepare_versions(
             original.native = True
             original.description = "original, native CUDA (no XLA)"
             baseline = original
-        elif options.compare and prepare.uses_cuda(original):
-            # CUDA code cannot run on XLA at all: the fair baseline is the program with
-            # only its device calls ported (XLA104, unsafe included: autocast/scaler).
-            baseline = prepare.fixed_version(
-                original,
-                user_files,
-                workdir,
-                label="original",
-                folder="baseline",
-                unsafe=True,
-                select=["XLA104"],
-                description="original + XLA104 device fixes",
-            )
-            summaries.append(report.version_fix_summary(baseline, hint_unsafe=False))
-        elif options.compare or not options.fix:
+        elif options.compare:
+            # The three runs: the original on CPU (the loss to track), the port (the
+            # cost to beat), the fix.
+            reference_run = reference.reference_version(original)
+            if isinstance(reference_run, str):
+                skipped_runs[reference.LABEL] = RunResult.skipped_run(
+                    reference.LABEL, reference.DESCRIPTION, reference_run
+                )
+            else:
+                versions.append(reference_run)
+            baseline = port.port_version(original, user_files, workdir)
+            if baseline is not original and any(file.changed for file in baseline.files()):
+                summaries.append(report.version_fix_summary(baseline, hint_unsafe=False))
+        elif not options.fix:
             baseline = original
         if baseline is not None:
             versions.append(baseline)
@@ -348,8 +418,14 @@ def _prepare_versions(
         skipped = f"the fixed script is the {baseline.description} (the fix changed nothing more), so it ran once"
         if baseline is original:
             skipped = "the fixed script is the original (the fix changed nothing), so it ran once"
-        versions = [fixed]
-    return PreparedVersions(versions, original, summaries, skipped)
+        versions = [version for version in versions if version is not baseline]
+        if baseline.label == port.LABEL:
+            skipped_runs[port.LABEL] = RunResult.skipped_run(
+                port.LABEL, baseline.description, "the fixed script is the port (the fix changed nothing more)"
+            )
+    return PreparedVersions(
+        versions, original, summaries, skipped, skipped_runs, port=baseline if options.compare else None, fixed=fixed
+    )
 
 
 @contextmanager

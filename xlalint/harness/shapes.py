@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +41,14 @@ class ShapeChange:
     name: str  # e.g. "input_ids", or "batch['input_ids']"
     shapes: tuple[tuple[int, ...], ...]  # in order, consecutive repeats collapsed
     distinct: int  # how many different shapes
+    #: The innermost loop the transfer ran in: (the file that ran, first line, last
+    #: line), in that file's lines; None outside a loop. A validation loop's batches
+    #: feed the syncs of that loop, not the training loop's (see ``feeds``).
+    loop: tuple[str, int, int] | None = field(default=None, compare=False)
+
+    def feeds(self, run_file: str, run_line: int) -> bool:
+        """The transfer ran in the loop that holds this site (a line of a file that ran)."""
+        return self.loop is not None and self.loop[0] == run_file and self.loop[1] <= run_line <= self.loop[2]
 
     def to_json(self) -> dict:
         return {
@@ -109,7 +117,7 @@ def _change(site: dict, namer: _Namer, version: ScriptVersion, display_path: str
         shown_line = None if local.is_inserted_line(line) else local.user_line(line)
     else:
         shown_file, shown_line = shown_path(file), line
-    return ShapeChange(shown_file, shown_line, name, tuple(shapes), len(set(shapes)))
+    return ShapeChange(shown_file, shown_line, name, tuple(shapes), len(set(shapes)), namer.loop(file, line))
 
 
 class _Namer:
@@ -117,6 +125,7 @@ class _Namer:
 
     def __init__(self, version: ScriptVersion) -> None:
         self._trees: dict[str, ast.Module | None] = {}
+        self._loops: dict[str, list[tuple[int, int]]] = {}
         self._version = version
 
     def _tree(self, file: str) -> ast.Module | None:
@@ -128,6 +137,18 @@ class _Namer:
             except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
                 self._trees[file] = None
         return self._trees[file]
+
+    def loop(self, file: str, line: int) -> tuple[str, int, int] | None:
+        """The innermost ``for``/``while`` of ``file`` whose lines hold ``line``."""
+        if file not in self._loops:
+            tree = self._tree(file)
+            nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.For, ast.AsyncFor, ast.While))] if tree else []
+            self._loops[file] = sorted((n.lineno, n.end_lineno or n.lineno) for n in nodes)
+        inside = [(start, end) for start, end in self._loops[file] if start <= line <= end]
+        if not inside:
+            return None
+        start, end = max(inside)  # the innermost: the last to start
+        return (file, start, end)
 
     def name(self, file: str, line: int, col: int | None, kind: str, slot: int, path: list) -> str:
         tree = self._tree(file)
