@@ -78,7 +78,7 @@ becomes
 args = TrainingArguments(output_dir="out", per_device_train_batch_size=8, optim="{PLAIN_OPTIM}")
 ```
 """
-    fix_availability = "always"
+    fix_availability = "safe"
 
     VALID = [
         Valid(
