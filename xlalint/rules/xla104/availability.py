@@ -112,7 +112,10 @@ class Availability:
     ) -> None:
         fix = None
         if blocker is not None:
-            message += f"; no fix: line {blocker.lineno} (`{self.writer.short(blocker, 40)}`) cannot follow it"
+            message = (
+                f"{_subject(message)} is False on XLA; no fix: line {blocker.lineno} "
+                f"(`{self.writer.short(blocker, 30)}`) cannot follow it"
+            )
         elif operations:
             fix = self.writer.fix("unsafe", title, *operations, imports=imports)
         self.writer.report(call, message, fix)
@@ -127,9 +130,7 @@ class Availability:
         if needs_cuda is not None:
             name = self.ctx.semantic.call_name(needs_cuda) if isinstance(needs_cuda, ast.Call) else None
             code = name or self.writer.short(needs_cuda, 40)
-            message += (
-                f"; no fix: it guards `{code}` (line {needs_cuda.lineno}), which has no XLA port: port that code first"
-            )
+            message = f"{_subject(message)} guards `{code}` (line {needs_cuda.lineno}), which has no XLA port: no fix"
             self.writer.report(call, message, None)
             return
         operations = self.writer.assume_true(call, self._true_on_xla)
@@ -151,9 +152,9 @@ class Availability:
             return
         selections = [use for use in uses if self.tensor_types.is_selection(use)]
         if selections and assume(test_root(call), self._true_on_xla) is not True:
-            message += (
-                f"; no fix: the tensor type chosen at line {selections[0].lineno} would be moved to the XLA "
-                f"device even where `{flag}` is False"
+            message = (
+                f"{_subject(message)} is False on XLA; no fix: the tensor type at line {selections[0].lineno} "
+                f"would move to XLA even where `{flag}` is False"
             )
             self.writer.report(call, message, None)
             return
@@ -523,3 +524,8 @@ INVALID = [
         count=1,
     ),
 ]
+
+
+def _subject(message: str) -> str:
+    """What a message is about: its first quoted code (```use_cuda```, ```torch.cuda.is_available()```)."""
+    return message.split(" is False", 1)[0].split(", from", 1)[0]

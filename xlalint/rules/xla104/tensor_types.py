@@ -135,8 +135,7 @@ class TensorTypes:
         test = self.writer.short(selection.test, 30)
         self.writer.report(
             node,
-            f"{message}, chosen by `{test}`: on XLA the CPU type moved to the device; "
-            "the fix of the test ports it with every use",
+            f"{message} chosen by `{test}`: the fix of that test moves the CPU type to the device",
             None,
         )
 
