@@ -198,6 +198,23 @@ for i, (x, y) in enumerate(loader):
     ]
 
     INVALID = [
+        # A counter kept in a dict that the step then advances: a closure run at the sync
+        # would print the next step's number (binding `state` binds the same dict): no fix.
+        Invalid(
+            """
+            import torch_xla
+            state = {"step": 0}
+            for x, y in loader:
+                loss = criterion(model(x), y)
+                loss.backward()
+                optimizer.step()
+                print(f"step {state['step']} loss {loss.item():.4f}")
+                state["step"] += 1
+                torch_xla.sync()
+            """,
+            fixed=None,
+            count=1,
+        ),
         # A guard whose period defaults to 1 runs every step: the read under it is in the step.
         Invalid(
             """

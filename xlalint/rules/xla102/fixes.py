@@ -67,6 +67,9 @@ class Fixes:
             and not self._leaves_before_sync(stmt)
             and _closure_names(stmt.value) is not None
             and self._only_reads(stmt.value)
+            # `state["step"] += 1` after it: a closure run at the sync would read the new
+            # value (binding `state` binds the same dict), so the log would be off by one.
+            and not (_free_names(stmt.value) & _mutated_in_step(stmt))
         )
 
     def _only_reads(self, log: ast.Call) -> bool:
@@ -379,13 +382,27 @@ def _block(stmt: ast.stmt) -> list[ast.stmt] | None:
     return None
 
 
-def _rebound_in_step(node: ast.AST) -> set[str]:
-    """The names that may hold another value by the time a closure registered at
-    ``node`` runs (at the sync, usually the end of the step): those assigned in the
-    outermost loop around ``node`` in its function (loop variables, this step's
-    tensors, counters), or, outside a loop, in its function (a helper the step calls).
-    Parameters and variables set before the loop keep their value: the closure reads
-    them as they are."""
+def _mutated_in_step(node: ast.AST) -> set[str]:
+    """The names whose items or attributes the step region around ``node`` assigns
+    (``state["step"] += 1``, ``meter.count = n``): a closure that reads them later reads
+    what the step wrote after ``node``."""
+    region = _step_region(node)
+    if region is None:
+        return set()
+    names: set[str] = set()
+    for n in _shallow(region):
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(n, ast.AugAssign) else []
+        for target in targets:
+            while isinstance(target, (ast.Subscript, ast.Attribute)):
+                target = target.value
+                if isinstance(target, ast.Name):
+                    names.add(target.id)
+    return names
+
+
+def _step_region(node: ast.AST) -> ast.AST | None:
+    """The outermost loop around ``node`` in its function, else that function (None at
+    module level outside a loop)."""
     scope: ast.AST | None = None
     region: ast.AST | None = None
     for anc in _ancestors(node):
@@ -394,10 +411,21 @@ def _rebound_in_step(node: ast.AST) -> set[str]:
         elif isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
             scope = anc
             break
+    if region is None and (scope is None or isinstance(scope, ast.Module)):
+        return None
+    return region or scope
+
+
+def _rebound_in_step(node: ast.AST) -> set[str]:
+    """The names that may hold another value by the time a closure registered at
+    ``node`` runs (at the sync, usually the end of the step): those assigned in the
+    outermost loop around ``node`` in its function (loop variables, this step's
+    tensors, counters), or, outside a loop, in its function (a helper the step calls).
+    Parameters and variables set before the loop keep their value: the closure reads
+    them as they are."""
+    region = _step_region(node)
     if region is None:
-        if scope is None or isinstance(scope, ast.Module):
-            return set()
-        region = scope
+        return set()
     # The loop's own nodes include its target (`for i, (x, y) in ...`). An `except ... as e`
     # name is deleted at the end of its block: a closure must have bound it.
     names: set[str] = set()
