@@ -189,3 +189,21 @@ def test_a_cuda_trainer_ports_its_device_option_and_tests_with_it():
     # What has no TorchTPU counterpart stays reported, never replaced by a number.
     (left,) = lint_source(expected, "cuda_trainer.py", TPU)
     assert "max_memory_allocated" in left.message and left.fix is None
+
+
+@pytest.mark.parametrize("name", ["amp_grad_scaler/train.py", "ddp_torchrun/train.py", "vit_loss_scaler/train.py"])
+def test_ports_of_the_corpus_to_torch_tpu(name):
+    """Three CUDA scripts of the port corpus, ported to TorchTPU: code that parses, names
+    only TorchTPU 0.2.0's public API, keeps every statement of the training loop that is
+    not CUDA's, and passes `check` with the same target."""
+    path = ROOT / "tests" / "port_corpus" / name
+    source = path.read_text(encoding="utf-8")
+    fixed = fix_source(source, str(path), TPU, unsafe=True)
+    assert fixed.error is None, fixed.error
+    tree = ast.parse(fixed.source)
+    assert "torch_xla" not in fixed.source and "torch.cuda" not in fixed.source
+    assert all(public(n) for n in tpu_names(fixed.source)), tpu_names(fixed.source)
+    assert lint_source(fixed.source, str(path), TPU) == []
+    # The loop keeps its backward and optimizer step (the scaler's are folded into them).
+    calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    assert any(c.endswith(".backward") for c in calls) and any(c.endswith(".step") for c in calls)

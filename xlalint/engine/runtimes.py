@@ -48,9 +48,9 @@ TORCH_TPU_SCOPE: dict[str, RuleScope] = {
     "XLA100": RuleScope("applies", "xlalint's own noqa bookkeeping", "-"),
     "XLA101": RuleScope("applies", "a new batch shape is a new graph to compile", _DEFERRED),
     "XLA102": RuleScope(
-        "changed",
-        "a host read materializes the graph (a graph break); no step closure there: reported without a fix",
-        _DEFERRED,
+        "not applicable",
+        "by default ops run as they come and a host read waits as on CUDA; a graph break only when fusing",
+        _EAGER,
     ),
     "XLA103": RuleScope("not applicable", "ops are dispatched as they come; there is no step sync to add", _EAGER),
     "XLA104": RuleScope("changed", "`torch.cuda` -> `torch.tpu`, the `cuda` device -> `tpu`", _MAPPING),
