@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from xlalint.harness.bisect import bisect
+from xlalint.harness.blame import bisect
 from xlalint.harness.prepare import AppliedFix
 from xlalint.harness.results import RunResult
 

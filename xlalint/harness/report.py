@@ -37,7 +37,7 @@ class VerdictLike(Protocol):
 
 
 class BlameLike(Protocol):
-    """What the report needs of ``bisect.Blame`` (which builds on this module)."""
+    """What the report needs of ``blame.Blame`` (which builds on this module)."""
 
     def text(self) -> str: ...
 
@@ -62,7 +62,7 @@ class HarnessReport:
     fix_diff: str | None = None
     #: The verdict of --compare's three runs (``verdict.Verdict``); None: as ``verdict()`` says.
     verdict: VerdictLike | None = None
-    #: The fix --bisect (or --compare, on a crash) found to blame (``bisect.Blame``).
+    #: The fix --bisect (or --compare, on a crash) found to blame (``blame.Blame``).
     blame: BlameLike | None = None
 
 

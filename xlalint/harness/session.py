@@ -29,7 +29,7 @@ from typing import TextIO
 
 from xlalint.engine.full_format import use_color
 from xlalint.harness import (
-    bisect,
+    blame,
     cleanup,
     cuda_libraries,
     environment,
@@ -211,9 +211,9 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
             made = {**ran, **prepared.skipped_runs}
             runs = {label: made[label] for label in (reference.LABEL, port.LABEL, "original", "fixed") if label in made}
             judged = verdict.judge(runs) if options.compare and port.LABEL in runs else None
-            blame = None
+            blamed = None
             if judged is not None and prepared.fixed is not None:
-                blame = bisect.blame_fixed_run(
+                blamed = blame.blame_fixed_run(
                     original=prepared.original,
                     port=prepared.port,
                     fixed=prepared.fixed,
@@ -243,7 +243,7 @@ def run_harness(options: RunOptions, stderr: TextIO) -> report.HarnessReport:
         working_directory=working_directory,
         fix_diff=_fix_diff(prepared, [script_file, *modules]),
         verdict=judged,
-        blame=blame,
+        blame=blamed,
     )
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TextIO
 
 from xlalint.harness import prepare, report, session
-from xlalint.harness.bisect import Blame
+from xlalint.harness.blame import Blame
 from xlalint.harness.environment import HarnessEnvironmentError
 from xlalint.help_format import error_line
 
