@@ -56,16 +56,17 @@ def test_the_port_fixes_stay_in_every_trial_and_one_candidate_needs_no_trial():
 @pytest.mark.slow
 @pytest.mark.usefixtures("torch_xla_required")
 def test_bisect_names_the_unsafe_is_available_fix_that_breaks_a_format(run_xlalint, scripts_dir, tmp_path):
-    """The fixed run crashes (KeyError 'memory') where the port runs: the blame is the
-    XLA104 fix of `torch.cuda.is_available()` at line 18, not the device or sync fixes."""
+    """The fixed run crashes (the script's own check of the samples it saw) where the port
+    runs: the blame is XLA301's `drop_last=True` at line 17, not the device or sync fixes."""
     out = tmp_path / "report.json"
     outcome = run_xlalint(scripts_dir / "broken_fix.py", bisect=True, unsafe_fixes=True, steps=4, json_path=out)
     assert outcome.status == 1
     record = json.loads(out.read_text())
     assert [run["status"] for run in record["runs"].values()] == ["ok", "ok", "failed"]
     blame = record["blame"]
-    assert (blame["line"], blame["code"]) == (18, "XLA104")
+    assert (blame["line"], blame["code"]) == (17, "XLA301")
     assert blame["path"].endswith("broken_fix.py")
-    assert blame["error"].startswith("KeyError: 'memory' at ") and blame["error"].endswith("broken_fix.py:27")
+    assert blame["error"].startswith("AssertionError: epoch 0 saw 16 of 18 samples at ")
+    assert blame["error"].endswith("broken_fix.py:31")
     assert blame["trials"] == 1
     assert "the crash comes from the fix at " in outcome.stdout.splitlines()[1]

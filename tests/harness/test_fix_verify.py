@@ -13,21 +13,21 @@ from xlalint.harness import prepare
 from xlalint.harness.prepare import AppliedFix
 from xlalint.harness.verify import fix_without
 
-REASON = "the fixed script crashed: KeyError: 'memory' at broken_fix.py:27"
+REASON = "the fixed script crashed: AssertionError: epoch 0 saw 16 of 18 samples at broken_fix.py:31"
 
 
 def test_a_withdrawn_fix_is_left_out_and_marked_withheld(scripts_dir, tmp_path):
     script = tmp_path / "broken_fix.py"
     shutil.copy(scripts_dir / "broken_fix.py", script)
     user_file = prepare.read_user_file(script, "broken_fix.py", Path("broken_fix.py"))
-    withdrawn = frozenset({AppliedFix("broken_fix.py", "XLA104", 18)})
+    withdrawn = frozenset({AppliedFix("broken_fix.py", "XLA301", 17)})
     fixed = fix_without(user_file, withdrawn, True, REASON)
     assert fixed.applied == 2  # the device port and the sync
     assert "device = torch_xla.device()" in fixed.text and "torch_xla.sync()" in fixed.text
-    assert "if torch.cuda.is_available():\n    line_format" in fixed.text  # not `if True:`
+    assert "drop_last=True)" not in fixed.text
     (held,) = [finding for finding in fixed.findings if finding.fix_withheld]
-    assert (held.code, held.fix_withheld, held.fix) == ("XLA104", REASON, None)
-    assert fixed.notes == [f"note: broken_fix.py:{held.span.line}:{held.span.col + 1}: XLA104 fix {REASON}"]
+    assert (held.code, held.fix_withheld, held.fix) == ("XLA301", REASON, None)
+    assert fixed.notes == [f"note: broken_fix.py:{held.span.line}:{held.span.col + 1}: XLA301 fix {REASON}"]
 
 
 @pytest.mark.slow
@@ -43,7 +43,7 @@ def test_fix_verify_writes_the_fixes_that_ran_and_withholds_the_one_that_crashed
     assert done.returncode == 0, done.stderr
     written = script.read_text()
     assert "device = torch_xla.device()" in written and "torch_xla.sync()" in written
-    assert "if torch.cuda.is_available():" in written
+    assert "drop_last=True)" not in written
     (held,) = [f for f in json.loads(done.stdout) if "fix_withheld" in f]
-    assert held["code"] == "XLA104"
-    assert held["fix_withheld"].startswith("the fixed script crashed: KeyError: 'memory' at ")
+    assert held["code"] == "XLA301"
+    assert held["fix_withheld"].startswith("the fixed script crashed: AssertionError: epoch 0 saw 16 of 18 samples at ")

@@ -39,6 +39,13 @@ class DeviceChoice(str, Enum):
 DEFAULT_TIMEOUT_S = 600.0
 
 
+def _step_count(value: int | None) -> int | None:
+    # A callback, not `min=0`: click would print its range (`[x>=0]`) in the help.
+    if value is not None and value < 0:
+        raise typer.BadParameter("must be 0 (no limit) or more steps")
+    return value
+
+
 def _timeout_seconds(value: float) -> float:
     if not value >= 0:  # also NaN
         raise typer.BadParameter("must be 0 (no timeout) or more seconds")
@@ -96,7 +103,7 @@ def register(app: typer.Typer) -> None:
             int | None,
             typer.Option(
                 "--steps",
-                min=0,
+                callback=_step_count,
                 metavar="N",
                 help=(
                     "Stop each run after N optimizer steps (through the script's exit, so its "
