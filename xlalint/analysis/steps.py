@@ -64,7 +64,15 @@ from xlalint.analysis.step_guards import (
 )
 from xlalint.analysis.step_syncs import SyncedValues
 from xlalint.analysis.step_tensors import HOST_FETCH_METHODS, StepTensors, is_module_name, module_names
-from xlalint.analysis.values import FUNCTIONS, Function, enclosing, enclosing_scopes, self_and_ancestors, walk_scope
+from xlalint.analysis.values import (
+    FUNCTIONS,
+    Function,
+    assigned_values_by_name,
+    enclosing,
+    enclosing_scopes,
+    self_and_ancestors,
+    walk_scope,
+)
 
 # The names other modules import from here (the analysis's public interface).
 __all__ = [
@@ -107,6 +115,7 @@ class StepAnalysis:
         self._training: dict[int, bool] = {}
         self._resolved: dict[int, Function | None] = {}
         self._locals: dict[int, dict[str, Function]] = {}
+        self._values: dict[int, dict[str, list[ast.expr]]] = {}
         self._loaders = DeviceLoaders(self.semantic)
         self._synced = SyncedValues(self.is_sync_call, self.is_step_context)
         # Most modules call no backward at all: then no loop trains, and no loop or
@@ -301,7 +310,7 @@ class StepAnalysis:
     def _resolve(self, call: ast.Call) -> Function | None:
         func = call.func
         if isinstance(func, ast.Name):
-            return self._function_named(func.id, call)
+            return self._function_named(func.id, call) or self._instance_call(func.id, call)
         closure = self.closure_passed(call)
         if closure is not None:
             return closure
@@ -327,6 +336,29 @@ class StepAnalysis:
             if found is not None:
                 return found
         return None
+
+    def _instance_call(self, name: str, at: ast.AST) -> Function | None:
+        """``stepper(loss)`` where ``stepper = Stepper(...)`` builds an object of a
+        same-module class: that class's ``__call__`` (the innermost scope that assigns
+        the name decides)."""
+        for scope in enclosing_scopes(at):
+            values = self._scope_values(scope).get(name)
+            if values is None:
+                continue
+            for value in values:
+                if isinstance(value, ast.Call):
+                    cls = self._module_class(value.func)
+                    method = _method(cls, "__call__") if cls is not None else None
+                    if method is not None:
+                        return method
+            return None
+        return None
+
+    def _scope_values(self, scope: ast.AST) -> dict[str, list[ast.expr]]:
+        key = id(scope)
+        if key not in self._values:
+            self._values[key] = assigned_values_by_name(scope, shallow=True)
+        return self._values[key]
 
     def closure_passed(self, call: ast.Call) -> Function | None:
         """The same-module ``def`` an optimizer step runs as its closure (see
@@ -430,6 +462,10 @@ class StepAnalysis:
 
 def _shadowed(name: str, analysis: StepAnalysis) -> bool:
     return name in analysis.semantic.imports.bindings or name in analysis.semantic.module_functions
+
+
+def _method(cls: ast.ClassDef, name: str) -> Function | None:
+    return next((stmt for stmt in cls.body if isinstance(stmt, FUNCTIONS) and stmt.name == name), None)
 
 
 def _contains(outer: ast.AST, node: ast.AST) -> bool:
