@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rules.fixture_checks import assert_fixture_fixes
 from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
 from xlalint.engine.lint import lint_source
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "XLA103"
@@ -82,3 +83,36 @@ def test_an_object_without_a_backward_is_no_step():
         """
     )
     assert positions(source) == []
+
+
+# --- item 2: the step loop is the loop that runs the optimizer step ----------------------
+
+
+def test_the_step_is_the_loop_that_steps_the_optimizer():
+    source = (FIXTURES / "diffusion_loop.py").read_text()
+    # The `while` of run_loop (not the micro-batch `for` of forward_backward) misses the
+    # sync; the per-parameter `.item()` of the logging helper `optimize` calls is in the
+    # step; the one under `if self.step % self.log_interval == 0:` is not.
+    assert positions(source) == [(14, 21, "XLA102"), (28, 9, "XLA103")]
+
+
+def test_the_sync_goes_after_the_optimizer_step():
+    assert_fixture_fixes("XLA103", FIXTURES, "diffusion_loop", unsafe=False)
+
+
+def test_accumulation_in_one_function_syncs_after_the_optimizer_step():
+    source = textwrap.dedent(
+        """\
+        import torch
+        import torch_xla
+
+        for it in range(10):
+            for micro in range(4):
+                loss = model(next(batches)).sum()
+                loss.backward()
+            opt.step()
+            opt.zero_grad()
+        """
+    )
+    fixed = fix_source(source, "train.py", Settings(), select=["XLA103"]).source
+    assert fixed.endswith("    opt.zero_grad()\n    torch_xla.sync()\n")

@@ -10,10 +10,12 @@ same-module functions it calls (its *helpers*), minus functions passed to
 With gradient accumulation the step loop is a micro-step loop, and the optimizer steps
 in the loop around it (``for it in ...: for micro in ...: loss.backward()`` then
 ``opt.step()``): that *optimizer-step loop* (the nearest loop around a step loop that
-steps no optimizer, whose own body steps one, directly or through helpers) runs once
-per optimizer step. Its body is part of the step for the rules that ask
+steps no optimizer, whose own body steps one, directly or through helpers; for micro-steps
+written in a function, the innermost training loop that calls it and steps one, as
+improved-diffusion's ``run_loop`` -> ``run_step`` -> ``forward_backward``/``optimize``)
+runs once per optimizer step; XLA103 puts its sync there. Its body is part of the step for the rules that ask
 ``loop_running_every_step`` (XLA102's host reads); ``in_step``/``loop_of`` keep to the
-micro-step loop, where XLA103's sync goes.
+micro-step loop.
 
 Everything is computed once per module, on first use (``Context.steps``), and shared
 by the rules: XLA102 (host syncs in the step), XLA103 (a step without a sync point),
@@ -116,6 +118,7 @@ class StepAnalysis:
         self._resolved: dict[int, Function | None] = {}
         self._locals: dict[int, dict[str, Function]] = {}
         self._values: dict[int, dict[str, list[ast.expr]]] = {}
+        self._reached: dict[int, dict[int, Function]] = {}
         self._loaders = DeviceLoaders(self.semantic)
         self._synced = SyncedValues(self.is_sync_call, self.is_step_context)
         # Most modules call no backward at all: then no loop trains, and no loop or
@@ -209,9 +212,56 @@ class StepAnalysis:
         if self._steps_optimizer(loop.node.body, set(), within=loop.node):
             return None
         outer = next((a for a in ancestors(loop.node) if isinstance(a, (*_LOOPS, *FUNCTIONS, ast.ClassDef))), None)
+        if isinstance(outer, FUNCTIONS):
+            return self._calling_optimizer_loop(outer)
         if not isinstance(outer, _LOOPS) or id(outer) in self._by_node:
             return None
         return outer if self._steps_optimizer(outer.body, set()) else None
+
+    def _calling_optimizer_loop(self, function: Function) -> Loop | None:
+        """The optimizer-step loop around micro-steps written in ``function``: the
+        innermost training loop that calls it (through helpers, improved-diffusion's
+        ``run_loop`` -> ``run_step`` -> ``forward_backward``) and whose own body steps an
+        optimizer (``run_step`` -> ``optimize``)."""
+        callers = [
+            loop
+            for loop in self._outer_training_loops
+            if id(function) in self._reached_functions(loop) and self._steps_optimizer(loop.body, set())
+        ]
+        # The innermost: the one no other caller's body or helpers hold.
+        innermost = [
+            loop
+            for loop in callers
+            if not any(other is not loop and self._holds_loop(loop, other) for other in callers)
+        ]
+        return innermost[0] if len(innermost) == 1 else None
+
+    @cached_property
+    def _outer_training_loops(self) -> list[Loop]:
+        """The training loops that hold a step loop (in their body or a helper)."""
+        loops = sorted(self.semantic.nodes_of(*_LOOPS), key=lambda n: (n.lineno, n.col_offset))
+        return [loop for loop in loops if id(loop) not in self._by_node and self.is_training_loop(loop)]
+
+    def _reached_functions(self, loop: Loop) -> dict[int, Function]:
+        """The same-module functions ``loop``'s body calls, transitively (computed once)."""
+        key = id(loop)
+        found = self._reached.get(key)
+        if found is None:
+            found = {}
+            pending: list[list[ast.stmt]] = [loop.body]
+            while pending:
+                for call in self.region_calls(pending.pop()):
+                    func = self.resolve(call)
+                    if func is not None and id(func) not in found and not _contains(func, loop):
+                        found[id(func)] = func
+                        pending.append(func.body)
+            self._reached[key] = found
+        return found
+
+    def _holds_loop(self, outer: Loop, inner: Loop) -> bool:
+        """``inner`` runs within ``outer``'s iterations: in its body or a function it reaches."""
+        reached = self._reached_functions(outer)
+        return any(anc is outer or id(anc) in reached for anc in ancestors(inner))
 
     def _steps_optimizer(self, statements: list[ast.stmt], visiting: set[int], within: ast.AST | None = None) -> bool:
         """These statements step an optimizer, directly or through same-module functions
