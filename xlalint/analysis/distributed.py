@@ -44,6 +44,7 @@ from xlalint.analysis.values import (
     is_self_attr,
     parameter_names,
     passed_argument,
+    unpacked_items,
     walk_scope,
 )
 from xlalint.model import Import
@@ -268,6 +269,11 @@ class DistributedAnalysis:
                 )
                 for value in values:
                     yield from self._loaders_of(value, depth + 1, seen)
+                # `train_loader, val_loader = make_loaders()`: the item of what it returns.
+                items = list(unpacked_items(scope, expr.id, shallow=True))
+                for value, index in items:
+                    yield from self._returned_items(value, index, depth + 1, seen)
+                values += [value for value, _ in items]
                 if isinstance(scope, FUNCTIONS) and expr.id in parameter_names(scope):
                     yield from self._parameter_loaders(scope, expr.id, depth, seen)
                     return
@@ -279,6 +285,18 @@ class DistributedAnalysis:
             if cls is not None:
                 for value in assigned_values(cls, lambda t, a=expr.attr: is_self_attr(t, a)):
                     yield from self._loaders_of(value, depth + 1, seen)
+
+    def _returned_items(self, value: ast.expr, index: int, depth: int, seen: dict[int, int]) -> Iterator[ast.Call]:
+        """The loaders item ``index`` of ``value`` holds, when ``value`` calls a function
+        of the module that returns a tuple (``return DataLoader(...), DataLoader(...)``)."""
+        function = self.steps.resolve(value) if isinstance(value, ast.Call) else None
+        if function is None or depth > _MAX_DEPTH:
+            return
+        for node in walk_scope(function, shallow=True):
+            if isinstance(node, ast.Return) and isinstance(node.value, (ast.Tuple, ast.List)):
+                items = node.value.elts
+                if index < len(items) and not any(isinstance(item, ast.Starred) for item in items[: index + 1]):
+                    yield from self._loaders_of(items[index], depth + 1, seen)
 
     def _parameter_loaders(self, func: ast.AST, param: str, depth: int, seen: dict[int, int]) -> Iterator[ast.Call]:
         """What the calls of ``func`` pass for ``param``: also the constructions of its

@@ -57,6 +57,7 @@ from xlalint.analysis.semantic import (
     enclosing_statement,
     keyword_value,
     method_name,
+    parent,
     string_value,
 )
 from xlalint.analysis.values import (
@@ -701,6 +702,18 @@ class TrainingObjects:
                 )
                 if found is not None:
                     return CarriedMove(found.move, (*calls, site, *found.calls))
+            for outer, function, received_models, received_optimizers in self._starred_into(
+                scope, models, optimizers, end
+            ):
+                key = (id(function), frozenset(received_models), frozenset(received_optimizers), depth + 1)
+                if key not in self._callee_moves:
+                    self._callee_moves[key] = None
+                    self._callee_moves[key] = self._carried_from(
+                        function, _position(function), received_models, received_optimizers, depth + 1, (), False
+                    )
+                found = self._callee_moves[key]
+                if found is not None:
+                    return CarriedMove(found.move, (*calls, outer, *found.calls))
         return None
 
     def _moves_in_callee(
@@ -808,12 +821,7 @@ class TrainingObjects:
         unpacked into names, the names that receive ``models`` and ``optimizers`` from a
         ``return`` after ``end`` (``return model, optimizer``;
         ``model, optimizer = load_train_objs()``), when both are returned."""
-        model_positions: set[int | None] = set()
-        optimizer_positions: set[int | None] = set()
-        for node in self._returns(function):
-            if _position(node) > end:
-                model_positions |= _returned_positions(node.value, models)
-                optimizer_positions |= _returned_positions(node.value, optimizers)
+        model_positions, optimizer_positions = self._return_positions(function, models, optimizers, end)
         if not model_positions or not optimizer_positions:
             return
         for site in list(call_sites(function, self.semantic))[:CALLS_PER_STEP]:  # type: ignore[arg-type]
@@ -825,6 +833,51 @@ class TrainingObjects:
             received_optimizers = _unpacked(target, optimizer_positions)
             if received_models and received_optimizers:
                 yield site, received_models, received_optimizers
+
+    def _return_positions(
+        self, function: ast.AST, models: set[str], optimizers: set[str], end: tuple[int, int]
+    ) -> tuple[set[int | None], set[int | None]]:
+        """Where the returns of ``function`` after ``end`` hold ``models`` and
+        ``optimizers`` (see ``_returned_positions``)."""
+        model_positions: set[int | None] = set()
+        optimizer_positions: set[int | None] = set()
+        for node in self._returns(function):
+            if _position(node) > end:
+                model_positions |= _returned_positions(node.value, models)  # type: ignore[arg-type]
+                optimizer_positions |= _returned_positions(node.value, optimizers)  # type: ignore[arg-type]
+        return model_positions, optimizer_positions
+
+    def _starred_into(
+        self, function: ast.AST, models: set[str], optimizers: set[str], end: tuple[int, int]
+    ) -> Iterator[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef, set[str], set[str]]]:
+        """For the first ``CALLS_PER_STEP`` calls of ``function`` passed on with a star
+        to a function or class of the module (``Runner(*build(lr))``), that callee and
+        the parameters that receive ``models`` and ``optimizers`` from a returned tuple
+        (``return model, opt``), when both are passed."""
+        model_positions, optimizer_positions = self._return_positions(function, models, optimizers, end)
+        if not model_positions or not optimizer_positions:
+            return
+        for site in list(call_sites(function, self.semantic))[:CALLS_PER_STEP]:  # type: ignore[arg-type]
+            starred = parent(site)
+            outer = parent(starred) if isinstance(starred, ast.Starred) else None
+            if not isinstance(outer, ast.Call) or starred not in outer.args:
+                continue
+            index = outer.args.index(starred)  # type: ignore[arg-type]
+            callee = self._callee(outer)
+            if callee is None or any(isinstance(a, ast.Starred) for a in outer.args[:index]):
+                continue
+            positional = [a.arg for a in (*callee.args.posonlyargs, *callee.args.args)]
+            if positional and positional[0] in ("self", "cls") and enclosing(callee, ast.ClassDef) is not None:
+                positional = positional[1:]
+
+            def received(
+                positions: set[int | None], positional: list[str] = positional, index: int = index
+            ) -> set[str]:
+                return {positional[index + p] for p in positions if p is not None and index + p < len(positional)}
+
+            received_models, received_optimizers = received(model_positions), received(optimizer_positions)
+            if received_models and received_optimizers:
+                yield outer, callee, received_models, received_optimizers
 
     # -- building models ----------------------------------------------------------------------
     def build_of(self, name: str, use: ast.AST) -> tuple[ast.stmt, ast.expr] | None:
