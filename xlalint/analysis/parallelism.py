@@ -166,11 +166,14 @@ class ParallelismAnalysis:
                 wraps = [self._fsdp_wrap_assigned(value, name, depth) for value in reached]
                 return wraps[0] if wraps and all(wraps) else None
         for wrap in self.wrapped(*XLA_FSDP_KINDS):
-            if wrap.target == name and _same_scope(wrap.call, model):  # type: ignore[arg-type]
-                # `self.model = FSDP(self.model)` under `if args.use_fsdp:` in `__init__` does
-                # not hold in the `else` of a method's own `if args.use_fsdp:`.
-                if not opposite_branches(wrap.call, model):  # type: ignore[arg-type]
-                    return wrap
+            # `self.model = FSDP(self.model)` under `if args.use_fsdp:` in `__init__` does
+            # not hold in the `else` of a method's own `if args.use_fsdp:`.
+            if (
+                wrap.target == name
+                and _same_scope(wrap.call, model)  # type: ignore[arg-type]
+                and not opposite_branches(wrap.call, model)  # type: ignore[arg-type]
+            ):
+                return wrap
         function = _scope(model)  # type: ignore[arg-type]
         if isinstance(model, ast.Name) and isinstance(function, FUNCTIONS) and name in parameter_names(function):
             passed = [passed_argument(site, function, name) for site in call_sites(function, self.semantic)]
