@@ -33,7 +33,7 @@ from xlalint.analysis.order import STEPS, Event, EventFinder, Kind, Path, loop_p
 from xlalint.analysis.parallelism import ParallelismAnalysis
 from xlalint.analysis.reaching import reaching_values
 from xlalint.analysis.scripts import WORLD, calls_to, uses_syncing_library
-from xlalint.analysis.semantic import Semantic, dotted_name, keyword_value, method_name, parent
+from xlalint.analysis.semantic import Semantic, ancestors, dotted_name, keyword_value, method_name, parent
 from xlalint.analysis.steps import ITERATOR_WRAPPERS, MP_DEVICE_LOADER, PARALLEL_LOADER, StepAnalysis
 from xlalint.analysis.values import (
     FUNCTIONS,
@@ -208,11 +208,22 @@ class DistributedAnalysis:
         calls in its body (a ``while`` loop over an iterator)."""
         if isinstance(loop, (ast.For, ast.AsyncFor)):
             yield loop.iter
-        for call in self.semantic.calls_of("next"):
-            if isinstance(call.func, ast.Name) and call.args and _inside(call, loop):
-                yield call.args[0]
+        for call in self._next_calls_by_loop.get(id(loop), ()):
+            yield call.args[0]
         # The step loop may be the inner loop of an epoch loop fed by another step loop's
         # body; its helpers' loops are found as step loops of their own.
+
+    @cached_property
+    def _next_calls_by_loop(self) -> dict[int, list[ast.Call]]:
+        """Loop -> the ``next(it)`` calls inside it (at any depth), found once: a scan of
+        every ``next`` call per loop was quadratic in a file of many loops."""
+        found: dict[int, list[ast.Call]] = {}
+        for call in self.semantic.calls_of("next"):
+            if isinstance(call.func, ast.Name) and call.args:
+                for anc in ancestors(call):
+                    if isinstance(anc, (ast.For, ast.AsyncFor, ast.While)):
+                        found.setdefault(id(anc), []).append(call)
+        return found
 
     def _loaders_of(self, expr: ast.AST | None, depth: int, seen: dict[int, int]) -> Iterator[ast.Call]:
         """The ``DataLoader`` calls whose batches iterating ``expr`` yields (``seen``:
@@ -350,15 +361,6 @@ def world_api(ctx: Spelling) -> tuple[str, str, tuple]:
         return f"{xr}.world_size()", f"{xr}.global_ordinal()", imports
     xm, imports = ctx.reference("torch_xla.core.xla_model", "xm")
     return f"{xm}.xrt_world_size()", f"{xm}.get_ordinal()", imports
-
-
-def _inside(node: ast.AST, outer: ast.AST) -> bool:
-    current = parent(node)
-    while current is not None:
-        if current is outer:
-            return True
-        current = parent(current)
-    return False
 
 
 def mentions_gradients(call: ast.Call) -> bool:

@@ -428,11 +428,16 @@ class StepAnalysis:
         return self._locals[key]
 
     def _module_class(self, base: ast.expr) -> ast.ClassDef | None:
-        if isinstance(base, ast.Name):
-            for stmt in self.tree.body:
-                if isinstance(stmt, ast.ClassDef) and stmt.name == base.id:
-                    return stmt
-        return None
+        return self._module_classes.get(base.id) if isinstance(base, ast.Name) else None
+
+    @cached_property
+    def _module_classes(self) -> dict[str, ast.ClassDef]:
+        """The module-level classes by name (the first of a name, as the scan it replaces)."""
+        found: dict[str, ast.ClassDef] = {}
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.ClassDef):
+                found.setdefault(stmt.name, stmt)
+        return found
 
     def is_device_loader(self, expr: ast.AST | None) -> bool:
         return self._loaders.check(expr)
