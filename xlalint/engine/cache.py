@@ -63,13 +63,9 @@ def code_fingerprint() -> str:
     return "\n".join(sorted(parts))
 
 
-def entry_key(settings: Settings, path: str, program: str | None = None) -> str:
-    """The entry of a file checked with ``settings``; ``program``: as a part of a program
-    of that kind (``lint.XLA_PROGRAM``: a module an XLA script imports), a result of its own."""
+def entry_key(settings: Settings, path: str) -> str:
     digest = _settings_digest(settings).copy()
     digest.update(path.encode("utf-8", "surrogatepass"))
-    if program is not None:
-        digest.update(b"\0program:" + program.encode())
     return digest.hexdigest()
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from xlalint.analysis import project
-from xlalint.engine import files, lint
+from xlalint.engine import files
 from xlalint.engine import source as sourcefile
 from xlalint.engine.config import Settings
 from xlalint.engine.escaping import printable
@@ -52,10 +52,6 @@ def follow_imports(jobs: list[Job], reports: list[FileReport], settings_for: Cal
     (whose reports are ``reports``) import, transitively; ``settings_for`` gives the
     settings of a file, as for the files named."""
     in_run = {os.path.realpath(job.path) for job in jobs}
-    named = {os.path.realpath(job.path): index for index, job in enumerate(jobs)}
-    # Files named in the run that a script of an XLA program imports: checked again as
-    # part of it (`check .` walks mingpt/model.py and projects/chargpt/chargpt.py both).
-    in_program: dict[int, str] = {}
     frontier = [(job, report) for job, report in zip(jobs, reports) if job.follow]
     added: list[FileReport] = []
     ignore = files.IgnoreRules()
@@ -64,14 +60,9 @@ def follow_imports(jobs: list[Job], reports: list[FileReport], settings_for: Cal
         new_jobs: list[Job] = []
         reasons: dict[int, str] = {}
         for job, report in frontier:
-            imports = _imports(job, report)
-            kind = job.program or (_program_kind(job, report) if imports else None)
-            for found in imports:
+            for found in _imports(job, report):
                 real = os.path.realpath(found)
                 if real in in_run:
-                    index = named.get(real)
-                    if kind is not None and index is not None and jobs[index].program is None:
-                        in_program.setdefault(index, kind)
                     continue
                 in_run.add(real)
                 if len(added) + len(new_jobs) >= MAX_ADDED:
@@ -93,9 +84,6 @@ def follow_imports(jobs: list[Job], reports: list[FileReport], settings_for: Cal
                         fix=job.fix and reason is None,
                         follow=depth < MAX_DEPTH,
                         follow_from=program,
-                        # A module imported by an XLA script (or one once ported) is part
-                        # of the XLA program: the rules of XLA scripts apply there.
-                        program=kind,
                     )
                 )
         if not new_jobs:
@@ -107,33 +95,7 @@ def follow_imports(jobs: list[Job], reports: list[FileReport], settings_for: Cal
             report.followed = True
         added += new_reports
         frontier = list(zip(new_jobs, new_reports))
-    _check_in_program(jobs, reports, in_program)
     return Followed(added, capped)
-
-
-def _program_kind(job: Job, report: FileReport) -> str | None:
-    """The program the file of ``job`` makes of what it imports (``lint.program_kind``),
-    from its text as checked or fixed (read again for a report answered from the cache)."""
-    text = report.fixed_source or report.source
-    if text is None and not job.path.endswith(".ipynb"):
-        try:
-            text = _read(job.path)
-        except (OSError, sourcefile.SourceError):
-            text = None
-    return lint.program_kind(text, report.findings + report.fixed)
-
-
-def _check_in_program(jobs: list[Job], reports: list[FileReport], in_program: dict[int, str]) -> None:
-    """Check again, as part of their XLA program, the files of the run that a script of
-    one imports and that were checked on their own; their reports replace the first.
-    Checks only: a fix run fixed and wrote them already, on their own."""
-    indexes = [i for i in sorted(in_program) if not jobs[i].fix and not jobs[i].add_noqa]
-    if not indexes:
-        return
-    again = process_all([dataclasses.replace(jobs[i], program=in_program[i]) for i in indexes], continuing=True)
-    for index, report in zip(indexes, again):
-        report.imports = reports[index].imports
-        reports[index] = report
 
 
 def program_modules(script: Path, settings_for: Callable[[Path], Settings]) -> list[Path]:

@@ -10,15 +10,13 @@ cached when they depend on the file alone.
 from __future__ import annotations
 
 import ast
-import contextlib
 import dataclasses
 import functools
 import gc
 import re
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
-from contextvars import ContextVar
+from collections.abc import Callable, Iterable
 
 from xlalint.analysis.semantic import SCOPE_ROOTS, attach_parents
 from xlalint.engine import noqa
@@ -102,25 +100,6 @@ def _selected_rules(settings: Settings, path: str | None, wanted: tuple[str, ...
     return tuple(rule for rule in rules if rule.code in enabled)
 
 
-# The program a followed module is part of (``engine/follow.py``): ``XLA_PROGRAM`` when
-# the script that imports it is an XLA script, ``PORTED_PROGRAM`` when it is one once
-# ported, None for a file checked on its own. Set around the whole check or fix of the
-# module (``part_of_program``), so every check of it in the fix loop sees it too.
-XLA_PROGRAM = "xla"
-PORTED_PROGRAM = "after-port"
-_program: ContextVar[str | None] = ContextVar("xlalint_program", default=None)
-
-
-@contextlib.contextmanager
-def part_of_program(kind: str | None) -> Iterator[None]:
-    """Check the module as a part of a program of ``kind`` (see ``XLA_PROGRAM``)."""
-    token = _program.set(kind)
-    try:
-        yield
-    finally:
-        _program.reset(token)
-
-
 def lint_source(
     source: str,
     path: str = "<stdin>",
@@ -176,8 +155,7 @@ def _lint_source(
         hidden = [port_rule(ctx)] if port_rule is not None and not port_selected else []
         _dispatch(nodes, active + hidden)
         reads_noqa = UNUSED_NOQA in {rule.code for rule in chosen} and noqa.may_name_codes(source, noqa.OWN_CODE_PREFIX)
-        program = _program.get() if port_rule is not None else None
-        if not reads_noqa and program is None and not any(rule.findings for rule in active + hidden):
+        if not reads_noqa and not any(rule.findings for rule in active + hidden):
             return []  # most files: no need to tokenize them for noqa comments
         suppressions = noqa.Suppressions(source)
         findings, port_findings = (
@@ -190,16 +168,6 @@ def _lint_source(
                 # Not porting (XLA104 not selected), a fix written for the ported code is not offered.
                 finding if port_selected else dataclasses.replace(finding, fix=None)
                 for finding in _after_port(ported, nodes, chosen, findings + port_findings)
-                if not suppressions.suppresses(finding)
-            ]
-        if program is not None and not _ports(findings + port_findings):
-            # A local module of an XLA program is part of it: the rules of XLA scripts
-            # apply (XLA307 in the `generate` of an imported model.py).
-            findings += [
-                finding
-                for finding in _in_program(
-                    Context(source, path, tree, settings, nodes), nodes, chosen, findings, program
-                )
                 if not suppressions.suppresses(finding)
             ]
         if reads_noqa:
@@ -270,46 +238,6 @@ def _after_port(
                 fix = dataclasses.replace(fix, applicability="unsafe")
             found.append(dataclasses.replace(finding, fix=fix, after_port=True))
     return found
-
-
-def _in_program(
-    context: Context, nodes: list[ast.AST], chosen: list[type[Rule]], findings: list[Finding], program: str
-) -> list[Finding]:
-    """The findings the rules make in a module taken as part of an XLA program (torch_xla
-    taken as imported) that they do not make on its own; after the port (``program`` is
-    ``PORTED_PROGRAM``) they are marked so, and a safe fix is unsafe: it belongs with the
-    port of the script."""
-    context.semantic.imports.imported_modules.add("torch_xla")
-    active = [rule(context) for rule in chosen if rule.code != PORT_CODE]
-    _dispatch(nodes, active)
-    known = {(f.code, f.span) for f in findings}
-    found = []
-    for rule in active:
-        for finding in rule.findings:
-            if (finding.code, finding.span) in known:
-                continue
-            if program == PORTED_PROGRAM:
-                fix = finding.fix
-                if fix is not None and fix.applicability == "safe":
-                    fix = dataclasses.replace(fix, applicability="unsafe")
-                finding = dataclasses.replace(finding, fix=fix, after_port=True)
-            found.append(finding)
-    return found
-
-
-def program_kind(source: str | None, findings: Iterable[Finding]) -> str | None:
-    """What program a script whose text is ``source`` and whose findings are ``findings``
-    makes of the local modules it imports: ``XLA_PROGRAM`` (it imports torch_xla),
-    ``PORTED_PROGRAM`` (XLA104's fixes make it an XLA script), else None."""
-    if source is not None and _IMPORTS_TORCH_XLA.search(source):
-        return XLA_PROGRAM
-    findings = list(findings)
-    if any(f.after_port for f in findings) or _ports(findings):
-        return PORTED_PROGRAM
-    return None
-
-
-_IMPORTS_TORCH_XLA = re.compile(r"^[ \t]*(?:import|from)[ \t]+torch_xla\b", re.MULTILINE)
 
 
 def _rewrites(rewritten: Span, reported: Span) -> bool:

@@ -14,7 +14,7 @@ from xlalint.engine import cache, stopping
 from xlalint.engine import source as sourcefile
 from xlalint.engine.config import Settings
 from xlalint.engine.file_report import FileReport, internal_error
-from xlalint.engine.lint import error_finding, lint_source, parsed_tree, part_of_program
+from xlalint.engine.lint import error_finding, lint_source, parsed_tree
 from xlalint.engine.notebook import process_notebook
 from xlalint.model import Finding
 
@@ -35,17 +35,9 @@ class Job:
     # script ``follow_from`` (the file itself when None): ``engine/follow.py``.
     follow: bool = False
     follow_from: str | None = None
-    # For a module following imports added: the program it is part of (``lint.XLA_PROGRAM``,
-    # ``lint.PORTED_PROGRAM``), which makes the rules of XLA scripts apply to it.
-    program: str | None = None
 
 
 def process(job: Job) -> FileReport:
-    with part_of_program(job.program):
-        return _process(job)
-
-
-def _process(job: Job) -> FileReport:
     path = Path(job.path)
     if path.suffix == ".ipynb":
         return process_notebook(job)
@@ -73,7 +65,7 @@ def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False)
         fingerprint = original.fingerprint
         if job.cache_dir and not stdin and fingerprint is not None and not imported:
             entry = cache.file_stamp(job.path, fingerprint.size, fingerprint.mtime_ns, fingerprint.sha256, specs)
-            cache.Cache(Path(job.cache_dir)).put(cache.entry_key(job.settings, job.path, job.program), entry, findings)
+            cache.Cache(Path(job.cache_dir)).put(cache.entry_key(job.settings, job.path), entry, findings)
         return report
     from xlalint.engine.fixing import fix_source
 
@@ -139,7 +131,7 @@ def cached_report(job: Job) -> FileReport | None:
         _, data = sourcefile.read_file(Path(job.path))
         return data, sourcefile.decode(data, job.path).text
 
-    key = cache.entry_key(job.settings, job.path, job.program)
+    key = cache.entry_key(job.settings, job.path)
     try:
         found = cache.Cache(Path(job.cache_dir)).get(key, job.path, info, read)
     except sourcefile.SourceError:
