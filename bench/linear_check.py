@@ -112,6 +112,62 @@ REBOUND_HEADER = "import torch\nimport torch_xla\nmodel = torch.nn.Linear(2, 2)\
 REBOUND = "params = params + list(model.parameters())\nopt_{i} = torch.optim.AdamW(params)\n"
 READ_AGAIN = "out_{i} = model(torch.ones(2, 2))\nloss_{i} = out_{i}.sum()\n"
 
+# Issue 38: steps through helpers (an object whose `__call__` runs the backward, a
+# NativeScaler), micro-steps in a function called by the loop that steps, an optimizer
+# returned with its model and passed on with a star, loaders returned as a pair.
+HELPER_HEADER = (
+    "import torch\nimport torch_xla\nfrom timm.utils import NativeScaler\n"
+    "from torch.utils.data import DataLoader\ndevice = torch_xla.device()\n"
+)
+HELPER = """
+
+class Stepper{i}:
+    def __init__(self, opt):
+        self.opt = opt
+
+    def __call__(self, loss):
+        loss.backward()
+        self.opt.step()
+
+
+def build_{i}(lr):
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    return model, opt
+
+
+class Runner{i}:
+    def __init__(self, model, opt):
+        self.model = model.to(device)
+        self.opt = opt
+
+    def forward_backward(self, batch):
+        for micro in batch.split(2):
+            self.model(micro).sum().backward()
+
+    def run(self, batches):
+        step = 0
+        while step < 10:
+            self.forward_backward(next(batches))
+            self.opt.step()
+            step += 1
+
+
+def loaders_{i}():
+    return DataLoader(ds, batch_size=8, shuffle=True), DataLoader(ds, batch_size=8)
+
+
+def train_{i}(model, loader, opt):
+    stepper = Stepper{i}(opt)
+    scaler = NativeScaler()
+    for x, y in loader:
+        stepper(model(x.to(device)).sum())
+        scaler(model(y.to(device)).sum(), opt)
+        print(x.sum().item())
+    train_loader, val_loader = loaders_{i}()
+    Runner{i}(*build_{i}(0.1)).run(iter(train_loader))
+"""
+
 # name: (header, block, tail, copies of the block per copy asked for)
 SHAPES = {
     "step functions": (STEP_HEADER, STEP_FUNCTION, "", 1),
@@ -119,6 +175,7 @@ SHAPES = {
     ".cuda() lines": ("import torch\n", CUDA_LINE, "", 5),
     "rebound names": (REBOUND_HEADER, REBOUND, "", 2),
     "reads of one name": (REBOUND_HEADER, READ_AGAIN, "", 2),
+    "helper and star flows": (HELPER_HEADER, HELPER, "", 1),
 }
 # What `fix` is timed on. The comment and blank lines sit between two fixable lines,
 # one of which the fix makes too long for the line length (a call to split).

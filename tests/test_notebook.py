@@ -291,6 +291,30 @@ def test_what_ipython_cannot_run_is_still_a_syntax_error_in_its_cell(tmp_path, s
     assert "XLA000 SyntaxError" in out(result)
 
 
+def test_a_cell_that_is_not_python_has_its_own_error_and_the_others_are_analysed(tmp_path):
+    # Issue 38: shell lines without `!` in a cell of several lines are not Python to
+    # IPython either; IPython compiles each cell by itself, so the others still run.
+    path = tmp_path / "nb.ipynb"
+    shell = "pip install torch_xla\ncd /content\nls -la"
+    notebook(
+        ("code", shell),
+        ("code", "import torch\nimport torch_xla\nmodel = torch.nn.Linear(4, 2).to(torch_xla.device())"),
+        ("code", "for x in loader:\n    model(x).sum().backward()\n    opt.step()"),
+        path=path,
+    )
+    lines = out(run_cli("check", "--no-cache", "nb.ipynb", cwd=tmp_path)).splitlines()
+    assert lines[0].startswith("nb.ipynb:cell 1:1:5: XLA000 SyntaxError")
+    assert lines[1].startswith("nb.ipynb:cell 3:1:1: XLA103 ")
+    result = run_cli("check", "--no-cache", "--fix", "nb.ipynb", cwd=tmp_path)
+    assert result.returncode == 2, out(result)
+    cells = json.loads(path.read_text())["cells"]
+    assert "".join(cells[0]["source"]) == shell  # left as it was
+    assert "".join(cells[2]["source"]).endswith("    opt.step()\n    torch_xla.sync()")
+    sarif = json.loads(out(run_cli("check", "--no-cache", "--output-format", "sarif", "nb.ipynb", cwd=tmp_path)))
+    regions = [r["locations"][0]["physicalLocation"].get("region") for r in sarif["runs"][0]["results"]]
+    assert all(regions), regions  # the error is located in the file's JSON text too
+
+
 def test_noqa_in_a_cell_and_add_noqa_round_trip(tmp_path):
     path = tmp_path / "nb.ipynb"
     notebook(*TRAIN, path=path)

@@ -203,3 +203,13 @@ def test_a_local_class_built_by_its_class_method_ties_as_built(tmp_path):
     )
     findings = lint_source(code, str(tmp_path / "train.py"), select=["XLA502"])
     assert [(f.span.line, f.fix is not None) for f in findings] == [(4, True), (5, False)]
+
+
+@pytest.mark.parametrize("marker", ["setup.py", "setup.cfg", "pyproject.toml"])
+def test_a_package_at_a_root_without_git(tmp_path, marker):
+    # Issue 38: minGPT as a release archive (no .git), installed with `pip install -e .`.
+    write(tmp_path, {marker: "", "mingpt/__init__.py": "", "mingpt/model.py": TIED.format(name="GPT")})
+    script = tmp_path / "projects" / "chargpt" / "chargpt.py"
+    script.parent.mkdir(parents=True)
+    assert project_root(script, None) == tmp_path
+    assert class_of(script, "from mingpt.model import GPT", "GPT").name == "GPT"

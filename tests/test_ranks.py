@@ -164,3 +164,29 @@ def test_each_assignment_is_evaluated_a_bounded_number_of_times(monkeypatch):
     # One evaluation each, and one more for `x = rank + 1` and `y = x * 2` once their
     # function's name gains the taint.
     assert calls <= 2 * 600
+
+
+def test_program_order_decides_what_a_name_holds_where_it_is_read():
+    # llama2.c (issue 38): `iter_num` comes from the resumed checkpoint (the same on every
+    # process); the master's later `checkpoint = {...}` does not reach that read.
+    source = (
+        "import os\n"
+        "import torch\n"
+        "ddp_rank = int(os.environ['RANK'])\n"
+        "master_process = ddp_rank == 0\n"
+        "iter_num = 0\n"
+        "if init_from == 'resume':\n"
+        "    checkpoint = torch.load('ckpt.pt')\n"
+        "    iter_num = checkpoint['iter_num']\n"
+        "while True:\n"
+        "    if master_process:\n"
+        "        checkpoint = {'iter_num': iter_num, 'rank': ddp_rank}\n"
+        "    iter_num += 1\n"
+        "    if iter_num > 10:\n"
+        "        break\n"
+    )
+    names = tainted(source)
+    assert "iter_num" not in names and "checkpoint" in names
+    # A value assigned under a test that differs still differs where it reaches.
+    source = "import os\nrank = int(os.environ['RANK'])\nif rank == 0:\n    n = 1\nelse:\n    n = 2\nm = n + 1\n"
+    assert {"n", "m"} <= tainted(source)

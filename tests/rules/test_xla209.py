@@ -25,6 +25,13 @@ EXPECTED = {
     # Call order: `__init__` wraps (in a helper defined below it) before it builds the
     # optimizer; the second class builds the optimizer first.
     "fsdp_wrap_helper": [(33, 26, CODE)],
+    # Issue 38: `self.model` wrapped under `if args.use_fsdp:` in `__init__`; torch's clip
+    # in the `else` of the same test in another method is not of an FSDP model.
+    "fsdp_flag_class": [],
+    # Issue 38: built before the move and the wrap, the optimizer is still stepped by
+    # `xm.optimizer_step` on the FSDP model (reported again, safe fix); its place is
+    # XLA501's (built before the move too), with the fix that builds it after the wrap.
+    "fsdp_step_before_wrap": [(19, 9, CODE)],
 }
 
 
@@ -75,3 +82,12 @@ def test_an_optimizer_of_another_model_is_not_reported():
         "for x in loader:\n    head(model(x)).backward()\n    opt.step()\n    xm.optimizer_step(head_opt)\n"
     )
     assert findings(source, "f.py") == []
+
+
+def test_an_optimizer_built_before_the_move_and_the_wrap_is_one_finding():
+    """XLA501 reports it with the fix "build it after the wrap, from the wrapped model"."""
+    path = FIXTURES / "fsdp_step_before_wrap.py"
+    found = findings_of("XLA501", path.read_text(), str(path))
+    assert [(f.span.line, f.fix.message if f.fix else None) for f in found] == [
+        (13, "build the optimizer after the FSDP wrap, from the wrapped model")
+    ]

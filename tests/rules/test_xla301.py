@@ -35,6 +35,9 @@ EXPECTED = {
     # `Trainer` method as `self.train_data` (given at `Trainer(model, train_data, ...)`):
     # flagged in the helper; the evaluation loader passed to another method is not.
     "loader_from_helper": [(50, 12, CODE)],
+    # Issue 38: `return DataLoader(..., shuffle=True), DataLoader(...)`, unpacked by the
+    # caller into `train_loader, val_loader` and passed to the function that loops: the first.
+    "loaders_pair": [(13, 12, CODE)],
 }
 
 

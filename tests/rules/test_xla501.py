@@ -39,6 +39,9 @@ EXPECTED = {
     # Issue 28: built in one function, moved in another that receives both (the DDP
     # tutorial's Trainer), or in the caller the helper returns both to; no fix.
     "cross_function": [(29, 17, CODE), (56, 11, CODE), (68, 17, CODE)],
+    # Issue 38: `return model, opt` passed on with a star, `Runner(*build(lr))`, to a class
+    # whose `__init__` moves the model; no fix.
+    "star_pair": [(12, 11, CODE)],
 }
 
 
@@ -188,3 +191,24 @@ def test_moves_under_another_name_or_in_a_wrapper_are_not_xla502s_moves():
         "net.tie_weights()\n"
     )
     assert not findings_of("XLA502", source, "f.py")
+
+
+def test_a_wrapper_of_another_local_module_moves_the_model(tmp_path):
+    """Issue 38: the DDPM repository's `GaussianDiffusionTrainer(net_model, ...).to(device)`
+    with the class in diffusion.py; `device = torch.device("cuda:0")` is the XLA device
+    after the port. With the class in the script's own file it was found already."""
+    path = FIXTURES / "project_wrapper" / "train.py"
+    found = findings(path.read_text(), str(path))
+    assert [(f.span.line, f.span.col + 1, f.after_port) for f in found] == [(12, 13, True)]
+    # The same script already on XLA: reported before any port.
+    (tmp_path / "wrap.py").write_text((FIXTURES / "project_wrapper" / "wrap.py").read_text())
+    ported = path.read_text().replace('torch.device("cuda:0")', "torch_xla.device()")
+    ported = ported.replace("import torch\n", "import torch\nimport torch_xla\n", 1)
+    (tmp_path / "train.py").write_text(ported)
+    found = findings(ported, str(tmp_path / "train.py"))
+    assert [(f.span.line, f.after_port) for f in found] == [(13, False)]
+    # A wrapper that keeps no module it is given is not a holder.
+    (tmp_path / "wrap.py").write_text(
+        (FIXTURES / "project_wrapper" / "wrap.py").read_text().replace("self.model = model", "self.width = 4")
+    )
+    assert findings(ported, str(tmp_path / "train.py")) == []

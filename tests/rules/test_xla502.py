@@ -87,6 +87,11 @@ PROJECTS = {
     # model.py ties nothing; train.py ties again after the move.
     "project_untied": [],
     "project_retied": [],
+    # Issue 38, after the port: llama2.c's `device = "cuda"` config string, the model built
+    # in both arms of `if init_from == ...`; the word language model's `RNNModel(...,
+    # args.tied).to(device)` in an `else:` arm, the device from `torch.accelerator`.
+    "project_config_device": [(21, 1, CODE)],
+    "project_accelerator": [(25, 13, CODE)],
 }
 
 
@@ -135,3 +140,24 @@ def test_stdin_imports_nothing_local(tmp_path):
     assert result.returncode == 0
     named = ("check", "--no-cache", "--select", CODE, "--stdin-filename", "train.py", "-")
     assert "XLA502" in run_cli(*named, cwd=FIXTURES / "project_tied", stdin=script).stdout.decode()
+
+
+@pytest.mark.parametrize("project", ["project_config_device", "project_accelerator"])
+def test_a_cuda_device_the_port_makes_xla_is_reported_after_the_port(project):
+    path = FIXTURES / project / "train.py"
+    (finding,) = findings(path.read_text(), str(path))
+    assert finding.after_port
+
+
+def test_the_port_and_the_tie_fix_together(tmp_path):
+    """`fix --unsafe-fixes` ports the device and ties again after the chained move, under
+    the test that decides the tie."""
+    for name in ("model.py", "train.py"):
+        (tmp_path / name).write_text((FIXTURES / "project_accelerator" / name).read_text())
+    run_cli("fix", "--no-cache", "--unsafe-fixes", "train.py", cwd=tmp_path)
+    fixed = (tmp_path / "train.py").read_text()
+    assert "    device = torch_xla.device()\n" in fixed
+    assert (
+        "    model = RNNModel(args.model, ntokens, 16, 16, 2, 0.2, args.tied).to(device)\n"
+        "    if args.tied:\n        model.decoder.weight = model.encoder.weight\n"
+    ) in fixed

@@ -33,7 +33,7 @@ from xlalint.analysis.order import STEPS, Event, EventFinder, Kind, Path, loop_p
 from xlalint.analysis.parallelism import ParallelismAnalysis
 from xlalint.analysis.reaching import reaching_values
 from xlalint.analysis.scripts import WORLD, calls_to, uses_syncing_library
-from xlalint.analysis.semantic import Semantic, dotted_name, keyword_value, method_name, parent
+from xlalint.analysis.semantic import Semantic, ancestors, dotted_name, keyword_value, method_name, parent
 from xlalint.analysis.steps import ITERATOR_WRAPPERS, MP_DEVICE_LOADER, PARALLEL_LOADER, StepAnalysis
 from xlalint.analysis.values import (
     FUNCTIONS,
@@ -44,6 +44,7 @@ from xlalint.analysis.values import (
     is_self_attr,
     parameter_names,
     passed_argument,
+    unpacked_items,
     walk_scope,
 )
 from xlalint.model import Import
@@ -207,11 +208,22 @@ class DistributedAnalysis:
         calls in its body (a ``while`` loop over an iterator)."""
         if isinstance(loop, (ast.For, ast.AsyncFor)):
             yield loop.iter
-        for call in self.semantic.calls_of("next"):
-            if isinstance(call.func, ast.Name) and call.args and _inside(call, loop):
-                yield call.args[0]
+        for call in self._next_calls_by_loop.get(id(loop), ()):
+            yield call.args[0]
         # The step loop may be the inner loop of an epoch loop fed by another step loop's
         # body; its helpers' loops are found as step loops of their own.
+
+    @cached_property
+    def _next_calls_by_loop(self) -> dict[int, list[ast.Call]]:
+        """Loop -> the ``next(it)`` calls inside it (at any depth), found once: a scan of
+        every ``next`` call per loop was quadratic in a file of many loops."""
+        found: dict[int, list[ast.Call]] = {}
+        for call in self.semantic.calls_of("next"):
+            if isinstance(call.func, ast.Name) and call.args:
+                for anc in ancestors(call):
+                    if isinstance(anc, (ast.For, ast.AsyncFor, ast.While)):
+                        found.setdefault(id(anc), []).append(call)
+        return found
 
     def _loaders_of(self, expr: ast.AST | None, depth: int, seen: dict[int, int]) -> Iterator[ast.Call]:
         """The ``DataLoader`` calls whose batches iterating ``expr`` yields (``seen``:
@@ -268,6 +280,11 @@ class DistributedAnalysis:
                 )
                 for value in values:
                     yield from self._loaders_of(value, depth + 1, seen)
+                # `train_loader, val_loader = make_loaders()`: the item of what it returns.
+                items = list(unpacked_items(scope, expr.id, shallow=True))
+                for value, index in items:
+                    yield from self._returned_items(value, index, depth + 1, seen)
+                values += [value for value, _ in items]
                 if isinstance(scope, FUNCTIONS) and expr.id in parameter_names(scope):
                     yield from self._parameter_loaders(scope, expr.id, depth, seen)
                     return
@@ -279,6 +296,18 @@ class DistributedAnalysis:
             if cls is not None:
                 for value in assigned_values(cls, lambda t, a=expr.attr: is_self_attr(t, a)):
                     yield from self._loaders_of(value, depth + 1, seen)
+
+    def _returned_items(self, value: ast.expr, index: int, depth: int, seen: dict[int, int]) -> Iterator[ast.Call]:
+        """The loaders item ``index`` of ``value`` holds, when ``value`` calls a function
+        of the module that returns a tuple (``return DataLoader(...), DataLoader(...)``)."""
+        function = self.steps.resolve(value) if isinstance(value, ast.Call) else None
+        if function is None or depth > _MAX_DEPTH:
+            return
+        for node in walk_scope(function, shallow=True):
+            if isinstance(node, ast.Return) and isinstance(node.value, (ast.Tuple, ast.List)):
+                items = node.value.elts
+                if index < len(items) and not any(isinstance(item, ast.Starred) for item in items[: index + 1]):
+                    yield from self._loaders_of(items[index], depth + 1, seen)
 
     def _parameter_loaders(self, func: ast.AST, param: str, depth: int, seen: dict[int, int]) -> Iterator[ast.Call]:
         """What the calls of ``func`` pass for ``param``: also the constructions of its
@@ -332,15 +361,6 @@ def world_api(ctx: Spelling) -> tuple[str, str, tuple]:
         return f"{xr}.world_size()", f"{xr}.global_ordinal()", imports
     xm, imports = ctx.reference("torch_xla.core.xla_model", "xm")
     return f"{xm}.xrt_world_size()", f"{xm}.get_ordinal()", imports
-
-
-def _inside(node: ast.AST, outer: ast.AST) -> bool:
-    current = parent(node)
-    while current is not None:
-        if current is outer:
-            return True
-        current = parent(current)
-    return False
 
 
 def mentions_gradients(call: ast.Call) -> bool:

@@ -46,7 +46,7 @@ from xlalint.analysis.semantic import (
     keyword_value,
     method_name,
 )
-from xlalint.analysis.step_apis import names_an_optimizer
+from xlalint.analysis.step_apis import LOSS_SCALERS, is_loss_scaler_call, names_an_optimizer
 from xlalint.analysis.steps import StepAnalysis, optimizer_closure
 
 MAX_PATHS = 256
@@ -111,6 +111,9 @@ class Event:
     optimizer: ast.expr | None = None
     scaled: bool = False
     reduces: bool = False
+    # A step that also runs the backward (timm's `NativeScaler` call): nothing the step
+    # uses can be moved before it, and the gradients it steps are made inside it.
+    runs_backward: bool = False
 
     # One event per call: events of the same call on different paths are equal.
     def __eq__(self, other: object) -> bool:
@@ -179,7 +182,7 @@ class EventFinder:
         # the calls up, since few calls build scalers or optimizers).
         for call in semantic.calls:
             qualified = semantic.call_name(call) or ""
-            if qualified in GRAD_SCALERS:
+            if qualified in GRAD_SCALERS or qualified in LOSS_SCALERS:
                 self.scalers |= assigned_names(call)
             elif qualified in FETCH_GRADIENTS:
                 self.gradient_lists |= assigned_names(call)
@@ -234,6 +237,11 @@ class EventFinder:
             return Event(Kind.OPTIMIZER_STEP, call, stmt, optimizer=optimizer, reduces=reduces)
         if qualified in SYNCS:
             return Event(Kind.SYNC, call, stmt)
+        if is_loss_scaler_call(call, self.semantic):
+            # timm's `NativeScaler`: scaled backward, unscale, clip, step and update in one
+            # call, in the right order; what matters around it is that it steps.
+            optimizer = call.args[1] if len(call.args) > 1 else keyword_value(call, "optimizer")
+            return Event(Kind.SCALER_STEP, call, stmt, call.func, optimizer, scaled=True, runs_backward=True)
         if qualified is not None or receiver is None:
             return None
         if method == "backward":

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
 
-from xlalint.analysis.reaching import reaching_values, runs_before
+from xlalint.analysis.reaching import opposite_branches, reaching_values, runs_before
 from xlalint.analysis.scripts import SPAWN, is_multiprocess_xla_script
 from xlalint.analysis.semantic import Semantic, ancestors, dotted_name, keyword_value, parent
 from xlalint.analysis.steps import mutually_exclusive
@@ -166,7 +166,13 @@ class ParallelismAnalysis:
                 wraps = [self._fsdp_wrap_assigned(value, name, depth) for value in reached]
                 return wraps[0] if wraps and all(wraps) else None
         for wrap in self.wrapped(*XLA_FSDP_KINDS):
-            if wrap.target == name and _same_scope(wrap.call, model):  # type: ignore[arg-type]
+            # `self.model = FSDP(self.model)` under `if args.use_fsdp:` in `__init__` does
+            # not hold in the `else` of a method's own `if args.use_fsdp:`.
+            if (
+                wrap.target == name
+                and _same_scope(wrap.call, model)  # type: ignore[arg-type]
+                and not opposite_branches(wrap.call, model)  # type: ignore[arg-type]
+            ):
                 return wrap
         function = _scope(model)  # type: ignore[arg-type]
         if isinstance(model, ast.Name) and isinstance(function, FUNCTIONS) and name in parameter_names(function):
@@ -245,8 +251,23 @@ class ParallelismAnalysis:
         return found
 
     def _fsdp_wrap_of_construction(self, construction: ast.Call) -> Wrap | None:
+        """The wrap of the models the optimizer built by ``construction`` holds: where it
+        is built, or later (an optimizer built before the wrap steps the wrapped model:
+        its ``xm.optimizer_step`` reduces the gradients again all the same)."""
         wraps = [self.fsdp_wrap_of(m) for m in self.training_objects.held_models(construction)]
-        return wraps[0] if wraps and all(wraps) else None
+        if wraps and all(wraps):
+            return wraps[0]
+        return self._wraps_after_construction.get(id(construction))
+
+    @cached_property
+    def _wraps_after_construction(self) -> dict[int, Wrap]:
+        """Optimizer construction -> the first torch_xla FSDP wrap built after it from its
+        model (``optimizers_built_before``), computed once."""
+        found: dict[int, Wrap] = {}
+        for wrap in self.wrapped(*XLA_FSDP_KINDS):
+            for construction in self.optimizers_built_before(wrap):
+                found.setdefault(id(construction), wrap)
+        return found
 
 
 def _assigned_to(call: ast.Call) -> str | None:

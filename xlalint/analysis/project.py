@@ -7,7 +7,8 @@ interpreter's own folders):
 
 1. the script's folder;
 2. the project root: the folder of the xlalint config in use, else the nearest folder
-   above the script with ``pyproject.toml`` or ``.git``; and its ``src/``. That is where
+   above the script with ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or ``.git`` (a
+   release archive or a vendored copy has no ``.git``); and its ``src/``. That is where
    an editable install of the project points; site-packages are never read, so no other
    installed package is.
 
@@ -46,8 +47,8 @@ if TYPE_CHECKING:
 
     from xlalint.analysis.semantic import Semantic
 
-# The markers of a project root, as the cache finds the repository (``cache.project_root``).
-ROOT_MARKERS = ("pyproject.toml", ".git")
+# The markers of a project root: a repository, or what `pip install -e .` installs from.
+ROOT_MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 # Paths a module read from stdin is reported under: it has no folder to import from.
 NO_FOLDER = frozenset({"-", "<stdin>", ""})
 # The standard library and the libraries a training script imports its models from: no
@@ -121,7 +122,7 @@ def recording() -> Iterator[set[str]]:
 
 def project_root(script: Path, config_root: str | None) -> Path | None:
     """The folder of the config in use when the script is inside it, else the nearest
-    folder above the script with ``pyproject.toml`` or ``.git``, else None."""
+    folder above the script with one of ``ROOT_MARKERS``, else None."""
     if config_root:
         root = Path(os.path.realpath(config_root))
         if script.is_relative_to(root):

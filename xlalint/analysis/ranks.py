@@ -37,7 +37,8 @@ import ast
 from collections import deque
 from collections.abc import Iterator
 
-from xlalint.analysis.semantic import Semantic, ancestors, string_value
+from xlalint.analysis.reaching import reaching_values
+from xlalint.analysis.semantic import Semantic, ancestors, enclosing_statement, string_value
 from xlalint.analysis.values import FUNCTIONS, call_sites, enclosing, enclosing_scopes, parameter_names, passed_argument
 
 XM = "torch_xla.core.xla_model"
@@ -126,7 +127,16 @@ class RankTaint:
         return name in self.names.get(id(scope), ())
 
     def differs(self, expr: ast.AST | None) -> bool:
-        """``expr`` reads a value that differs between processes (see the module docstring)."""
+        """``expr`` reads a value that differs between processes (see the module docstring).
+        A name read where program order knows the assignments that reach it
+        (``reaching_values``) differs only if one of those does, or runs under a test that
+        differs: ``iter_num = checkpoint["iter_num"]`` after ``checkpoint =
+        torch.load(...)`` is the same on every process, whatever the master assigns to
+        ``checkpoint`` later. One step of order: the names those values read are judged
+        for their whole scope."""
+        return self._differs(expr, in_order=True)
+
+    def _differs(self, expr: ast.AST | None, in_order: bool) -> bool:
         if expr is None:
             return False
         stack = [expr]
@@ -157,9 +167,17 @@ class RankTaint:
                 and isinstance(node.ctx, ast.Load)
                 and any(self.holds(scope, node.id) for scope in enclosing_scopes(node))
             ):
-                return True
+                reached = reaching_values(node) if in_order else None
+                if reached is None or any(self._reaches_differing(value) for value in reached):
+                    return True
             stack.extend(ast.iter_child_nodes(node))
         return False
+
+    def _reaches_differing(self, value: ast.expr) -> bool:
+        """A value that reaches a read differs, or is assigned under a test that differs."""
+        statement = enclosing_statement(value)
+        guards = _guards(statement) if statement is not None else ()
+        return self._differs(value, in_order=False) or any(self._differs(g, in_order=False) for g in guards)
 
     def _bind(self, target: ast.AST, pending: deque[_Definition]) -> None:
         """Taint the name (or ``self.<attr>``) ``target`` stores to; a tuple's every element."""

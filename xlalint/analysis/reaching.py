@@ -314,6 +314,30 @@ def decided_branch(stmt: ast.If, facts: Facts) -> bool | None:
     return value == positive
 
 
+def opposite_branches(first: ast.AST, second: ast.AST) -> bool:
+    """``first`` and ``second`` (in two functions: ``__init__`` wraps ``self.model`` under
+    ``if args.use_fsdp:``, a method clips in the ``else`` of its own ``if args.use_fsdp:``)
+    run under opposite answers of one test that asks the same thing in both places: a
+    stable test whose names neither function binds (a module-level ``args``), so both
+    read the value the program set once."""
+    scopes = (_scope_of(first), _scope_of(second))
+    if scopes[0] is scopes[1] or any(not isinstance(scope, FUNCTIONS) for scope in scopes):
+        return False
+    later = branch_facts(second)
+    if not later:
+        return False
+    for key, (value, owner) in branch_facts(first).items():
+        fact = later.get(key)
+        if fact is None or fact[0] == value:
+            continue
+        names = {
+            node.id for test in (owner.test, fact[1].test) for node in ast.walk(test) if isinstance(node, ast.Name)
+        }
+        if not any(name in _bound_lines(scope) for scope in scopes for name in names):
+            return True
+    return False
+
+
 def _ancestors_in_scope(node: ast.AST) -> Iterator[ast.AST]:
     owner = parent(node)
     while owner is not None and not isinstance(owner, (*DEFINITIONS, ast.Module)):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.analysis.semantic import Semantic, dotted_name, keyword, method_name, string_value
+from xlalint.analysis.semantic import Semantic, dotted_name, keyword, method_name, parent, string_value
 
 XM = "torch_xla.core.xla_model"
 PL = "torch_xla.distributed.parallel_loader"
@@ -26,6 +26,17 @@ COMPILE = frozenset({"torch_xla.compile", "torch_xla.torch_xla.compile"})
 MP_DEVICE_LOADER = frozenset({f"{PL}.MpDeviceLoader"})
 PARALLEL_LOADER = frozenset({f"{PL}.ParallelLoader"})
 AUTOGRAD_BACKWARD = frozenset({"torch.autograd.backward"})
+# Library objects whose call runs the whole update: timm's `NativeScaler`
+# (`loss_scaler(loss, optimizer, clip_grad=...)`) scales the loss, runs its backward,
+# unscales and clips when asked, steps the optimizer through the `torch.cuda.amp.GradScaler`
+# it holds, and updates the scale.
+LOSS_SCALERS = frozenset(
+    {
+        "timm.utils.NativeScaler",
+        "timm.utils.cuda.NativeScaler",
+        "timm.utils.NativeScalerWithGradNormCount",
+    }
+)
 # Wrappers that iterate what they wrap lazily: iterating them iterates the loader.
 ITERATOR_WRAPPERS = frozenset({"enumerate", "iter", "zip", "tqdm", "trange", "islice", "chain", "cycle"})
 
@@ -56,7 +67,7 @@ def is_optimizer_step(call: ast.Call, semantic: Semantic, optimizers: frozenset[
     """A call that applies the gradients: ``opt.step()`` (a name in ``optimizers`` or
     one that says so: ``optimizer``, ``self.opt``; not a scheduler), ``scaler.step(opt)``,
     ``xm.optimizer_step(opt)``."""
-    if semantic.call_name(call) in OPTIMIZER_STEP:
+    if semantic.call_name(call) in OPTIMIZER_STEP or is_loss_scaler_call(call, semantic):
         return True
     if method_name(call) != "step":
         return False
@@ -75,7 +86,34 @@ def names_an_optimizer(name: str) -> bool:
 
 
 def is_backward_call(call: ast.Call, semantic: Semantic) -> bool:
-    """``loss.backward()``, ``scaler.scale(loss).backward()``, ``torch.autograd.backward(...)``."""
+    """``loss.backward()``, ``scaler.scale(loss).backward()``, ``torch.autograd.backward(...)``,
+    ``accelerator.backward(loss)``, a timm ``NativeScaler`` called on the loss."""
     if isinstance(call.func, ast.Attribute) and call.func.attr == "backward":
         return True
-    return semantic.call_name(call) in AUTOGRAD_BACKWARD
+    return semantic.call_name(call) in AUTOGRAD_BACKWARD or is_loss_scaler_call(call, semantic)
+
+
+def loss_scaler_names(semantic: Semantic) -> frozenset[str]:
+    """The dotted names (``loss_scaler``, ``self.scaler``) assigned a library loss scaler
+    (``LOSS_SCALERS``) in the module; found once per module."""
+    found = semantic.__dict__.get("_xlalint_loss_scalers")
+    if found is None:
+        names: set[str] = set()
+        if any(semantic.imports.imports_module(m) for m in ("timm",)):
+            for call in semantic.calls:
+                if semantic.call_name(call) in LOSS_SCALERS:
+                    statement = parent(call)
+                    if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is call:
+                        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                        names.update(n for t in targets if (n := dotted_name(t)))
+        found = semantic.__dict__["_xlalint_loss_scalers"] = frozenset(names)
+    return found
+
+
+def is_loss_scaler_call(call: ast.Call, semantic: Semantic) -> bool:
+    """``loss_scaler(loss, optimizer, ...)``: a call of a library loss scaler (timm's
+    ``NativeScaler``), which runs the backward and the optimizer step."""
+    if not call.args:
+        return False
+    name = dotted_name(call.func)
+    return name is not None and name in loss_scaler_names(semantic)

@@ -144,9 +144,11 @@ class StepTensors:
         returns: set[int] = set()
         nodes = list(self.loop.nodes())
         # Seeds: what `.backward()` is called on, and batches from a device loader.
+        hosts = host_names(analysis.semantic)
         for node in nodes:
             if isinstance(node, ast.Call) and is_backward_call(node, analysis.semantic):
-                names.update(_value_names(_backward_root(node)))
+                # `(args.r1 / 2 * r1_loss * args.d_reg_every).backward()`: the options are numbers.
+                names.update(n for n in _value_names(_backward_root(node)) if n.split(".", 1)[0] not in hosts)
         if self.loop.iterates_device_loader():
             names.update(_batch_names(self.loop.node.target, self.loop.node.iter))  # type: ignore[union-attr]
         helper_by_id = {id(h): h for h in self.loop.helpers}
@@ -199,13 +201,13 @@ class StepTensors:
             return self._is_tensor(e, state, depth + 1)
 
         if isinstance(expr, ast.Name):
-            if expr.id not in names:
+            if expr.id not in names or expr.id in host_names(analysis.semantic):
                 return False
             # `n = n.item()` on every path before this read: a number here.
             values = reaching_values(expr) if isinstance(expr.ctx, ast.Load) else None
             return values is None or any(rec(v) for v in values)
         if isinstance(expr, ast.Attribute):
-            if expr.attr in _NON_TENSOR_ATTRS:
+            if expr.attr in _NON_TENSOR_ATTRS or _root_name(expr) in host_names(analysis.semantic):
                 return False
             dotted = dotted_name(expr)
             if dotted is not None and dotted in names:
@@ -344,6 +346,63 @@ def _module_classes(semantic: Semantic) -> set[str]:
                     if qualified.startswith("torch.nn.") or local or hf_model:
                         classes.add(node.name)
     return classes
+
+
+# The calls that parse the command line into a namespace of host values.
+PARSE_ARGS = frozenset({"parse_args", "parse_known_args", "parse_intermixed_args"})
+
+
+def host_names(semantic: Semantic) -> frozenset[str]:
+    """Names that hold host values wherever the module binds them (found once per module):
+    an argparse namespace (``args = parser.parse_args()``; ``args, _ =
+    parser.parse_known_args()``) and a counter of ``range`` (``for i in range(n)``, the
+    index of ``enumerate``), when nothing else is assigned to the name. Their attributes
+    and arithmetic (``i % args.d_reg_every == 0``) are Python numbers, never tensors."""
+    found = semantic.__dict__.get("_xlalint_host_names")
+    if found is not None:
+        return found
+    candidates: set[str] = set()
+    others: set[str] = set()
+    for node in semantic.nodes_of(ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor):
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            counter = _counter_of(node, semantic)
+            bound = target_names(node.target)
+            candidates.update(bound & {counter} if counter else set())
+            others.update(bound - {counter} if counter else bound)
+            continue
+        value = node.value
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if isinstance(node, ast.AugAssign):
+            others.update(n for t in targets for n in target_names(t))
+            continue
+        if isinstance(value, ast.Call) and method_name(value) in PARSE_ARGS:
+            for target in targets:
+                first = target.elts[0] if isinstance(target, (ast.Tuple, ast.List)) and target.elts else target
+                if isinstance(first, ast.Name):
+                    candidates.add(first.id)
+            continue
+        others.update(n for t in targets for n in target_names(t))
+    found = semantic.__dict__["_xlalint_host_names"] = frozenset(candidates - others)
+    return found
+
+
+def _counter_of(loop: ast.For | ast.AsyncFor, semantic: Semantic) -> str | None:
+    """``i`` of ``for i in range(...)`` or ``for i, batch in enumerate(...)``."""
+    iterable = loop.iter
+    if not isinstance(iterable, ast.Call) or not isinstance(iterable.func, ast.Name):
+        return None
+    if iterable.func.id == "range" and isinstance(loop.target, ast.Name):
+        return loop.target.id
+    if iterable.func.id == "enumerate" and isinstance(loop.target, ast.Tuple) and loop.target.elts:
+        first = loop.target.elts[0]
+        return first.id if isinstance(first, ast.Name) else None
+    return None
+
+
+def _root_name(expr: ast.AST) -> str | None:
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
 
 
 def _backward_root(call: ast.Call) -> ast.AST:

@@ -10,10 +10,12 @@ same-module functions it calls (its *helpers*), minus functions passed to
 With gradient accumulation the step loop is a micro-step loop, and the optimizer steps
 in the loop around it (``for it in ...: for micro in ...: loss.backward()`` then
 ``opt.step()``): that *optimizer-step loop* (the nearest loop around a step loop that
-steps no optimizer, whose own body steps one, directly or through helpers) runs once
-per optimizer step. Its body is part of the step for the rules that ask
+steps no optimizer, whose own body steps one, directly or through helpers; for micro-steps
+written in a function, the innermost training loop that calls it and steps one, as
+improved-diffusion's ``run_loop`` -> ``run_step`` -> ``forward_backward``/``optimize``)
+runs once per optimizer step; XLA103 puts its sync there. Its body is part of the step for the rules that ask
 ``loop_running_every_step`` (XLA102's host reads); ``in_step``/``loop_of`` keep to the
-micro-step loop, where XLA103's sync goes.
+micro-step loop.
 
 Everything is computed once per module, on first use (``Context.steps``), and shared
 by the rules: XLA102 (host syncs in the step), XLA103 (a step without a sync point),
@@ -65,7 +67,15 @@ from xlalint.analysis.step_guards import (
 )
 from xlalint.analysis.step_syncs import SyncedValues
 from xlalint.analysis.step_tensors import HOST_FETCH_METHODS, StepTensors, is_module_name, module_names
-from xlalint.analysis.values import FUNCTIONS, Function, enclosing, enclosing_scopes, self_and_ancestors, walk_scope
+from xlalint.analysis.values import (
+    FUNCTIONS,
+    Function,
+    assigned_values_by_name,
+    enclosing,
+    enclosing_scopes,
+    self_and_ancestors,
+    walk_scope,
+)
 
 # The names other modules import from here (the analysis's public interface).
 __all__ = [
@@ -108,6 +118,8 @@ class StepAnalysis:
         self._training: dict[int, bool] = {}
         self._resolved: dict[int, Function | None] = {}
         self._locals: dict[int, dict[str, Function]] = {}
+        self._values: dict[int, dict[str, list[ast.expr]]] = {}
+        self._reached: dict[int, dict[int, Function]] = {}
         self._loaders = DeviceLoaders(self.semantic)
         self._synced = SyncedValues(self.is_sync_call, self.is_step_context)
         # Most modules call no backward at all: then no loop trains, and no loop or
@@ -206,9 +218,56 @@ class StepAnalysis:
         if self._steps_optimizer(loop.node.body, set(), within=loop.node):
             return None
         outer = next((a for a in ancestors(loop.node) if isinstance(a, (*_LOOPS, *FUNCTIONS, ast.ClassDef))), None)
+        if isinstance(outer, FUNCTIONS):
+            return self._calling_optimizer_loop(outer)
         if not isinstance(outer, _LOOPS) or id(outer) in self._by_node:
             return None
         return outer if self._steps_optimizer(outer.body, set()) else None
+
+    def _calling_optimizer_loop(self, function: Function) -> Loop | None:
+        """The optimizer-step loop around micro-steps written in ``function``: the
+        innermost training loop that calls it (through helpers, improved-diffusion's
+        ``run_loop`` -> ``run_step`` -> ``forward_backward``) and whose own body steps an
+        optimizer (``run_step`` -> ``optimize``)."""
+        callers = [
+            loop
+            for loop in self._outer_training_loops
+            if id(function) in self._reached_functions(loop) and self._steps_optimizer(loop.body, set())
+        ]
+        # The innermost: the one no other caller's body or helpers hold.
+        innermost = [
+            loop
+            for loop in callers
+            if not any(other is not loop and self._holds_loop(loop, other) for other in callers)
+        ]
+        return innermost[0] if len(innermost) == 1 else None
+
+    @cached_property
+    def _outer_training_loops(self) -> list[Loop]:
+        """The training loops that hold a step loop (in their body or a helper)."""
+        loops = sorted(self.semantic.nodes_of(*_LOOPS), key=lambda n: (n.lineno, n.col_offset))
+        return [loop for loop in loops if id(loop) not in self._by_node and self.is_training_loop(loop)]
+
+    def _reached_functions(self, loop: Loop) -> dict[int, Function]:
+        """The same-module functions ``loop``'s body calls, transitively (computed once)."""
+        key = id(loop)
+        found = self._reached.get(key)
+        if found is None:
+            found = {}
+            pending: list[list[ast.stmt]] = [loop.body]
+            while pending:
+                for call in self.region_calls(pending.pop()):
+                    func = self.resolve(call)
+                    if func is not None and id(func) not in found and not _contains(func, loop):
+                        found[id(func)] = func
+                        pending.append(func.body)
+            self._reached[key] = found
+        return found
+
+    def _holds_loop(self, outer: Loop, inner: Loop) -> bool:
+        """``inner`` runs within ``outer``'s iterations: in its body or a function it reaches."""
+        reached = self._reached_functions(outer)
+        return any(anc is outer or id(anc) in reached for anc in ancestors(inner))
 
     def _steps_optimizer(self, statements: list[ast.stmt], visiting: set[int], within: ast.AST | None = None) -> bool:
         """These statements step an optimizer, directly or through same-module functions
@@ -307,7 +366,7 @@ class StepAnalysis:
     def _resolve(self, call: ast.Call) -> Function | None:
         func = call.func
         if isinstance(func, ast.Name):
-            return self._function_named(func.id, call)
+            return self._function_named(func.id, call) or self._instance_call(func.id, call)
         closure = self.closure_passed(call)
         if closure is not None:
             return closure
@@ -334,6 +393,29 @@ class StepAnalysis:
                 return found
         return None
 
+    def _instance_call(self, name: str, at: ast.AST) -> Function | None:
+        """``stepper(loss)`` where ``stepper = Stepper(...)`` builds an object of a
+        same-module class: that class's ``__call__`` (the innermost scope that assigns
+        the name decides)."""
+        for scope in enclosing_scopes(at):
+            values = self._scope_values(scope).get(name)
+            if values is None:
+                continue
+            for value in values:
+                if isinstance(value, ast.Call):
+                    cls = self._module_class(value.func)
+                    method = _method(cls, "__call__") if cls is not None else None
+                    if method is not None:
+                        return method
+            return None
+        return None
+
+    def _scope_values(self, scope: ast.AST) -> dict[str, list[ast.expr]]:
+        key = id(scope)
+        if key not in self._values:
+            self._values[key] = assigned_values_by_name(scope, shallow=True)
+        return self._values[key]
+
     def closure_passed(self, call: ast.Call) -> Function | None:
         """The same-module ``def`` an optimizer step runs as its closure (see
         ``optimizer_closure``), when the closure is passed by name."""
@@ -352,11 +434,16 @@ class StepAnalysis:
         return self._locals[key]
 
     def _module_class(self, base: ast.expr) -> ast.ClassDef | None:
-        if isinstance(base, ast.Name):
-            for stmt in self.tree.body:
-                if isinstance(stmt, ast.ClassDef) and stmt.name == base.id:
-                    return stmt
-        return None
+        return self._module_classes.get(base.id) if isinstance(base, ast.Name) else None
+
+    @cached_property
+    def _module_classes(self) -> dict[str, ast.ClassDef]:
+        """The module-level classes by name (the first of a name, as the scan it replaces)."""
+        found: dict[str, ast.ClassDef] = {}
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.ClassDef):
+                found.setdefault(stmt.name, stmt)
+        return found
 
     def is_device_loader(self, expr: ast.AST | None) -> bool:
         return self._loaders.check(expr)
@@ -441,6 +528,10 @@ class StepAnalysis:
 
 def _shadowed(name: str, analysis: StepAnalysis) -> bool:
     return name in analysis.semantic.imports.bindings or name in analysis.semantic.module_functions
+
+
+def _method(cls: ast.ClassDef, name: str) -> Function | None:
+    return next((stmt for stmt in cls.body if isinstance(stmt, FUNCTIONS) and stmt.name == name), None)
 
 
 def _contains(outer: ast.AST, node: ast.AST) -> bool:

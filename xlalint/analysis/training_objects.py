@@ -57,6 +57,7 @@ from xlalint.analysis.semantic import (
     enclosing_statement,
     keyword_value,
     method_name,
+    parent,
     string_value,
 )
 from xlalint.analysis.values import (
@@ -72,6 +73,7 @@ from xlalint.analysis.values import (
 )
 
 if TYPE_CHECKING:
+    from xlalint.analysis.devices import DeviceAnalysis
     from xlalint.analysis.project import ProjectView
     from xlalint.analysis.semantic import Semantic
 
@@ -178,11 +180,13 @@ class CarriedMove:
 class TrainingObjects:
     """The models, optimizers and model moves of one module, computed on first use."""
 
-    def __init__(self, semantic: Semantic, project: ProjectView | None = None):
+    def __init__(self, semantic: Semantic, project: ProjectView | None = None, devices: DeviceAnalysis | None = None):
         self.semantic = semantic
         #: The local modules the module imports (``from model import Transformer``), if known.
         self.project = project
-        self._device_names: dict[tuple[int, str], bool] = {}
+        #: The device analysis: which CUDA devices XLA104's port makes the XLA device.
+        self.devices = devices
+        self._device_names: dict[tuple[int, str, bool], bool] = {}
         self._held_models: dict[int, list[ast.expr]] = {}
         self._stored_parameters: dict[int, frozenset[str]] = {}
         self._module_class_answers: dict[int, bool] = {}
@@ -370,12 +374,15 @@ class TrainingObjects:
         ]
 
     # -- the XLA device and moves -------------------------------------------------------------
-    def is_xla_device(self, expr: ast.AST | None, depth: int = 0) -> bool:
+    def is_xla_device(self, expr: ast.AST | None, depth: int = 0, ported: bool = False) -> bool:
         """``expr`` is the XLA device: ``torch_xla.device()``, ``xm.xla_device()``,
         ``"xla"``, ``torch.device("xla")``, or a variable, ``self.<attr>`` or function
-        parameter that holds one."""
+        parameter that holds one. ``ported``: or, in an XLA script, a CUDA device that
+        XLA104's port makes the XLA device (a variable: when one of its values is)."""
         if expr is None or depth > _MAX_DEPTH:
             return False
+        if ported and self._ports_cuda_devices and self.devices.is_cuda_device(expr):  # type: ignore[union-attr]
+            return True
         text = string_value(expr)
         if text is not None:
             return text == "xla" or text.startswith("xla:")
@@ -383,28 +390,28 @@ class TrainingObjects:
             name = self.semantic.call_name(expr)
             if name in XLA_DEVICE_CALLS:
                 return True
-            return name in TORCH_DEVICE and bool(expr.args) and self.is_xla_device(expr.args[0], depth + 1)
+            return name in TORCH_DEVICE and bool(expr.args) and self.is_xla_device(expr.args[0], depth + 1, ported)
         if isinstance(expr, ast.Name):
             # Many `.to(device)` calls ask about one `device`: answered once per scope.
-            key = (id(enclosing_function(expr)), expr.id)
+            key = (id(enclosing_function(expr)), expr.id, ported)
             known = self._device_names.get(key)
             if known is None:
-                known = self._device_names[key] = self._name_is_xla_device(expr, depth)
+                known = self._device_names[key] = self._name_is_xla_device(expr, depth, ported)
             return known
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
             cls = enclosing(expr, ast.ClassDef)
             if cls is not None:
                 values = assigned_values(cls, lambda t, a=expr.attr: is_self_attr(t, a))
-                return any(self.is_xla_device(v, depth + 1) for v in values)
+                return any(self.is_xla_device(v, depth + 1, ported) for v in values)
         return False
 
-    def _name_is_xla_device(self, expr: ast.Name, depth: int) -> bool:
+    def _name_is_xla_device(self, expr: ast.Name, depth: int, ported: bool = False) -> bool:
         for scope in enclosing_scopes(expr):
             values = list(assigned_values(scope, lambda t, n=expr.id: _is_name(t, n), shallow=True))
             if values:
-                return any(self.is_xla_device(v, depth + 1) for v in values)
+                return any(self.is_xla_device(v, depth + 1, ported) for v in values)
             if isinstance(scope, FUNCTIONS) and expr.id in parameter_names(scope):
-                return self._passed_xla_device(scope, expr.id, depth)
+                return self._passed_xla_device(scope, expr.id, depth, ported)
         return False
 
     @cached_property
@@ -417,7 +424,15 @@ class TrainingObjects:
             for c in self.semantic.nodes_of(ast.Constant)
         )
 
-    def _passed_xla_device(self, function: ast.AST, parameter: str, depth: int) -> bool:
+    @cached_property
+    def _ports_cuda_devices(self) -> bool:
+        """In an XLA script (one that imports torch_xla, or is taken as one once XLA104's
+        port is applied: ``engine/lint.py``'s findings after the port), a CUDA device is the
+        XLA device: the port makes ``device = "cuda"`` (``torch.device("cuda:0")``,
+        ``torch.accelerator.current_accelerator()``) ``torch_xla.device()``."""
+        return self.devices is not None and self.semantic.imports.imports_module("torch_xla")
+
+    def _passed_xla_device(self, function: ast.AST, parameter: str, depth: int, ported: bool = False) -> bool:
         positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]  # type: ignore[attr-defined]
         if positional and positional[0] in ("self", "cls") and enclosing(function, ast.ClassDef) is not None:
             positional = positional[1:]
@@ -427,7 +442,7 @@ class TrainingObjects:
             # `Trainer(model, device)` calls `__init__`.
             sites = [c for c in self.semantic.calls if isinstance(c.func, ast.Name) and c.func.id == cls.name]  # type: ignore[attr-defined]
         return bool(sites) and all(
-            self.is_xla_device(_argument(site, parameter, positional), depth + 1) for site in sites
+            self.is_xla_device(_argument(site, parameter, positional), depth + 1, ported) for site in sites
         )
 
     @cached_property
@@ -447,12 +462,13 @@ class TrainingObjects:
         for call in self.semantic.calls_of("to", ACCELERATE_PREPARE):
             name = method_name(call)
             if name == "to":
-                if not self._may_name_xla_device:
-                    continue
                 device = call.args[0] if call.args else keyword_value(call, "device")
-                if not self.is_xla_device(device):
+                if (self._may_name_xla_device and self.is_xla_device(device)) or (
+                    self._ports_cuda_devices and self.is_xla_device(device, ported=True)
+                ):
+                    move = self._to_move(call)
+                else:
                     continue
-                move = self._to_move(call)
             elif name == ACCELERATE_PREPARE and call.args:
                 move = self._prepare_move(call)
             else:
@@ -532,14 +548,22 @@ class TrainingObjects:
             ]
             return [name for name in (dotted_name(a) for a in given) if name]
         cls = self._module_class_of(call.func) if qualified is None else None
-        if cls is None or not self._is_module_class(cls, 0):
+        if cls is None and self.project is not None and self.project.origin(call.func) is not None:
+            # A wrapper defined in a local module (`from diffusion import Trainer`).
+            local = self.project.class_of(call.func)
+            cls = local.node if local is not None and _subclasses_a_module(local.node) else None
+        elif cls is not None and not self._is_module_class(cls, 0):
+            cls = None
+        if cls is None:
             return []
         init = _method(cls, "__init__")
         if init is None:
             return []
         found = []
+        # After `self` (the class may be a local module's, whose tree has no parent links).
+        positional = [a.arg for a in (*init.args.posonlyargs, *init.args.args)][1:]
         for parameter in sorted(self._parameters_stored(init)):
-            argument = passed_argument(call, init, parameter)
+            argument = _argument(call, parameter, positional)
             name = dotted_name(argument) if argument is not None else None
             if name:
                 found.append(name)
@@ -701,6 +725,18 @@ class TrainingObjects:
                 )
                 if found is not None:
                     return CarriedMove(found.move, (*calls, site, *found.calls))
+            for outer, function, received_models, received_optimizers in self._starred_into(
+                scope, models, optimizers, end
+            ):
+                key = (id(function), frozenset(received_models), frozenset(received_optimizers), depth + 1)
+                if key not in self._callee_moves:
+                    self._callee_moves[key] = None
+                    self._callee_moves[key] = self._carried_from(
+                        function, _position(function), received_models, received_optimizers, depth + 1, (), False
+                    )
+                found = self._callee_moves[key]
+                if found is not None:
+                    return CarriedMove(found.move, (*calls, outer, *found.calls))
         return None
 
     def _moves_in_callee(
@@ -808,12 +844,7 @@ class TrainingObjects:
         unpacked into names, the names that receive ``models`` and ``optimizers`` from a
         ``return`` after ``end`` (``return model, optimizer``;
         ``model, optimizer = load_train_objs()``), when both are returned."""
-        model_positions: set[int | None] = set()
-        optimizer_positions: set[int | None] = set()
-        for node in self._returns(function):
-            if _position(node) > end:
-                model_positions |= _returned_positions(node.value, models)
-                optimizer_positions |= _returned_positions(node.value, optimizers)
+        model_positions, optimizer_positions = self._return_positions(function, models, optimizers, end)
         if not model_positions or not optimizer_positions:
             return
         for site in list(call_sites(function, self.semantic))[:CALLS_PER_STEP]:  # type: ignore[arg-type]
@@ -825,6 +856,51 @@ class TrainingObjects:
             received_optimizers = _unpacked(target, optimizer_positions)
             if received_models and received_optimizers:
                 yield site, received_models, received_optimizers
+
+    def _return_positions(
+        self, function: ast.AST, models: set[str], optimizers: set[str], end: tuple[int, int]
+    ) -> tuple[set[int | None], set[int | None]]:
+        """Where the returns of ``function`` after ``end`` hold ``models`` and
+        ``optimizers`` (see ``_returned_positions``)."""
+        model_positions: set[int | None] = set()
+        optimizer_positions: set[int | None] = set()
+        for node in self._returns(function):
+            if _position(node) > end:
+                model_positions |= _returned_positions(node.value, models)  # type: ignore[arg-type]
+                optimizer_positions |= _returned_positions(node.value, optimizers)  # type: ignore[arg-type]
+        return model_positions, optimizer_positions
+
+    def _starred_into(
+        self, function: ast.AST, models: set[str], optimizers: set[str], end: tuple[int, int]
+    ) -> Iterator[tuple[ast.Call, ast.FunctionDef | ast.AsyncFunctionDef, set[str], set[str]]]:
+        """For the first ``CALLS_PER_STEP`` calls of ``function`` passed on with a star
+        to a function or class of the module (``Runner(*build(lr))``), that callee and
+        the parameters that receive ``models`` and ``optimizers`` from a returned tuple
+        (``return model, opt``), when both are passed."""
+        model_positions, optimizer_positions = self._return_positions(function, models, optimizers, end)
+        if not model_positions or not optimizer_positions:
+            return
+        for site in list(call_sites(function, self.semantic))[:CALLS_PER_STEP]:  # type: ignore[arg-type]
+            starred = parent(site)
+            outer = parent(starred) if isinstance(starred, ast.Starred) else None
+            if not isinstance(outer, ast.Call) or starred not in outer.args:
+                continue
+            index = outer.args.index(starred)  # type: ignore[arg-type]
+            callee = self._callee(outer)
+            if callee is None or any(isinstance(a, ast.Starred) for a in outer.args[:index]):
+                continue
+            positional = [a.arg for a in (*callee.args.posonlyargs, *callee.args.args)]
+            if positional and positional[0] in ("self", "cls") and enclosing(callee, ast.ClassDef) is not None:
+                positional = positional[1:]
+
+            def received(
+                positions: set[int | None], positional: list[str] = positional, index: int = index
+            ) -> set[str]:
+                return {positional[index + p] for p in positions if p is not None and index + p < len(positional)}
+
+            received_models, received_optimizers = received(model_positions), received(optimizer_positions)
+            if received_models and received_optimizers:
+                yield outer, callee, received_models, received_optimizers
 
     # -- building models ----------------------------------------------------------------------
     def build_of(self, name: str, use: ast.AST) -> tuple[ast.stmt, ast.expr] | None:
@@ -1128,6 +1204,16 @@ def _unmoved(value: ast.expr) -> ast.expr:
     while isinstance(value, ast.Call) and method_name(value) in MOVES:
         value = value.func.value  # type: ignore[attr-defined]
     return value
+
+
+# The last part of a base class name that makes a class of another module an ``nn.Module``
+# (its imports are not resolved here: `nn.Module`, `torch.nn.Module`, `LightningModule`).
+MODULE_BASE_NAMES = frozenset({"Module", "LightningModule", "PreTrainedModel"})
+
+
+def _subclasses_a_module(cls: ast.ClassDef) -> bool:
+    """A class of a local module whose base is spelled as an ``nn.Module``."""
+    return any((dotted_name(base) or "").rsplit(".", 1)[-1] in MODULE_BASE_NAMES for base in cls.bases)
 
 
 def _end(node: ast.AST) -> tuple[int, int]:

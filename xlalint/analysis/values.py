@@ -92,6 +92,20 @@ def _match_targets(target: ast.AST, value: ast.expr, matches) -> Iterator[ast.ex
             yield from _match_targets(t, v, matches)
 
 
+def unpacked_items(scope: ast.AST, name: str, shallow: bool = False) -> Iterator[tuple[ast.expr, int]]:
+    """``(value, index)`` for each ``a, name = value`` in ``scope`` whose value is not a
+    tuple or list written out (``train_loader, val_loader = make_loaders()``): ``name``
+    holds item ``index`` of what ``value`` gives. Not under a starred target."""
+    for node in _binding_statements(scope, shallow):
+        if not isinstance(node, ast.Assign) or isinstance(node.value, (ast.Tuple, ast.List)):
+            continue
+        for target in node.targets:
+            if isinstance(target, (ast.Tuple, ast.List)) and not any(isinstance(t, ast.Starred) for t in target.elts):
+                for index, item in enumerate(target.elts):
+                    if isinstance(item, ast.Name) and item.id == name:
+                        yield node.value, index
+
+
 def walk_scope(scope: ast.AST, shallow: bool = False) -> Iterator[ast.AST]:
     """The nodes of ``scope``; ``shallow`` skips nested function and class bodies."""
     stack = child_nodes(scope)

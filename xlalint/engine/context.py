@@ -111,7 +111,7 @@ class Context:
     @cached_property
     def training_objects(self) -> TrainingObjects:
         """The models, optimizers and moves of models to the XLA device, built on first use."""
-        return TrainingObjects(self.semantic, self.project)
+        return TrainingObjects(self.semantic, self.project, self.devices)
 
     @cached_property
     def project(self) -> ProjectView:

@@ -12,7 +12,9 @@ same way; a cell under any other cell magic (``%%bash``, ``%%writefile``) is not
 and is left out. These are the lines IPython's input transformers turn into
 ``get_ipython().run_line_magic(...)``/``.system(...)`` calls (automagic is its prefilter,
 which it applies to a cell of one line only): what stays is a syntax error in IPython
-too, and is reported as one (XLA000) in its cell.
+too, and is reported as one (XLA000) in its cell. IPython compiles each cell by itself:
+a cell that does not parse is left out of the module (and left as it is by a fix), and
+the other cells are analysed.
 
 The file is plain JSON (nbformat's schema is not needed to read or write it): a fix
 rewrites only the ``source`` of the code cells it changes, in place in the JSON text,
@@ -33,6 +35,7 @@ import io
 import json
 import re
 import tokenize
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -198,6 +201,7 @@ class CellText(str):
         cells: tuple[CellSource, ...],
         notebook_text: str | None = None,
         strings: dict[int, tuple[SourceString, ...]] | None = None,
+        left_out: tuple[CellSource, ...] = (),
     ) -> CellText:
         parts, ranges, line = [], [], 1
         for cell in cells:
@@ -208,6 +212,8 @@ class CellText(str):
             line += 1 + count
         self = super().__new__(cls, "".join(parts))
         self.cells, self.ranges = cells, tuple(ranges)
+        # Code cells left out of the module (they do not parse): located for their errors.
+        self.left_out = left_out
         # The notebook's JSON text, read for file positions only when a format asks.
         self.notebook_text, self._strings = notebook_text, strings
         return self
@@ -217,7 +223,12 @@ class CellText(str):
         # the positions of their sources in the file, not from the whole JSON (outputs).
         return (
             CellText,
-            (self.cells, None, self.source_strings() if self.notebook_text is not None else self._strings),
+            (
+                self.cells,
+                None,
+                self.source_strings() if self.notebook_text is not None else self._strings,
+                self.left_out,
+            ),
         )
 
     def source_strings(self) -> dict[int, tuple[SourceString, ...]]:
@@ -231,7 +242,7 @@ class CellText(str):
         JSON text: (line, column, end line, end column), 1-based, the end exclusive.
         None when the text is not known."""
         strings = self.source_strings().get(finding.cell) if finding.cell is not None else None
-        cell = next((c for c in self.cells if c.number == finding.cell), None)
+        cell = next((c for c in (*self.cells, *self.left_out) if c.number == finding.cell), None)
         if not strings or cell is None:
             return None
         s = finding.span
@@ -279,7 +290,34 @@ class Notebook:
         metadata = data.get("metadata")
         info = metadata.get("language_info") if isinstance(metadata, dict) else None
         self.language = str(info.get("name", "python") if isinstance(info, dict) else "python").lower()
-        self.module = CellText(tuple(self._code_cells()), text)
+        cells = tuple(self._code_cells())
+        #: XLA000 for each code cell that is not Python even to IPython (``cd /content`` on
+        #: one line of several), located in its cell; such a cell is left out of the module.
+        self.cell_errors: list[Finding] = []
+        kept = self._parsing(cells)
+        self.module = CellText(kept, text, left_out=tuple(c for c in cells if c not in kept))
+
+    def _parsing(self, cells: tuple[CellSource, ...]) -> tuple[CellSource, ...]:
+        """The cells that parse: IPython compiles each cell by itself, so one that does
+        not parse is an error of its own and the others still run. Each cell is parsed
+        alone only when the joined module does not parse."""
+        if _parses(str(CellText(cells))):
+            return cells
+        kept = []
+        for cell in cells:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", SyntaxWarning)
+                    ast.parse(cell.python)
+            except SyntaxError as exc:
+                line, col = exc.lineno or 1, max((exc.offset or 1) - 1, 0)
+                error = error_finding("", f"SyntaxError: {exc.msg}", line, col)
+                self.cell_errors.append(replace(error, cell=cell.number))
+                continue
+            except (ValueError, RecursionError, MemoryError):
+                pass  # the module's parse reports it
+            kept.append(cell)
+        return tuple(kept)
 
     def _code_cells(self):
         for index, cell in enumerate(self.data["cells"]):
@@ -309,7 +347,17 @@ class Notebook:
         before = self.module.cell_texts()
         changed = {cell.number: cell.text for cell in fixed_cells if cell.text != before[cell.number]}
         text = replace_sources(self.text, changed)
-        return text, CellText(tuple(fixed_cells), text)
+        return text, CellText(tuple(fixed_cells), text, left_out=self.module.left_out)
+
+
+def _parses(text: str) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
 
 
 def code_cell(number: int, source: str) -> CellSource | None:
@@ -518,9 +566,10 @@ def _process(job, original: sourcefile.SourceFile, notebook: Notebook, *, write:
     module = notebook.module
     if not notebook.is_python:  # an R or Julia notebook: nothing of ours to check
         return FileReport(job.path, [], source=module)
+    errors = [replace(f, path=job.path) for f in notebook.cell_errors]
     if not job.fix and not job.add_noqa:
         findings = lint_source(module, job.path, job.settings)
-        return FileReport(job.path, [module.to_cell(f) for f in findings], source=module)
+        return FileReport(job.path, errors + [module.to_cell(f) for f in findings], source=module)
 
     checked = None
     if job.add_noqa:
@@ -550,7 +599,8 @@ def _process(job, original: sourcefile.SourceFile, notebook: Notebook, *, write:
                     remaining, applied = lint_source(module, job.path, job.settings), []
     return FileReport(
         job.path,
-        [fixed.to_cell(f) for f in remaining] if not job.add_noqa else [module.to_cell(f) for f in remaining],
+        errors
+        + ([fixed.to_cell(f) for f in remaining] if not job.add_noqa else [module.to_cell(f) for f in remaining]),
         [module.to_cell(f) for f in applied],
         source=module,
         fixed_source=fixed,

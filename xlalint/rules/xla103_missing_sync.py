@@ -26,7 +26,13 @@ larger graph.
 **Flagged**: the step loop (the innermost loop that calls `.backward()`, directly or
 through functions of the same file) when its step has no sync point, or when its only
 sync is under a gradient-accumulation guard (`if (i + 1) % k == 0:`): the graph then
-spans k micro-steps.
+spans k micro-steps. Where that innermost loop runs micro-batches and steps no optimizer
+(`for micro in batch.split(n): loss.backward()`), the step is the loop around it that runs
+the optimizer step, also through functions (improved-diffusion's `run_loop` `while`
+calling `run_step` -> `forward_backward` and `optimize`): that loop is flagged, and its
+sync goes after the optimizer step. A call of a helper that runs the backward counts
+(an object whose `__call__` does, timm's `NativeScaler` `loss_scaler(loss, opt)`,
+`accelerator.backward(loss)`).
 
 Sync points: `torch_xla.sync()` (`xm.mark_step()` before 2.4), iterating a
 `pl.MpDeviceLoader`/`ParallelLoader.per_device_loader` (or calling `next()` on one),
@@ -561,9 +567,16 @@ for k, (x, y) in enumerate(val_loader):
     def finish(self) -> None:
         if uses_syncing_library(self.ctx.semantic):
             return  # HF Trainer / accelerate sync for the script
-        for loop in self.ctx.steps.loops:
-            if self._delimited_elsewhere(loop):
+        reported: set[int] = set()
+        for micro in self.ctx.steps.loops:
+            if self._delimited_elsewhere(micro):
                 continue
+            # The step is the loop that runs the optimizer step: around micro-steps
+            # (gradient accumulation), the loop whose iteration ends with the step.
+            loop = micro.optimizer_loop or micro
+            if id(loop) in reported:
+                continue
+            reported.add(id(loop))
             points = loop.sync_points()
             if not points:
                 message = "training step loop with no sync point: the lazy graph grows across iterations"

@@ -30,6 +30,7 @@ import ast
 
 from xlalint.analysis.devices import TORCH_DEVICE
 from xlalint.analysis.semantic import method_name, parent
+from xlalint.analysis.step_apis import LOSS_SCALERS
 from xlalint.engine.rule import Invalid, Rule, Valid
 from xlalint.rules._cuda_api import DISTRIBUTED_DATA_PARALLEL, INIT_PROCESS_GROUP, SHARE_MEMORY_METHODS, lookup
 from xlalint.rules.xla104 import amp, availability, cuda_calls, device_args, process_groups, streams, tensor_types
@@ -45,6 +46,8 @@ from xlalint.rules.xla104.writer import Writer
 
 # Methods checked on any receiver but torch's own modules: `.cuda()`, `.share_memory()`.
 METHODS_CHECKED = frozenset({"cuda", *SHARE_MEMORY_METHODS})
+# timm's `NativeScaler` builds a CUDA `GradScaler` and drives the step through it.
+LOSS_SCALER_MESSAGE = "timm `NativeScaler` holds a CUDA `GradScaler`: bfloat16 on XLA needs no loss scaling"
 
 
 class CudaDevice(Rule):
@@ -660,6 +663,9 @@ opt.step()
             self.amp.check_autocast(node, name)
         elif name in GENERIC_GRAD_SCALER:
             self.amp.check_grad_scaler(node, name)
+        elif name in LOSS_SCALERS:
+            # No fix: the call of it runs the backward, the clip and the step too.
+            self.writer.report(node, LOSS_SCALER_MESSAGE, None)
         elif name in INIT_PROCESS_GROUP:
             self.process_groups.check_process_group(node)
         elif name in DISTRIBUTED_DATA_PARALLEL:

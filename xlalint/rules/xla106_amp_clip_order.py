@@ -458,6 +458,8 @@ scaler.update()
             return self._unscale_fix(event, path, i, paths)
         if problem == AFTER_STEP:
             step = path.before(i, *STEPS)[0]
+            if step.runs_backward:
+                return None  # before it, the gradients are not made yet
             return self._move(event.stmt, step.stmt, "before", "move the clip before the optimizer step")
         if problem == LATE_REDUCE:
             backward = path.last_backward_before(i)
@@ -560,7 +562,8 @@ def problems(path: Path, multiprocess: bool, judge_late_clip: bool = True) -> li
         if event.kind is Kind.CLIP and (amp or judge_late_clip) and _after_step(path, i):
             found.append((AFTER_STEP, event))
         elif event.kind is Kind.CLIP and amp:
-            if not path.before(i, Kind.UNSCALE):
+            following = path.after(i, *STEPS)
+            if not path.before(i, Kind.UNSCALE) and not (following and following[0].runs_backward):
                 found.append((NO_UNSCALE, event))
         elif event.kind is Kind.CLIP and multiprocess:
             following = path.after(i, *STEPS)

@@ -14,7 +14,7 @@ import ast
 
 from xlalint.analysis.own_step import own_step_fix, stepped_optimizer
 from xlalint.analysis.parallelism import XLA_FSDP_KINDS, Wrap, WrapKind
-from xlalint.analysis.semantic import dotted_name, keyword_value
+from xlalint.analysis.semantic import dotted_name, enclosing_function, keyword_value
 from xlalint.engine.rule import Invalid, Rule, Valid
 from xlalint.model import Fix, ReplaceExpr
 
@@ -59,7 +59,9 @@ else: clip_grad_norm_(...)`: FSDP under the second test, not in its `else`):
 - an optimizer built from the module's parameters (`parameters()`, `named_parameters()`,
   parameter groups) before the wrap in the same function or class, following the
   calls: a wrap in a helper that `__init__` calls before building the optimizer comes
-  first, wherever the helper is defined;
+  first, wherever the helper is defined. An optimizer built before the model's move to
+  the XLA device too is XLA501's (one mistake, one finding), whose fix builds it after
+  the wrap, from the wrapped model; its `xm.optimizer_step` is still reported here;
 - `torch.nn.utils.clip_grad_norm_(model.parameters(), ...)` of an
   `XlaFullyShardedDataParallel` model. Not for FSDPv2, whose parameters are global
   (SPMD) tensors.
@@ -239,6 +241,8 @@ opt.step()
                     found.append((call, self._optimizer_step_message(wrap), fix))
         for wrap in wraps:
             for construction in parallelism.optimizers_built_before(wrap):
+                if self._moved_after(construction):
+                    continue  # XLA501's, whose fix builds it after the wrap: one mistake, one finding
                 message = (
                     f"this optimizer is built before the `{_class(wrap)}` wrap (line {wrap.call.lineno}): "
                     "it holds the unsharded parameters"
@@ -256,6 +260,17 @@ opt.step()
                     found.append((call, message, self._clip_fix(call, model)))
         for node, message, fix in sorted(found, key=lambda f: (f[0].lineno, f[0].col_offset)):
             self.report(node, message, fix=fix)
+
+    def _moved_after(self, construction: ast.Call) -> bool:
+        """The optimizer is also built before a move of its model to XLA (XLA501)."""
+        objects = self.ctx.training_objects
+        scope = enclosing_function(construction)
+        at = (construction.lineno, construction.col_offset)
+        return any(
+            objects.move_after(name, scope, at) is not None
+            for name in (dotted_name(model) for model in objects.held_models(construction))
+            if name
+        )
 
     @staticmethod
     def _optimizer_step_message(wrap: Wrap) -> str:

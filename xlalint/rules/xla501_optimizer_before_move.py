@@ -55,17 +55,22 @@ a same-file helper given the model), built (or its parameters taken: `groups = [
 before the move, `AdamW(groups)` after it) before `model.to(<XLA device>)`,
 `model = model.to(...)`, `net = model.to(...)` or `accelerator.prepare(model)` in the
 same function (or both at module level). The device is followed through variables,
-`self.<attr>` and the arguments of the function.
+`self.<attr>` and the arguments of the function. A CUDA device that XLA104's port makes
+the XLA device (`device = torch.device("cuda:0")`, `"cuda"`,
+`torch.accelerator.current_accelerator()`) counts in an XLA script, and in a CUDA script
+the finding is reported after the port (on a GPU the move keeps the parameter objects).
 
 Moving a module moves its submodules: `Wrapper(model).to(device)` (and `w =
 Wrapper(model)` ... `w.to(device)`) is a move of `model` when the wrapper holds it: a
-class of the file derived from `nn.Module` whose `__init__` stores the argument as an
-attribute (`self.model = model`, `self.add_module("m", model)`), or torch's containers
-and data-parallel wrappers given it positionally (`nn.Sequential(model, head)`,
-`nn.ModuleList([model])`, `nn.DataParallel(model)`). Other imported classes are not
-assumed to hold what they are given, nor is a class that keeps a copy or a number read
-from it (the DDPM pattern: `trainer = GaussianDiffusionTrainer(net_model, ...).to(device)`
-after `optim = Adam(net_model.parameters())`, measured: the loss stays flat).
+class derived from `nn.Module`, of the file or of a local module it imports (the DDPM
+pattern: `from diffusion import GaussianDiffusionTrainer`, then `trainer =
+GaussianDiffusionTrainer(net_model, ...).to(device)` after `optim =
+Adam(net_model.parameters())`, measured: the loss stays flat), whose `__init__` stores
+the argument as an attribute (`self.model = model`, `self.add_module("m", model)`), or
+torch's containers and data-parallel wrappers given it positionally
+(`nn.Sequential(model, head)`, `nn.ModuleList([model])`, `nn.DataParallel(model)`).
+Library classes are not assumed to hold what they are given, nor is a class that keeps
+a copy or a number read from it.
 
 The model and its optimizer are also followed across the file's functions, up to three
 calls away: returned together (`train_set, model, optimizer = load_train_objs()`, then
@@ -153,13 +158,13 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             model, optimizer = accelerator.prepare(model, optimizer)
             """
         ),
-        # A CUDA move keeps the parameter objects.
+        # A move to the CPU keeps the parameter objects.
         Valid(
             """
             import torch
             model = Net()
             optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-            model.to("cuda")
+            model.to("cpu")
             """
         ),
         # Parameters taken again after the move: the optimizer may be given those.

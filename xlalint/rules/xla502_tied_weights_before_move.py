@@ -50,7 +50,9 @@ the same compiles (2) and executions (3).
 
 A model whose weights are tied, moved to the XLA device (`model.to(<XLA device>)`,
 `model = Cls(...).to(...)`, `accelerator.prepare(model, ...)` in a script that imports torch_xla or tests for XLA/TPU
-such as `DistributedType.XLA`: on GPUs a move keeps the tying), with no
+such as `DistributedType.XLA`: on GPUs a move keeps the tying; a CUDA device that XLA104's
+port makes the XLA device, `device = "cuda"` or `torch.accelerator.current_accelerator()`,
+counts, and in a CUDA script the finding is reported after the port), with no
 `model.tie_weights()` (or the tying assignment) after the move in the same function.
 Tied models: an HF model class that ties input and output embeddings (`*ForCausalLM`,
 `*LMHeadModel`, `*ForMaskedLM`, `*ForConditionalGeneration`, their `Auto*` forms,

@@ -1,0 +1,118 @@
+"""Issue 38, item 1: a loop whose backward runs inside a helper it calls (a same-module
+function, an object's ``__call__``, timm's ``NativeScaler``, ``accelerator.backward``) is a
+training step for XLA102, XLA103 and XLA106; XLA104 reports the CUDA GradScaler the
+``NativeScaler`` holds."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from rules.fixture_checks import assert_fixture_fixes
+from xlalint.engine.config import Settings
+from xlalint.engine.fixing import fix_source
+from xlalint.engine.lint import lint_source
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "XLA103"
+CODES = ["XLA102", "XLA103", "XLA104", "XLA106"]
+
+
+def positions(source: str) -> list[tuple[int, int, str]]:
+    found = lint_source(source, "train.py", Settings(), select=CODES)
+    return [(f.span.line, f.span.col + 1, f.code) for f in found]
+
+
+def test_steps_through_helpers():
+    source = (FIXTURES / "step_helpers.py").read_text()
+    assert positions(source) == [
+        (36, 5, "XLA103"),  # update(loss, optimizer, 1.0) runs the backward
+        (40, 22, "XLA102"),
+        (45, 5, "XLA103"),  # stepper(loss): Stepper.__call__ runs it
+        (49, 22, "XLA102"),
+        (53, 19, "XLA104"),  # NativeScaler() holds a CUDA GradScaler
+        (54, 5, "XLA103"),  # loss_scaler(loss, optimizer, ...) runs it
+        (58, 9, "XLA106"),  # a clip after the NativeScaler stepped
+        (59, 22, "XLA102"),
+    ]
+
+
+def test_sync_fixes_through_helpers():
+    assert_fixture_fixes("XLA103", FIXTURES, "step_helpers", unsafe=False)
+
+
+def test_clip_after_a_native_scaler_has_no_fix():
+    # Moving the clip before `loss_scaler(...)` would clip before the backward.
+    source = (FIXTURES / "step_helpers.py").read_text()
+    (clip,) = [f for f in lint_source(source, "train.py", Settings(), select=["XLA106"])]
+    assert clip.fix is None
+
+
+def test_accelerator_backward_is_a_step():
+    source = textwrap.dedent(
+        """\
+        import torch
+        import torch_xla
+        from accelerate import Accelerator
+
+        accelerator = Accelerator()
+        model, optimizer = accelerator.prepare(torch.nn.Linear(4, 2), torch.optim.SGD([], lr=0.1))
+        for x, y in loader:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            accelerator.backward(loss)
+            optimizer.step()
+            print(loss.item())
+        """
+    )
+    assert positions(source) == [(11, 11, "XLA102")]
+
+
+def test_an_object_without_a_backward_is_no_step():
+    source = textwrap.dedent(
+        """\
+        import torch
+        import torch_xla
+
+        class Logger:
+            def __call__(self, value):
+                print(value)
+
+        log = Logger()
+        for x in loader:
+            y = model(x.to(torch_xla.device()))
+            log(y.sum().item())
+        """
+    )
+    assert positions(source) == []
+
+
+# --- item 2: the step loop is the loop that runs the optimizer step ----------------------
+
+
+def test_the_step_is_the_loop_that_steps_the_optimizer():
+    source = (FIXTURES / "diffusion_loop.py").read_text()
+    # The `while` of run_loop (not the micro-batch `for` of forward_backward) misses the
+    # sync; the per-parameter `.item()` of the logging helper `optimize` calls is in the
+    # step; the one under `if self.step % self.log_interval == 0:` is not.
+    assert positions(source) == [(14, 21, "XLA102"), (28, 9, "XLA103")]
+
+
+def test_the_sync_goes_after_the_optimizer_step():
+    assert_fixture_fixes("XLA103", FIXTURES, "diffusion_loop", unsafe=False)
+
+
+def test_accumulation_in_one_function_syncs_after_the_optimizer_step():
+    source = textwrap.dedent(
+        """\
+        import torch
+        import torch_xla
+
+        for it in range(10):
+            for micro in range(4):
+                loss = model(next(batches)).sum()
+                loss.backward()
+            opt.step()
+            opt.zero_grad()
+        """
+    )
+    fixed = fix_source(source, "train.py", Settings(), select=["XLA103"]).source
+    assert fixed.endswith("    opt.zero_grad()\n    torch_xla.sync()\n")
