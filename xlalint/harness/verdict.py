@@ -126,7 +126,33 @@ def judge(runs: dict[str, RunResult], paint: Painter | None = None, tolerance: f
             loss_skipped = "no loss to compare with the CPU reference's (none read at the same steps)"
     if loss or fixed.ok:
         parts.append(loss.text() if loss else loss_skipped)
-    return Verdict("; ".join(parts), cost, cost_skipped, loss, loss_skipped)
+    text = "; ".join(parts)
+    # The answer first (faster? fewer compiles? the same loss?), then the numbers.
+    answer = answers(cost, loss)
+    return Verdict(f"{answer}: {text}" if answer else text, cost, cost_skipped, loss, loss_skipped)
+
+
+def answers(cost: dict | None, loss: LossTrack | None) -> str:
+    """``faster per step, fewer compiles, same loss``: what a user asks of a fix, in words
+    (none when there was no port to compare the fix with)."""
+    if not cost:
+        return ""
+    words = []
+    (port_ms, fixed_ms), (port_compiles, fixed_compiles) = cost["ms_per_step"], cost["compiles"]
+    if port_ms and fixed_ms:
+        ratio = fixed_ms / port_ms
+        words.append("faster per step" if ratio < 0.95 else "slower per step" if ratio > 1.05 else "as fast per step")
+    if port_compiles is not None and fixed_compiles is not None:
+        words.append(
+            "fewer compiles"
+            if fixed_compiles < port_compiles
+            else "more compiles"
+            if fixed_compiles > port_compiles
+            else "as many compiles"
+        )
+    if loss is not None:
+        words.append("same loss" if loss.diverges_at is None else "a different loss")
+    return ", ".join(words)
 
 
 def cost_numbers(port: RunResult, fixed: RunResult) -> dict:
