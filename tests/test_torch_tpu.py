@@ -207,3 +207,15 @@ def test_ports_of_the_corpus_to_torch_tpu(name):
     # The loop keeps its backward and optimizer step (the scaler's are folded into them).
     calls = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     assert any(c.endswith(".backward") for c in calls) and any(c.endswith(".step") for c in calls)
+
+
+@pytest.mark.parametrize("name", ["cuda_port.py", "dynamic_padding.py", "grad_accumulation_sync.py", "item_logging.py"])
+def test_the_readme_examples_port_to_torch_tpu_and_pass_check(name):
+    path = ROOT / "examples" / name
+    fixed = fix_source(path.read_text(encoding="utf-8"), str(path), TPU, unsafe=True)
+    assert fixed.error is None, fixed.error
+    code = fixed.source.split('"""', 2)[2]  # after the module's docstring
+    ast.parse(fixed.source)
+    assert "torch_xla" not in code and "torch.cuda" not in code
+    assert all(public(n) for n in tpu_names(code))
+    assert lint_source(fixed.source, str(path), TPU) == []
