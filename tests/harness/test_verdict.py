@@ -174,3 +174,13 @@ def test_a_failed_run_names_the_users_line_not_the_harness_wrapper(tmp_path):
     )
     version = ScriptVersion(run_path=script, source=script.read_text(), findings=[], label="reference")
     assert failure(stderr, version, "train.py") == "RuntimeError: Found no NVIDIA driver on your system. at train.py:2"
+
+
+def test_the_reference_hides_cuda_and_xla_from_the_libraries_that_pick_a_device():
+    """transformers and accelerate choose the XLA device by themselves wherever torch_xla is
+    installed: the reference (the original on plain CPU) turns that off, or an HF Trainer
+    script's reference runs on XLA (and dies there on the fused AdamW default)."""
+    from xlalint.harness import reference
+
+    assert reference.DEVICE.env["CUDA_VISIBLE_DEVICES"] == ""
+    assert reference.DEVICE.env["USE_TORCH_XLA"] == "0"

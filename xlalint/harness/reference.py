@@ -19,7 +19,9 @@ from xlalint.harness.prepare import ScriptVersion
 LABEL = "reference"
 DESCRIPTION = "reference (the original on CPU, CUDA hidden, no XLA)"
 #: CUDA hidden; PJRT_DEVICE only matters to a script that imports torch_xla on its own.
-DEVICE = Device("CPU", {"CUDA_VISIBLE_DEVICES": "", "PJRT_DEVICE": "CPU"})
+#: USE_TORCH_XLA=0: transformers and accelerate pick the XLA device by themselves
+#: wherever torch_xla is installed (an HF Trainer script would run its reference on XLA).
+DEVICE = Device("CPU", {"CUDA_VISIBLE_DEVICES": "", "PJRT_DEVICE": "CPU", "USE_TORCH_XLA": "0"})
 
 
 def reference_version(original: ScriptVersion) -> ScriptVersion | str:
