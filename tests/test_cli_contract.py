@@ -535,6 +535,18 @@ def test_gitignore_nested_and_negated(project):
     assert sorted(line.split(":")[0] for line in out) == ["a.py", "logs/keep.py", "pkg/gen_kept.py"]
 
 
+def test_a_folder_named_on_the_command_line_is_walked_though_a_gitignore_above_ignores_it(project):
+    """As ruff: `check .venv/lib/.../torch` or `check build/gen` checks what is there; the
+    .gitignore still decides below the folder named."""
+    (project.root / ".git").mkdir()
+    project(".gitignore", "vendored/\n*_gen.py\nskip/\n")
+    for name in ("vendored/pkg/a.py", "vendored/pkg/b_gen.py", "vendored/pkg/skip/c.py"):
+        project(name, CUDA)
+    assert lines(run("check", "--no-cache", "-q", ".")) == []
+    out = lines(run("check", "--no-cache", "-q", "vendored/pkg"))
+    assert sorted({line.split(":")[0] for line in out}) == ["vendored/pkg/a.py"]
+
+
 def test_gitignore_outside_a_repository_applies_below_the_walked_folder(project):
     project(".gitignore", "sub/*.py\n")
     project("a.py")

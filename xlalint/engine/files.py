@@ -68,18 +68,27 @@ class IgnoreRules:
         """As git decides: the nearest .gitignore with a pattern that matches decides
         (so a nested ``!keep.py`` re-includes what a parent ignores). The .gitignore
         files read are those up to the repository's root, or up to ``top`` (the folder
-        being walked) outside a repository."""
+        being walked) outside a repository. A pattern that matches only ``top`` or a folder
+        above it does not count (ruff's rule: a folder named on the command line is walked)."""
         root = _git_root(path.parent) or top or path.parent
         for folder in (path.parent, *path.parent.parents):
             spec = self._spec(folder)
             if spec is not None:
                 relative = path.relative_to(folder).as_posix() + ("/" if is_dir else "")
-                verdict = spec.check(relative)
+                verdict = spec.check(relative, _depth_below(top, folder))
                 if verdict is not None:
                     return verdict
             if folder == root:
                 break
         return False
+
+
+def _depth_below(top: Path | None, folder: Path) -> int:
+    """How many names ``top`` (the folder named on the command line) has below ``folder``
+    (0 when it is not below it)."""
+    if top is None or not top.is_relative_to(folder):
+        return 0
+    return len(top.parts) - len(folder.parts)
 
 
 def discover(

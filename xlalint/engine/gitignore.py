@@ -98,16 +98,17 @@ class IgnorePattern:
     matches_all: bool = False  # ``*``, ``**``: every path, as itself
     slash_only: bool = False  # ``*/``, ``*/**``, ``**/``: every path with a ``/`` in it
 
-    def verdict(self, segments: list[str]) -> int | None:
-        """ITSELF, FOLDER, or None when the pattern does not match ``segments`` (a
-        folder's path ends with an empty segment, as ``d/`` splits)."""
+    def verdict(self, segments: list[str]) -> tuple[int, int] | None:
+        """(ITSELF or FOLDER, depth), or None when the pattern does not match ``segments``
+        (a folder's path ends with an empty segment, as ``d/`` splits). For FOLDER, depth
+        is how many segments the deepest matching folder has."""
         count = len(segments)
         if self.matches_all:
-            return ITSELF if any(segments) else None
+            return (ITSELF, count) if any(segments) else None
         if self.slash_only:
             if count < 2:
                 return None
-            return FOLDER if self.is_dir else ITSELF
+            return (FOLDER, count - 1) if self.is_dir else (ITSELF, count)
         last = len(self.elements) - 1
         # Where the next element may match: one position per segment at most.
         reach: list[int] = [0]
@@ -118,15 +119,16 @@ class IgnorePattern:
                 elif index < last:
                     reach = list(range(reach[0], count))
                 else:  # a trailing ``/**``: anything below what matched so far
-                    if any(position < count for position in reach):
-                        return FOLDER if self.is_dir else ITSELF
+                    below = [position for position in reach if position < count]
+                    if below:
+                        return (FOLDER, max(below)) if self.is_dir else (ITSELF, count)
                     return None
                 continue
             reach = [position + 1 for position in reach if position < count and element.matches(segments[position])]
             if not reach:
                 return None
         # The last glob matched the path's last segment (the path itself), or a folder on the way.
-        return ITSELF if count in reach else FOLDER
+        return (ITSELF, count) if count in reach else (FOLDER, max(reach))
 
 
 def parse(line: str) -> IgnorePattern | None:
@@ -175,15 +177,21 @@ class IgnoreSpec:
     def from_lines(cls, lines: Iterable[str]) -> IgnoreSpec:
         return cls(pattern for pattern in map(parse, lines) if pattern is not None)
 
-    def check(self, relative: str) -> bool | None:
+    def check(self, relative: str, floor: int = 0) -> bool | None:
         """True if ``relative`` (a posix path; a folder's ends with ``/``) is ignored,
-        False if a ``!`` pattern keeps it, None if no pattern matches."""
+        False if a ``!`` pattern keeps it, None if no pattern matches. A pattern matching
+        only a folder of ``floor`` segments or fewer (the folder named on the command line
+        and those above it) does not count: as in ruff, a folder named explicitly is
+        walked even where a .gitignore above it ignores it."""
         segments = relative.split("/")
         decided = None
         for pattern in reversed(self.patterns):  # the last pattern that matches decides...
             verdict = pattern.verdict(segments)
-            if verdict == ITSELF:
+            if verdict is None:
+                continue
+            kind, depth = verdict
+            if kind == ITSELF:
                 return pattern.include
-            if verdict == FOLDER and decided is None:
+            if depth > floor and decided is None:
                 decided = pattern.include  # ...unless an earlier one matches the path itself
         return decided
