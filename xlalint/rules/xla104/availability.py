@@ -253,6 +253,8 @@ class Availability:
             return
         if test_of is not None and _chooses_a_backend(test_of):
             return  # `"nccl" if torch.cuda.is_available() else "gloo"`: the process group's finding
+        if _chooses_float16(call, test_of):
+            return  # `fp16=torch.cuda.is_available()`: False on XLA is right (see `_chooses_float16`)
         if isinstance(test_of, ast.If) and self._only_reports(test_of):
             return  # `if not torch.cuda.is_available(): print("running on the CPU")`: nothing runs differently
         if test_of is not None:
@@ -358,6 +360,26 @@ def _chooses_a_backend(condition: ast.If | ast.IfExp) -> bool:
     return any((string_value(b) or "").lower() in CUDA_BACKENDS for b in (condition.body, condition.orelse))
 
 
+# float16 mixed precision is CUDA's: on a TPU accelerate raises "fp16 mixed precision is
+# not supported on 'xla'" (accelerate 1.x, `Accelerator.__init__`), and XLA computes in
+# bfloat16. What a CUDA test turns on as float16 stays off on XLA.
+_FLOAT16_KEYWORDS = frozenset({"fp16", "fp16_full_eval", "half"})
+_FLOAT16_VALUES = frozenset({"torch.float16", "torch.half", "float16", "fp16", "half"})
+
+
+def _chooses_float16(call: ast.Call, test_of: ast.If | ast.IfExp | None) -> bool:
+    """``TrainingArguments(fp16=torch.cuda.is_available())`` or ``torch.float16 if
+    torch.cuda.is_available() else torch.float32``: the value is False (float32) on XLA,
+    which is what runs there; treating the test as True would turn on float16."""
+    if test_of is None:
+        holder = parent(call)
+        return isinstance(holder, ast.keyword) and holder.arg in _FLOAT16_KEYWORDS
+    if not isinstance(test_of, ast.IfExp) or test_of.test is not call:
+        return False
+    chosen = test_of.body
+    return (dotted_name(chosen) or string_value(chosen) or "").lower() in _FLOAT16_VALUES
+
+
 # XLA104's examples of this part (the rule runs them as its own: tests/test_rule_examples.py).
 VALID = [
     # A test that only builds the text of a log line, and one that only prints: no port
@@ -373,6 +395,16 @@ VALID = [
             print(fmt.format(i=0, memory=0))
         else:
             print(fmt.format(i=0))
+        """
+    ),
+    # float16 where CUDA is: False on XLA keeps float32, which runs there (on a TPU,
+    # `fp16=True` raises in accelerate: "fp16 mixed precision is not supported on 'xla'").
+    Valid(
+        """
+        import torch
+        from transformers import TrainingArguments
+        args = TrainingArguments("out", fp16=torch.cuda.is_available())
+        dtype = torch.float16 if torch.cuda.is_available() else torch.float32
         """
     ),
 ]
