@@ -118,6 +118,28 @@ def test_a_module_imported_as_a_module_and_a_later_importer_tell_too(program):
     assert found("--no-cache", ".") == EXPECTED
 
 
+def test_what_a_told_module_iterates_of_another_is_told_on(program):
+    """`prepare_dataloader` returns what `loaders.make_loader` builds: `data.py`, told by
+    `train.py`, tells `loaders.py` in turn (a round more), from either entry point."""
+    (program / "loaders.py").write_text(
+        "from torch.utils.data import DataLoader\n\n\n"
+        "def make_loader(ds, bs):\n"
+        "    return DataLoader(ds, batch_size=bs, shuffle=True)\n"
+    )
+    (program / "data.py").write_text(
+        "import torch\nfrom torch.utils.data import TensorDataset\nfrom loaders import make_loader\n\n\n"
+        "def prepare_dataloader(batch_size):\n"
+        "    return make_loader(TensorDataset(torch.randn(100, 4)), batch_size)\n\n\n"
+        "def prepare_eval_loader(batch_size):\n"
+        "    return make_loader(TensorDataset(torch.randn(10, 4)), batch_size)\n"
+    )
+    assert found("--no-cache", "train.py") == [("loaders.py", 5, 12, "XLA301")]
+    assert found("--no-cache", ".") == [("loaders.py", 5, 12, "XLA301")]
+    assert found(".") == found(".") == [("loaders.py", 5, 12, "XLA301")]  # cold, then warm
+    assert run("fix", "--unsafe-fixes", "train.py").exit_code == 0
+    assert "shuffle=True, drop_last=True)" in (program / "loaders.py").read_text()
+
+
 def test_the_engine_api_a_language_server_calls(program):
     """What the language server needs to check `data.py` as part of the program: what
     `train.py`'s text tells the modules it imports (by real path), and the settings that
@@ -144,3 +166,18 @@ def test_what_a_file_tells_survives_the_cache_entry_and_nothing_else_does():
         entry["file"]["iterated"] = bad
         with pytest.raises(findings_json.InvalidEntry):
             findings_json.loads(json.dumps(entry).encode(), "k")
+
+
+def test_at_run_time_the_fix_in_the_helper_s_module_saves_the_partial_batch_s_compile(program):
+    """`xlalint run` fixes data.py as `fix` does, and the fixed program compiles its step
+    once: the port compiles it again for the last batch of 4 (100 = 3 * 32 + 4)."""
+    from support import run_cli
+
+    result = run_cli("run", "--compare", "--unsafe-fixes", "--json", "out.json", "train.py", cwd=program)
+    assert result.returncode in (0, 1), result.stderr.decode()[-2000:]
+    report = json.loads((program / "out.json").read_text())
+    assert report["local_modules"] == ["data.py"]
+    assert "+    return DataLoader(ds, batch_size=batch_size, shuffle=True, drop_last=True)" in report["fix_diff"]
+    fixed, port = report["runs"]["fixed"], report["runs"]["port"]
+    assert fixed["exit_code"] == port["exit_code"] == 0
+    assert fixed["compiles"] == port["compiles"] - 1
