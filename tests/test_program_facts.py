@@ -118,6 +118,23 @@ def test_a_module_imported_as_a_module_and_a_later_importer_tell_too(program):
     assert found("--no-cache", ".") == EXPECTED
 
 
+@pytest.mark.parametrize(
+    ("imports", "call"),
+    [("from .data import prepare_dataloader", "prepare_dataloader"), ("from . import data", "data.prepare_dataloader")],
+)
+def test_a_relative_import_in_a_package_tells_too(program, imports, call):
+    package = program / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (program / "data.py").rename(package / "data.py")
+    script = TRAIN.replace("from data import prepare_dataloader, prepare_eval_loader", imports)
+    script = script.replace("prepare_dataloader(32)", f"{call}(32)").replace("\nwith torch.no_grad():", "\nif 0:")
+    (package / "train.py").write_text(script)
+    (program / "train.py").unlink()
+    assert found("--no-cache", "pkg/train.py") == [("pkg/data.py", 14, 12, "XLA301")]
+    assert found("--no-cache", ".") == [("pkg/data.py", 14, 12, "XLA301")]
+
+
 def test_what_a_told_module_iterates_of_another_is_told_on(program):
     """`prepare_dataloader` returns what `loaders.make_loader` builds: `data.py`, told by
     `train.py`, tells `loaders.py` in turn (a round more), from either entry point."""
