@@ -135,6 +135,16 @@ def test_a_relative_import_in_a_package_tells_too(program, imports, call):
     assert found("--no-cache", ".") == [("pkg/data.py", 14, 12, "XLA301")]
 
 
+def test_a_package_that_re_exports_the_helper_tells_it_on(program):
+    package = program / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from .data import prepare_dataloader, prepare_eval_loader\n")
+    (program / "data.py").rename(package / "data.py")
+    (program / "train.py").write_text(TRAIN.replace("from data import", "from pkg import"))
+    assert found("--no-cache", "train.py") == [("pkg/data.py", 14, 12, "XLA301")]
+    assert found("--no-cache", ".") == [("pkg/data.py", 14, 12, "XLA301")]
+
+
 def test_what_a_told_module_iterates_of_another_is_told_on(program):
     """`prepare_dataloader` returns what `loaders.make_loader` builds: `data.py`, told by
     `train.py`, tells `loaders.py` in turn (a round more), from either entry point."""

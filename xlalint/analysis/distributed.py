@@ -235,7 +235,7 @@ class DistributedAnalysis:
             for source in self._loop_sources(loop):
                 for call in self._loaders_of(source, 0, seen):
                     iterated[id(call)] = call
-        for function in self._functions_iterated_by_importers:
+        for function in self.functions_iterated_by_importers:
             for node in walk_scope(function, shallow=True):
                 if isinstance(node, ast.Return):
                     for call in self._loaders_of(node.value, 1, seen):
@@ -243,9 +243,10 @@ class DistributedAnalysis:
         return loops, iterated
 
     @cached_property
-    def _functions_iterated_by_importers(self) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    def functions_iterated_by_importers(self) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
         """The module-level functions named by ``iterated_by_importers`` (the last
-        definition of each, as an import binds it)."""
+        definition of each, as an import binds it). A name told that the module does not
+        define may be one it imports (a package's ``__init__.py`` re-exporting it)."""
         if not self.iterated_by_importers:
             return []
         wanted = set(self.iterated_by_importers)

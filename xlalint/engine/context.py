@@ -124,12 +124,21 @@ class Context:
     def iterated_imports(self) -> list[tuple[int, str]]:
         """What this module tells the local modules it imports: the functions of theirs
         whose results a step loop here iterates (``loader = prepare_dataloader(32)``,
-        ``from data import prepare_dataloader``), as (level, dotted name), sorted
+        ``from data import prepare_dataloader``), or whose results the scripts that
+        import this module iterate (a re-export), as (level, dotted name), sorted
         (``project.resolve_functions`` finds their files). Empty, without any analysis,
         when the module imports nothing that may be local."""
-        if not self.semantic.imports.imports_any() or not self.project.may_import_local():
+        if not self.project.may_import_local():
             return []
-        found = {self.project.origin(call.func) for call in self.distributed.iterated_calls}
+        found = set()
+        if self.semantic.imports.imports_any():  # else no step loop: torch is not imported
+            found = {self.project.origin(call.func) for call in self.distributed.iterated_calls}
+        # A name the importers were told of that an import binds here (`from .data import
+        # prepare_dataloader` in `pkg/__init__.py`) is told on to the module it comes from.
+        defined = {function.name for function in self.distributed.functions_iterated_by_importers}
+        for name in self.settings.iterated_by_importers:
+            if name not in defined:
+                found.add(self.project.origin(ast.Name(id=name, ctx=ast.Load())))
         return sorted(origin for origin in found if origin is not None)
 
     @cached_property

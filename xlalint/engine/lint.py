@@ -77,7 +77,8 @@ _exports: ContextVar[list | None] = ContextVar("xlalint_exports", default=None)
 def recording_exports() -> Iterator[list]:
     """While the block runs, each check records what its module tells the local modules
     it imports, as ``[text, [(level, dotted), ...]]`` of the last text checked (the
-    runner asks right after a check, so the analysis the rules built serves)."""
+    runner asks right after a check, so the analysis the rules built serves), or
+    ``[text, None]`` when the check did not analyse it (it mentions no torch)."""
     record: list = [None, []]
     token = _exports.set(record)
     try:
@@ -91,8 +92,10 @@ def iterated_imports(source: str, path: str, settings: Settings) -> list[tuple[i
     theirs whose results a step loop of it iterates (``Context.iterated_imports``),
     found without running the rules (a fixed text, the language server's document)."""
     source = source.removeprefix("\ufeff")
-    if memory.over_check_limit(source) is not None or not _MENTIONS_SCOPE.search(source):
+    if memory.over_check_limit(source) is not None:
         return []
+    if not (_MENTIONS_SCOPE.search(source) or settings.iterated_by_importers):
+        return []  # no step loop, and nothing told to tell on
     tree = parse(source, path)
     if isinstance(tree, Finding):
         return []
@@ -180,7 +183,7 @@ def _lint_source(
     settings = settings or Settings()
     exports = _exports.get()
     if exports is not None:
-        exports[:] = [source, []]
+        exports[:] = [source, None]  # None: not analysed (no step loop in it)
     if source.startswith("\ufeff"):
         source = source[1:]  # a BOM read as text: not part of the code
     too_large = memory.over_check_limit(source)

@@ -102,10 +102,16 @@ def _with_told(
     """When the run follows imports: put in the report what the file (as ``text``, the
     program that runs) tells the local modules it imports (``report.told``) and give it
     as the names it uses (None otherwise), for the cache. The check of ``text`` recorded
-    it (``exports``); a fixed text is analysed again."""
+    it (``exports``); a fixed text, or one the check did not analyse (a package's
+    ``__init__.py`` told of a function it re-exports), is analysed here."""
     if exports is None or not job.follow:
         return None
-    specs = exports[1] if exports[0] is text else iterated_imports(text, job.path, job.settings)
+    if exports[0] is text and exports[1] is not None:
+        specs = exports[1]
+    elif exports[0] is text and not job.settings.iterated_by_importers:
+        specs = []  # not analysed: it has no step loop, and was told nothing to tell on
+    else:
+        specs = iterated_imports(text, job.path, job.settings)
     report.told = project.resolve_functions(specs, job.path, job.follow_from, job.settings.root)
     return tuple(specs)
 
