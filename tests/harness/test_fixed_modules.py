@@ -333,3 +333,21 @@ def test_the_modules_of_an_xla_program_get_the_fixes_of_an_xla_program(tmp_path)
     assert "import torch_xla" in fixed.source
     (model,) = fixed.modules
     assert "idx if idx.size(1) <= self.block_size else idx[:, -self.block_size :]" in model.source
+
+
+def test_a_module_whose_helper_s_loader_the_script_iterates_gets_its_fix(tmp_path):
+    # Issue 38: `xlalint run` fixes data.py as `xlalint fix --unsafe-fixes train.py`
+    # does: train.py's step loop iterates what `prepare_dataloader` returns (XLA301).
+    program = Path(__file__).resolve().parents[1] / "fixtures" / "XLA301" / "helper_module"
+    user = tmp_path / "user"
+    user.mkdir()
+    for name in ("data.py", "train.py"):
+        (user / name).write_text((program / name).read_text())
+    script = user / "train.py"
+    script_file = prepare.read_user_file(script, "user/train.py", Path("train.py"))
+    modules = prepare.read_local_modules(script, "user/train.py")
+    options = RunOptions(script=script, unsafe_fixes=True)
+    (fixed,) = _prepare_versions(options, script_file, modules, tmp_path / "work").versions
+    (data,) = fixed.modules
+    assert data.source == (program / "data.unsafe.py").read_text()
+    assert [(f.code, line) for f, line in zip(data.applied, data.applied_lines, strict=True)] == [("XLA301", 14)]

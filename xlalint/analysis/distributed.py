@@ -9,8 +9,11 @@ XLA106, XLA202, XLA203, XLA204 and XLA301 share.
   either arm of a conditional expression, variables (by the assignments that reach the
   read: ``reaching``), ``self.<attr>``, a same-module function that returns one, and function
   parameters filled at every call site (an ``__init__``'s at every construction of its class:
-  ``Trainer(model, prepare_dataloader(ds))`` kept as ``self.train_data``); when no step loop is in sight (the loop is in
-  another module), a loader bound to a name that says ``train``;
+  ``Trainer(model, prepare_dataloader(ds))`` kept as ``self.train_data``); a loader a
+  function of the module returns when a step loop of a script that imports it iterates
+  what the function returns (``iterated_by_importers``; the calls a step loop iterates
+  into another module are ``iterated_calls``); when no step loop is in sight (the loop
+  is in another module), a loader bound to a name that says ``train``;
 - the optimizer steps along each path through the step (``xlalint.analysis.order``) and
   whether the gradients are all-reduced before each, on each path;
 - whether its optimizer reduces the gradients itself (ZeRO-1), or the script reduces
@@ -98,12 +101,22 @@ def _same(path: Path, event: Event) -> Event:
 class DistributedAnalysis:
     """The multi-process facts of one module, computed on first use."""
 
-    def __init__(self, semantic: Semantic, step_analysis: Callable[[], StepAnalysis], parallelism: ParallelismAnalysis):
+    def __init__(
+        self,
+        semantic: Semantic,
+        step_analysis: Callable[[], StepAnalysis],
+        parallelism: ParallelismAnalysis,
+        iterated_by_importers: tuple[str, ...] = (),
+    ):
         """``step_analysis``: gives the module's step analysis, asked only by the facts
-        that need it (most rules ask only which calls the file makes)."""
+        that need it (most rules ask only which calls the file makes).
+        ``iterated_by_importers``: the module-level functions of this module whose
+        results a step loop of an XLA script that imports it iterates (what that
+        script's check found: ``engine/follow.py``)."""
         self.semantic = semantic
         self._step_analysis = step_analysis
         self.parallelism = parallelism
+        self.iterated_by_importers = iterated_by_importers
 
     @property
     def steps(self) -> StepAnalysis:
@@ -182,10 +195,35 @@ class DistributedAnalysis:
 
     @cached_property
     def training_loaders(self) -> list[TrainingLoader]:
-        """The ``DataLoader`` calls whose batches a step loop iterates; when the module
-        has no step loop, those bound to a name that says ``train`` (and not ``eval``)."""
+        """The ``DataLoader`` calls whose batches a step loop iterates (also a loop of a
+        script that imports this module, through the functions it names:
+        ``iterated_by_importers``); when the module has no step loop, also those bound
+        to a name that says ``train`` (and not ``eval``)."""
         if not self.dataloaders:
             return []
+        loops, iterated = self._iterated
+        chosen = [c for c in self.dataloaders if id(c) in iterated or (not loops and _named_for_training(c))]
+        return [TrainingLoader(call, _dataset_argument(call)) for call in chosen]
+
+    @cached_property
+    def iterated_calls(self) -> list[ast.Call]:
+        """The calls whose results a step loop iterates and whose function is neither
+        one of this module nor a loader this analysis knows (``prepare_dataloader(32)``
+        imported from ``data.py``): where the training batches come from another module.
+        The engine tells that module (``engine/follow.py``), whose loaders are then
+        training loaders (``iterated_by_importers``)."""
+        _loops, iterated = self._iterated
+        return [
+            call
+            for call in iterated.values()
+            if self.semantic.call_name(call) not in DATALOADERS and self.steps.resolve(call) is None
+        ]
+
+    @cached_property
+    def _iterated(self) -> tuple[list[ast.AST], dict[int, ast.Call]]:
+        """The step loops, and the calls (``DataLoader(...)`` and the calls to
+        functions not of this module) whose results they iterate, by id: followed once
+        from every loop and every function the importers iterate the results of."""
         loops = list({id(loop.node): loop.node for loop in self.steps.loops}.values())
         loops += [loop for loop, _paths in self.loop_paths if all(loop is not known for known in loops)]
         iterated: dict[int, ast.Call] = {}
@@ -197,11 +235,26 @@ class DistributedAnalysis:
             for source in self._loop_sources(loop):
                 for call in self._loaders_of(source, 0, seen):
                     iterated[id(call)] = call
-        if loops:
-            chosen = [c for c in self.dataloaders if id(c) in iterated]
-        else:
-            chosen = [c for c in self.dataloaders if _named_for_training(c)]
-        return [TrainingLoader(call, _dataset_argument(call)) for call in chosen]
+        for function in self.functions_iterated_by_importers:
+            for node in walk_scope(function, shallow=True):
+                if isinstance(node, ast.Return):
+                    for call in self._loaders_of(node.value, 1, seen):
+                        iterated[id(call)] = call
+        return loops, iterated
+
+    @cached_property
+    def functions_iterated_by_importers(self) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The module-level functions named by ``iterated_by_importers`` (the last
+        definition of each, as an import binds it). A name told that the module does not
+        define may be one it imports (a package's ``__init__.py`` re-exporting it)."""
+        if not self.iterated_by_importers:
+            return []
+        wanted = set(self.iterated_by_importers)
+        found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        for node in self.semantic.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef):
+            if node.name in wanted and isinstance(parent(node), ast.Module):  # type: ignore[attr-defined]
+                found[node.name] = node  # type: ignore[attr-defined]
+        return list(found.values())
 
     def _loop_sources(self, loop: ast.AST) -> Iterator[ast.expr]:
         """What a step loop takes its batches from: the ``for`` iterable, and ``next(it)``
@@ -226,8 +279,9 @@ class DistributedAnalysis:
         return found
 
     def _loaders_of(self, expr: ast.AST | None, depth: int, seen: dict[int, int]) -> Iterator[ast.Call]:
-        """The ``DataLoader`` calls whose batches iterating ``expr`` yields (``seen``:
-        the expressions followed so far, with the least depth they were followed from)."""
+        """The ``DataLoader`` calls whose batches iterating ``expr`` yields, and the
+        calls to functions not of this module whose results it iterates (``seen``: the
+        expressions followed so far, with the least depth they were followed from)."""
         if expr is None or depth > _MAX_DEPTH or seen.get(id(expr), _MAX_DEPTH + 1) <= depth:
             return
         seen[id(expr)] = depth
@@ -250,10 +304,14 @@ class DistributedAnalysis:
                     yield from self._loaders_of(arg, depth + 1, seen)
                 return
             function = self.steps.resolve(expr) if name is None else None
-            if function is not None:
-                for node in walk_scope(function, shallow=True):
-                    if isinstance(node, ast.Return):
-                        yield from self._loaders_of(node.value, depth + 1, seen)
+            if function is None:
+                # A function of another module (or unknown): what it returns is not
+                # followed here; the call is kept (``iterated_calls``).
+                yield expr
+                return
+            for node in walk_scope(function, shallow=True):
+                if isinstance(node, ast.Return):
+                    yield from self._loaders_of(node.value, depth + 1, seen)
             return
         if isinstance(expr, ast.IfExp):
             # `pl.MpDeviceLoader(loader, device) if on_xla else loader`: either arm.

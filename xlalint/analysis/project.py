@@ -195,6 +195,28 @@ class ProjectIndex:
                     files.append(found)
         return files
 
+    def module_file(self, folder: Path, level: int, dotted: str) -> Path | None:
+        """The file of the module ``dotted`` (with ``level`` dots, from a module of
+        ``folder``) when it is a local module with a file (a package: its
+        ``__init__.py``); as found on the search path, links not resolved."""
+        if level:
+            for _ in range(level - 1):
+                folder = folder.parent
+            if not folder.is_relative_to(self.area):
+                return None
+            if not dotted:
+                init = folder / "__init__.py"
+                return init if os.path.isfile(init) else None
+            locations = [folder]
+        else:
+            locations = self.search_path
+        found: Path | None = None
+        for part in dotted.split(".") if dotted else ():
+            if not part.isidentifier() or not locations:
+                return None
+            found, locations = _find_in(part, locations)
+        return found
+
     def relative_module(self, folder: Path, level: int, dotted: str) -> LocalModule | None:
         """``from <level dots><dotted> import ...`` in a module of ``folder``."""
         for _ in range(level - 1):
@@ -443,6 +465,32 @@ def resolve_imports(specs: list[ImportSpec], path: str, script: str | None, conf
     for level, dotted, names in specs:
         found.update(dict.fromkeys(index.import_files(folder, level, dotted, names)))
     return list(found)
+
+
+# A function another module defines, as a module names it: (level, dotted), the dotted
+# name ending with the function's (``(0, "data.prepare_dataloader")``).
+FunctionSpec = tuple[int, str]
+
+
+def resolve_functions(
+    specs: list[FunctionSpec], path: str, script: str | None, config_root: str | None
+) -> dict[str, tuple[str, ...]]:
+    """The local module files the functions ``specs`` (named in the module at ``path``)
+    are looked up in, by real path, each with the names looked up there, sorted; found
+    as :func:`resolve_imports` finds modules (only the filesystem is asked). A function a
+    package re-exports is looked up in the package's ``__init__.py``."""
+    if path in NO_FOLDER or not specs:
+        return {}
+    program = Path(os.path.realpath(script or path))
+    index = ProjectIndex(program, project_root(program, config_root))
+    folder = Path(os.path.abspath(path)).parent
+    found: dict[str, set[str]] = {}
+    for level, dotted in specs:
+        module, _, name = dotted.rpartition(".")
+        file = index.module_file(folder, level, module) if name.isidentifier() else None
+        if file is not None:
+            found.setdefault(os.path.realpath(file), set()).add(name)
+    return {file: tuple(sorted(names)) for file, names in found.items()}
 
 
 def local_imports(text: str, path: str, script: str | None, config_root: str | None) -> list[Path]:

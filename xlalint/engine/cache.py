@@ -12,7 +12,11 @@ never followed through a symbolic link, neither to read nor to write.
 
 A check whose findings depend on a local module the file imports (XLA502 reads the class
 a model is built from in ``model.py``: ``analysis/project.py``) is not kept: an entry
-describes one file, and the module may change while the file does not.
+describes one file, and the module may change while the file does not. What the scripts
+that import a module tell it (``Settings.xla_program``, ``Settings.iterated_by_importers``:
+``engine/follow.py``) is part of the settings, so of the key: the module's findings told
+one thing are another entry than those told another, and an importer's entry keeps what it
+tells (``FileStamp.iterated``).
 """
 
 from __future__ import annotations
@@ -96,9 +100,10 @@ def file_stamp(
     sha256: str,
     imports: tuple[tuple[int, str, tuple[str, ...]], ...] | None = None,
     xla_program: bool | None = None,
+    iterated: tuple[tuple[int, str], ...] | None = None,
 ) -> FileStamp:
     racy = time.time_ns() - mtime_ns < RACY_NS
-    return FileStamp(path, size, 0 if racy else mtime_ns, sha256, imports, xla_program)
+    return FileStamp(path, size, 0 if racy else mtime_ns, sha256, imports, xla_program, iterated)
 
 
 class Cache:
@@ -128,6 +133,7 @@ class Cache:
                     hashlib.sha256(data).hexdigest(),
                     stamp.imports,
                     stamp.xla_program,
+                    stamp.iterated,
                 )
                 if current.sha256 != stamp.sha256:
                     return None

@@ -150,6 +150,11 @@ class Settings:
     #: rules scoped to an XLA script's code that runs on the device apply to it too
     #: (XLA307, XLA308: a ``generate`` in ``model.py`` runs on XLA tensors).
     xla_program: bool = False
+    #: Set by following imports (``engine/follow.py``), never by a config: the
+    #: module-level functions of this module whose results a step loop of an XLA script
+    #: that imports it iterates (``loader = prepare_dataloader(32)`` in ``train.py``), sorted.
+    #: The loaders they return are training loaders (XLA301). Part of the cache key.
+    iterated_by_importers: tuple[str, ...] = ()
 
     # -- which rules run -------------------------------------------------------------
     def enabled_codes(self, all_codes: Iterable[str], path: str | None = None) -> set[str]:

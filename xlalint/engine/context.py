@@ -81,7 +81,9 @@ class Context:
     def distributed(self) -> DistributedAnalysis:
         """The multi-process analysis (training loaders, optimizer steps and gradient
         reduction, model wrappers), built on first use."""
-        return DistributedAnalysis(self.semantic, lambda: self.steps, self.parallelism)
+        return DistributedAnalysis(
+            self.semantic, lambda: self.steps, self.parallelism, self.settings.iterated_by_importers
+        )
 
     @cached_property
     def parallelism(self) -> ParallelismAnalysis:
@@ -118,6 +120,26 @@ class Context:
         """The local modules the module imports (``from model import Transformer``), found
         from its path and read only when a rule asks about one."""
         return ProjectView(self.path, self.settings.root, self.semantic, sourcefile.read_module_text)
+
+    def iterated_imports(self) -> list[tuple[int, str]]:
+        """What this module tells the local modules it imports: the functions of theirs
+        whose results a step loop here iterates (``loader = prepare_dataloader(32)``,
+        ``from data import prepare_dataloader``), or whose results the scripts that
+        import this module iterate (a re-export), as (level, dotted name), sorted
+        (``project.resolve_functions`` finds their files). Empty, without any analysis,
+        when the module imports nothing that may be local."""
+        if not self.project.may_import_local():
+            return []
+        found = set()
+        if self.semantic.imports.imports_any():  # else no step loop: torch is not imported
+            found = {self.project.origin(call.func) for call in self.distributed.iterated_calls}
+        # A name the importers were told of that an import binds here (`from .data import
+        # prepare_dataloader` in `pkg/__init__.py`) is told on to the module it comes from.
+        defined = {function.name for function in self.distributed.functions_iterated_by_importers}
+        for name in self.settings.iterated_by_importers:
+            if name not in defined:
+                found.add(self.project.origin(ast.Name(id=name, ctx=ast.Load())))
+        return sorted(origin for origin in found if origin is not None)
 
     @cached_property
     def devices(self) -> DeviceAnalysis:

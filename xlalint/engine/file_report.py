@@ -24,6 +24,9 @@ class FileReport:
     # The file makes its program an XLA one (it imports torch_xla, or its port does), when
     # the run follows imports: what it imports is checked as part of an XLA program.
     xla_program: bool | None = None
+    # What the file tells the local modules it imports, when the run follows imports:
+    # module (real path) -> its functions whose results a step loop here iterates.
+    told: dict[str, tuple[str, ...]] | None = None
     followed: bool = False  # checked because a checked file imports it (engine/follow.py)
     # Fixing: how many findings `check` reports on the file as it was (None: not fixed).
     checked: int | None = None

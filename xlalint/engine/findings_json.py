@@ -25,8 +25,9 @@ from xlalint import model
 from xlalint.model import Finding
 
 # 2: an entry names its file (size, mtime, hash); 3: findings carry `after_port`; 4: `fix_withheld`;
-# 5: the file stamp says whether the file makes an XLA program (`xla_program`)
-FORMAT = 5
+# 5: the file stamp says whether the file makes an XLA program (`xla_program`);
+# 6: and which imported functions' results its step loops iterate (`iterated`)
+FORMAT = 6
 # Columns and lines beyond this are not from a real file (the size limit is 8 MiB).
 MAX_INT = 2**31 - 1
 # Sizes and nanosecond times of a file.
@@ -51,6 +52,10 @@ class FileStamp:
     # The file imports torch_xla or its port does (``runner.makes_xla_program``), when
     # the check was asked to follow imports; else None.
     xla_program: bool | None = None
+    # The functions of local modules whose results a step loop of the file iterates
+    # (``Context.iterated_imports``: level, dotted name), when the check was asked to
+    # follow imports; else None.
+    iterated: tuple[tuple[int, str], ...] | None = None
 
 
 def dumps(key: str, stamp: FileStamp, findings: list[Finding]) -> bytes:
@@ -77,7 +82,7 @@ def loads(data: bytes, key: str) -> tuple[FileStamp, list[Finding]]:
     stamp = entry["file"]
     if (
         not isinstance(stamp, dict)
-        or set(stamp) - {"imports", "xla_program"} != {"path", "size", "mtime_ns", "sha256"}
+        or set(stamp) - {"imports", "xla_program", "iterated"} != {"path", "size", "mtime_ns", "sha256"}
         or not isinstance(stamp.get("xla_program"), (bool, type(None)))
         or not isinstance(stamp["path"], str)
         or not all(_stamp_int(stamp[name]) for name in ("size", "mtime_ns"))
@@ -89,6 +94,11 @@ def loads(data: bytes, key: str) -> tuple[FileStamp, list[Finding]]:
         if not isinstance(imports, list) or not all(_import_spec(spec) for spec in imports):
             raise InvalidEntry("not a list of imports")
         stamp["imports"] = tuple((level, dotted, tuple(names)) for level, dotted, names in imports)
+    iterated = stamp.get("iterated")
+    if iterated is not None:
+        if not isinstance(iterated, list) or not all(_function_spec(spec) for spec in iterated):
+            raise InvalidEntry("not a list of functions")
+        stamp["iterated"] = tuple((level, dotted) for level, dotted in iterated)
     findings = _decode(entry["findings"], tuple[Finding, ...], "findings")
     return FileStamp(**stamp), list(findings)
 
@@ -103,6 +113,17 @@ def _import_spec(value: Any) -> bool:
         and isinstance(value[1], str)
         and isinstance(value[2], list)
         and all(isinstance(name, str) for name in value[2])
+    )
+
+
+def _function_spec(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and isinstance(value[0], int)
+        and not isinstance(value[0], bool)
+        and 0 <= value[0] <= MAX_INT
+        and isinstance(value[1], str)
     )
 
 

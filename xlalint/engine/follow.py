@@ -11,6 +11,13 @@ away and ``MAX_ADDED`` files in all. A module is added as a walk would find it: 
 out, and with its own settings (``per-file-ignores`` by its own path). A module that is
 outside the project root (through a symbolic link) is checked, never written.
 
+What a script's step loop iterates of an imported module (``loader =
+prepare_dataloader(32)``, ``from data import prepare_dataloader``) is told to that module
+(``FileReport.told``, ``Settings.iterated_by_importers``): its check, part of the program,
+then knows the loader the helper returns is a training loader (XLA301 in ``data.py``).
+A module checked before an importer told it something is checked again
+(``_join_programs``); what it is told is part of its cache key.
+
 Turned off by ``follow-imports = false`` in the config of the files named, or
 ``--no-follow-imports`` (what the pre-commit hooks pass: they name the changed files
 only). ``--add-noqa`` and stdin never follow.
@@ -20,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from xlalint.analysis import project
@@ -29,7 +36,8 @@ from xlalint.engine import source as sourcefile
 from xlalint.engine.config import Settings
 from xlalint.engine.escaping import printable
 from xlalint.engine.file_report import FileReport
-from xlalint.engine.runner import Job, makes_xla_program, process_all
+from xlalint.engine.lint import iterated_imports
+from xlalint.engine.runner import Job, imports_torch_xla, makes_xla_program, process_all
 
 # How many imports away from a checked file a module is still checked: the script, the
 # package it imports, the module the package re-exports, what that module uses.
@@ -55,11 +63,18 @@ def follow_imports(jobs: list[Job], reports: list[FileReport], settings_for: Cal
     in_run = {os.path.realpath(job.path) for job in jobs}
     frontier = [(job, report) for job, report in zip(jobs, reports) if job.follow]
     added: list[FileReport] = []
+    added_jobs: list[Job] = []
     ignore = files.IgnoreRules()
     capped = False
     for depth in range(1, MAX_DEPTH + 1):
         new_jobs: list[Job] = []
         reasons: dict[int, str] = {}
+        # What this round's XLA programs tell the modules they import, from all of them.
+        told: dict[str, set[str]] = {}
+        for job, report in frontier:
+            if job.settings.xla_program or _xla_program(job, report):
+                for real, names in (report.told or {}).items():
+                    told.setdefault(real, set()).update(names)
         for job, report in frontier:
             for found in _imports(job, report):
                 real = os.path.realpath(found)
@@ -72,7 +87,7 @@ def follow_imports(jobs: list[Job], reports: list[FileReport], settings_for: Cal
                 path = _display(found)
                 settings = settings_for(path)
                 if job.settings.xla_program or _xla_program(job, report):
-                    settings = dataclasses.replace(settings, xla_program=True)
+                    settings = in_program(settings, tuple(sorted(told.get(real, ()))))
                 program = job.follow_from or job.path
                 if _left_out(path, settings, ignore, program):
                     continue
@@ -97,7 +112,15 @@ def follow_imports(jobs: list[Job], reports: list[FileReport], settings_for: Cal
         for report in new_reports:
             report.followed = True
         added += new_reports
+        added_jobs += new_jobs
         frontier = list(zip(new_jobs, new_reports))
+    if added:
+        # A module found in one round may be told something by a module found later
+        # (``trainer.py`` iterates what ``data.py`` returns, both imported by the script).
+        every_job, every_report = jobs + added_jobs, reports + added
+        _join_programs(every_job, every_report)
+        jobs[:], reports[:] = every_job[: len(jobs)], every_report[: len(jobs)]
+        added = every_report[len(jobs) :]
     return Followed(added, capped)
 
 
@@ -148,33 +171,106 @@ def cap_warning(followed: Followed) -> str | None:
 
 def _join_programs(jobs: list[Job], reports: list[FileReport]) -> None:
     """The files of the run that an XLA program of the run imports (``fix .`` of a project
-    whose ``train.py`` imports ``model.py``) are part of that program: those first checked
-    without knowing it are checked again as part of it, in place in ``jobs`` and
-    ``reports``. A file a first pass already fixed on disk keeps those fixes in its report."""
+    whose ``train.py`` imports ``model.py``) are part of that program, and told what its
+    modules say of them (``FileReport.told``: ``loader = prepare_dataloader(32)`` in
+    ``train.py``'s step loop tells ``data.py`` that ``prepare_dataloader``'s result is
+    iterated): those first checked without knowing it are checked again as part of it, in
+    place in ``jobs`` and ``reports``. Computed once per round from every report, linear
+    in files and imports; a module checked again may tell the modules it imports more (a
+    helper returning another module's loader), so at most ``MAX_DEPTH`` more rounds. A
+    file a first pass already fixed on disk keeps those fixes in its report."""
     where = {os.path.realpath(job.path): index for index, job in enumerate(jobs)}
-    pending = [i for i, (job, report) in enumerate(zip(jobs, reports)) if job.follow and _xla_program(job, report)]
-    reached, again = set(pending), []
-    while pending:
-        index = pending.pop()
-        for found in _imports(jobs[index], reports[index]):
-            other = where.get(os.path.realpath(found))
-            if other is not None and other not in reached:
-                reached.add(other)
-                pending.append(other)
-                if not jobs[other].settings.xla_program:
-                    again.append(other)
-    if not again:
-        return
-    again.sort()
-    rerun = [
-        dataclasses.replace(jobs[i], settings=dataclasses.replace(jobs[i].settings, xla_program=True)) for i in again
-    ]
-    for index, job, report in zip(again, rerun, process_all(rerun, continuing=True), strict=True):
+    for _round in range(MAX_DEPTH + 1):
+        roots = [i for i, (job, report) in enumerate(zip(jobs, reports)) if job.follow and _xla_program(job, report)]
+        pending, reached, imported = list(roots), set(roots), set()
+        while pending:
+            index = pending.pop()
+            for found in _imports(jobs[index], reports[index]) if jobs[index].follow else ():
+                other = where.get(os.path.realpath(found))
+                if other is not None:
+                    imported.add(other)
+                    if other not in reached:
+                        reached.add(other)
+                        pending.append(other)
+        told = told_in_program([reports[i] for i in sorted(reached)], where)
+        again = []
+        for index in sorted(reached):
+            settings = jobs[index].settings
+            names = told.get(index, ())
+            if settings.iterated_by_importers != names or (index in imported and not settings.xla_program):
+                xla_program = settings.xla_program or index in imported
+                again.append((index, in_program(settings, names, xla_program)))
+        if not again:
+            return
+        _check_again(jobs, reports, again)
+
+
+def told_in_program(reports: list[FileReport], where: dict[str, int]) -> dict[int, tuple[str, ...]]:
+    """What the modules of a program (their ``reports``) tell the files of the run
+    (``where``: real path -> index): index -> the functions of that file whose results
+    a step loop of the program iterates, sorted."""
+    told: dict[int, set[str]] = {}
+    for report in reports:
+        for real, names in (report.told or {}).items():
+            other = where.get(real)
+            if other is not None:
+                told.setdefault(other, set()).update(names)
+    return {index: tuple(sorted(names)) for index, names in told.items()}
+
+
+def in_program(settings: Settings, iterated: tuple[str, ...], xla_program: bool = True) -> Settings:
+    """The settings of a module checked as part of a program: ``xla_program`` (an XLA
+    script imports it) and the functions of it whose results that program's step loops
+    iterate (sorted; ``told_in_program``, ``FileReport.told``). The engine API the
+    language server checks a module with, once it knows what the open scripts tell it."""
+    return dataclasses.replace(settings, xla_program=xla_program, iterated_by_importers=iterated)
+
+
+def told_by(source: str, path: str, settings: Settings, script: str | None = None) -> dict[str, tuple[str, ...]]:
+    """What the module ``source`` (at ``path``, part of the program ``script``: itself
+    when None) tells the local modules it imports, as ``FileReport.told``: module (real
+    path) -> its functions whose results a step loop of ``source`` iterates. With
+    :func:`in_program`, the engine API for a caller that checks one module at a time (the
+    language server; :func:`program_settings` does both): the union of what the
+    program's scripts tell a module, passed to ``in_program``, gives the settings to
+    check it with (``lint_source``)."""
+    specs = iterated_imports(source, path, settings)
+    return project.resolve_functions(specs, path, script, settings.root)
+
+
+def program_settings(path: str, settings: Settings, importers: Iterable[tuple[str, str]]) -> Settings:
+    """The settings to check the module at ``path`` with (``lint_source``) as part of the
+    programs of ``importers``: the ``(path, text)`` of scripts that may import it (the
+    documents open in an editor, as they are, saved or not). Those that import torch_xla
+    and import the module make it part of an XLA program, and tell it what their step
+    loops iterate of its functions (``told_by``). One analysis of each importer: the
+    caller keeps the answer until an importer or the module's imports change."""
+    real = os.path.realpath(path)
+    xla_program, names = settings.xla_program, set(settings.iterated_by_importers)
+    for importer, text in importers:
+        if os.path.realpath(importer) == real or not imports_torch_xla(text):
+            continue
+        imported = {os.path.realpath(found) for found in project.local_imports(text, importer, None, settings.root)}
+        if real in imported:
+            xla_program = True
+            names.update(told_by(text, importer, settings).get(real, ()))
+    if xla_program == settings.xla_program and tuple(sorted(names)) == settings.iterated_by_importers:
+        return settings
+    return in_program(settings, tuple(sorted(names)), xla_program)
+
+
+def _check_again(jobs: list[Job], reports: list[FileReport], again: list[tuple[int, Settings]]) -> None:
+    """Check (or fix) the files at the indexes of ``again`` again with the settings
+    given, in place; a first pass's fixes written on disk stay in the report."""
+    rerun = [dataclasses.replace(jobs[i], settings=settings) for i, settings in again]
+    indexes = [i for i, _ in again]
+    for index, job, report in zip(indexes, rerun, process_all(rerun, continuing=True), strict=True):
         first = reports[index]
         if job.fix and job.write and first.fixed:
             report.fixed = first.fixed + report.fixed
             report.source, report.checked = first.source, first.checked
         report.not_written = first.not_written
+        report.followed = first.followed
         jobs[index], reports[index] = job, report
 
 

@@ -10,13 +10,15 @@ cached when they depend on the file alone.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import functools
 import gc
 import re
 import warnings
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 
 from xlalint.analysis.semantic import SCOPE_ROOTS, attach_parents
 from xlalint.engine import memory, noqa
@@ -64,6 +66,47 @@ def parsed_tree(source: str) -> ast.Module | None:
     """The tree of ``source`` when it is the text (the same object) parsed last."""
     last = _last_parsed
     return last[1] if last is not None and last[0] is source else None
+
+
+# What the module checked last tells the local modules it imports
+# (``Context.iterated_imports``): its text and that, while ``recording_exports`` runs.
+_exports: ContextVar[list | None] = ContextVar("xlalint_exports", default=None)
+
+
+@contextlib.contextmanager
+def recording_exports() -> Iterator[list]:
+    """While the block runs, each check records what its module tells the local modules
+    it imports, as ``[text, [(level, dotted), ...]]`` of the last text checked (the
+    runner asks right after a check, so the analysis the rules built serves), or
+    ``[text, None]`` when the check did not analyse it (it mentions no torch)."""
+    record: list = [None, []]
+    token = _exports.set(record)
+    try:
+        yield record
+    finally:
+        _exports.reset(token)
+
+
+def iterated_imports(source: str, path: str, settings: Settings) -> list[tuple[int, str]]:
+    """What the module ``source`` tells the local modules it imports: the functions of
+    theirs whose results a step loop of it iterates (``Context.iterated_imports``),
+    found without running the rules (a fixed text, the language server's document)."""
+    source = source.removeprefix("\ufeff")
+    if memory.over_check_limit(source) is not None:
+        return []
+    if not (_MENTIONS_SCOPE.search(source) or settings.iterated_by_importers):
+        return []  # no step loop, and nothing told to tell on
+    tree = parse(source, path)
+    if isinstance(tree, Finding):
+        return []
+    nodes = attach_parents(tree)
+    try:
+        return Context(source, path, tree, settings, nodes).iterated_imports()
+    except RecursionError:
+        return []
+    finally:
+        for node in nodes:
+            del node.parent
 
 
 def parse(source: str, path: str) -> ast.Module | Finding:
@@ -138,6 +181,9 @@ def _lint_source(
     rules: list[type[Rule]] | None,
 ) -> list[Finding]:
     settings = settings or Settings()
+    exports = _exports.get()
+    if exports is not None:
+        exports[:] = [source, None]  # None: not analysed (no step loop in it)
     if source.startswith("\ufeff"):
         source = source[1:]  # a BOM read as text: not part of the code
     too_large = memory.over_check_limit(source)
@@ -166,6 +212,8 @@ def _lint_source(
         port_selected = any(rule.code == PORT_CODE for rule in chosen)
         hidden = [port_rule(ctx)] if port_rule is not None and not port_selected else []
         _dispatch(nodes, active + hidden)
+        if exports is not None:
+            exports[1] = ctx.iterated_imports()
         reads_noqa = UNUSED_NOQA in {rule.code for rule in chosen} and noqa.may_name_codes(source, noqa.OWN_CODE_PREFIX)
         if not reads_noqa and not any(rule.findings for rule in active + hidden):
             return []  # most files: no need to tokenize them for noqa comments

@@ -3,6 +3,7 @@ pool when there are enough files to pay for it."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -15,7 +16,7 @@ from xlalint.engine import cache, memory, stopping
 from xlalint.engine import source as sourcefile
 from xlalint.engine.config import Settings
 from xlalint.engine.file_report import FileReport, internal_error
-from xlalint.engine.lint import error_finding, lint_source, parsed_tree
+from xlalint.engine.lint import error_finding, iterated_imports, lint_source, parsed_tree, recording_exports
 
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 12
@@ -59,20 +60,22 @@ def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False)
     if not job.fix:
         # The cache was asked before (``cached_report``): here only the answer is kept,
         # unless it depends on local modules the file imports (an entry names one file).
-        with project.recording() as imported:
+        with project.recording() as imported, _exporting(job) as exports:
             findings = lint_source(text, job.path, job.settings)
         report = FileReport(job.path, findings, source=text)
         specs = _with_imports(job, report, text)
+        told = _with_told(job, report, text, exports)
         fingerprint = original.fingerprint
         if job.cache_dir and not stdin and fingerprint is not None and not imported:
             entry = cache.file_stamp(
-                job.path, fingerprint.size, fingerprint.mtime_ns, fingerprint.sha256, specs, report.xla_program
+                job.path, fingerprint.size, fingerprint.mtime_ns, fingerprint.sha256, specs, report.xla_program, told
             )
             cache.Cache(Path(job.cache_dir)).put(cache.entry_key(job.settings, job.path), entry, findings)
         return report
     from xlalint.engine.fixing import fix_source
 
-    result = fix_source(text, job.path, job.settings, unsafe=job.unsafe)
+    with _exporting(job) as exports:
+        result = fix_source(text, job.path, job.settings, unsafe=job.unsafe)
     report = FileReport(job.path, result.remaining, result.applied, text, result.source, result.error)
     report.checked = result.checked
     if job.write and not stdin and report.changed:
@@ -84,7 +87,33 @@ def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False)
             report.findings = lint_source(text, job.path, job.settings)
             report.fixed, report.fixed_source = [], text
     _with_imports(job, report, text)
+    _with_told(job, report, report.fixed_source if report.fixed_source is not None else text, exports)
     return report
+
+
+def _exporting(job: Job) -> contextlib.AbstractContextManager[list | None]:
+    """Record what the file tells the modules it imports, when the run follows imports."""
+    return recording_exports() if job.follow else contextlib.nullcontext()
+
+
+def _with_told(
+    job: Job, report: FileReport, text: str, exports: list | None
+) -> tuple[project.FunctionSpec, ...] | None:
+    """When the run follows imports: put in the report what the file (as ``text``, the
+    program that runs) tells the local modules it imports (``report.told``) and give it
+    as the names it uses (None otherwise), for the cache. The check of ``text`` recorded
+    it (``exports``); a fixed text, or one the check did not analyse (a package's
+    ``__init__.py`` told of a function it re-exports), is analysed here."""
+    if exports is None or not job.follow:
+        return None
+    if exports[0] is text and exports[1] is not None:
+        specs = exports[1]
+    elif exports[0] is text and not job.settings.iterated_by_importers:
+        specs = []  # not analysed: it has no step loop, and was told nothing to tell on
+    else:
+        specs = iterated_imports(text, job.path, job.settings)
+    report.told = project.resolve_functions(specs, job.path, job.follow_from, job.settings.root)
+    return tuple(specs)
 
 
 def _with_imports(job: Job, report: FileReport, text: str) -> tuple[project.ImportSpec, ...] | None:
@@ -170,6 +199,8 @@ def cached_report(job: Job) -> FileReport | None:
         # may have come or gone), nothing read.
         report.imports = resolved_imports(job, stamp.imports)
         report.xla_program = stamp.xla_program
+        if stamp.iterated is not None:
+            report.told = project.resolve_functions(list(stamp.iterated), job.path, job.follow_from, job.settings.root)
     return report
 
 

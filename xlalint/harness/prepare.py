@@ -324,19 +324,41 @@ def fixed_version(
     """Fix the script and its local modules (``user_files``, in the order of
     ``original.files()``) into ``workdir/folder``, keeping their layout. ``only``:
     apply only these fixes (of a fix made before with the same options)."""
+    from xlalint.engine.api import settings_for
+    from xlalint.engine.follow import told_by
     from xlalint.engine.runner import imports_torch_xla
 
     pairs = list(zip(user_files, original.files(), strict=True))
     script = fixed_copy(*pairs[0], workdir / folder, unsafe=unsafe, select=select, only=only)
     # The modules of a script that is (or is fixed into) an XLA one run in an XLA program:
-    # they are fixed as `xlalint fix` fixes the modules it follows (`Settings.xla_program`).
+    # they are fixed as `xlalint fix` fixes the modules it follows (`Settings.xla_program`),
+    # told what the fixed files before them iterate of theirs (`engine/follow.py`; the
+    # modules come breadth first from the script, so an importer before what it imports).
     xla_program = imports_torch_xla(script.source)
-    modules = [
-        fixed_copy(
-            user_file, unchanged, workdir / folder, unsafe=unsafe, select=select, xla_program=xla_program, only=only
+    told: dict[str, set[str]] = {}
+
+    def tell(fixed: SourceFile, user_file: UserFile) -> None:
+        if xla_program:
+            settings = settings_for(user_file.display_path)
+            for real, names in told_by(fixed.source, str(user_file.path), settings, str(user_files[0].path)).items():
+                told.setdefault(real, set()).update(names)
+
+    tell(script, user_files[0])
+    modules = []
+    for user_file, unchanged in pairs[1:]:
+        iterated = tuple(sorted(told.get(os.path.realpath(user_file.path), ())))
+        module = fixed_copy(
+            user_file,
+            unchanged,
+            workdir / folder,
+            unsafe=unsafe,
+            select=select,
+            xla_program=xla_program,
+            iterated=iterated,
+            only=only,
         )
-        for user_file, unchanged in pairs[1:]
-    ]
+        tell(module, user_file)
+        modules.append(module)
     return _version(script, modules, label=label, description=description)
 
 
@@ -353,16 +375,19 @@ def fixed_copy(
     unsafe: bool,
     select: list[str] | None = None,
     xla_program: bool = False,
+    iterated: tuple[str, ...] = (),
     only: frozenset[AppliedFix] | None = None,
 ) -> SourceFile:
     """Fix one file (config is found from the user's path) into ``folder``; when the
     fix changes nothing, the user's own file runs (``unchanged``, already linted).
-    ``xla_program``: the file is a local module of an XLA program."""
+    ``xla_program``: the file is a local module of an XLA program, whose step loops
+    iterate the results of its functions ``iterated``."""
     from xlalint.engine.api import fix_source, settings_for
+    from xlalint.engine.follow import in_program
 
     settings = settings_for(user_file.display_path)
     if xla_program:
-        settings = replace(settings, xla_program=True)
+        settings = in_program(settings, iterated)
     keep = None
     if only is not None:
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 
+from xlalint.analysis.optimizer_place import build_after_wrap
 from xlalint.analysis.own_step import own_step_fix, stepped_optimizer
 from xlalint.analysis.parallelism import XLA_FSDP_KINDS, Wrap, WrapKind
 from xlalint.analysis.semantic import dotted_name, enclosing_function, keyword_value
@@ -72,7 +73,16 @@ else: clip_grad_norm_(...)`: FSDP under the second test, not in its `else`):
   no fix for `barrier=True` (it was also a sync point), `groups=` or `pin_layout=`;
 - unsafe: `clip_grad_norm_(model.parameters(), n)` -> `model.clip_grad_norm_(n)` (the
   norm of every shard; it is a collective, so every process must reach it);
-- none for the optimizer's place: build it after the wrap, from the wrapped model.
+- unsafe, for the optimizer's place: build it after the wrap, from the wrapped model
+  (XLA501's fix when the move too comes after it): the statements that take the
+  parameters (the optimizer, its parameter groups) move right after `model = FSDP(model)`.
+  Unsafe because the optimizer then holds FSDP's flattened shards, which changes what its
+  parameter groups and saved state refer to. No fix unless that is provably the same
+  program otherwise: the optimizer and the wrap in one block (not in different branches
+  or functions, not built by a helper), nothing between them uses the optimizer (a
+  scheduler built from it) or binds what it reads, and the wrap rebinds the name the
+  optimizer takes the parameters from (`model = FSDP(model)`, not `fsdp_model =
+  FSDP(model)`).
 
 ## Example
 
@@ -181,6 +191,7 @@ opt.step()
             count=2,
         ),
         # The optimizer is built before the wrap: it holds the unsharded parameters.
+        # Unsafe fix: built after the wrap, from the wrapped model.
         Invalid(
             """
             import torch
@@ -193,6 +204,32 @@ opt.step()
                     model(x).backward()
                     opt.step()
             """,
+            unsafe_fixed="""
+            import torch
+            import torch_xla.distributed.fsdp as fsdp
+            def _mp_fn(index):
+                model = Net()
+                model = fsdp.XlaFullyShardedDataParallel(model)
+                opt = torch.optim.AdamW([{"params": model.parameters(), "lr": 1e-3}])
+                for x in loader:
+                    model(x).backward()
+                    opt.step()
+            """,
+            count=1,
+        ),
+        # A scheduler built from the optimizer before the wrap: moving the optimizer
+        # alone would leave it reading a name not yet bound. No fix.
+        Invalid(
+            """
+            import torch
+            import torch_xla
+            from torch_xla.distributed.fsdp import XlaFullyShardedDataParallel as FSDP
+            model = Net().to(torch_xla.device())
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            scheduler = torch.optim.lr_scheduler.StepLR(opt, 10)
+            model = FSDP(model)
+            """,
+            unsafe_fixed=None,
             count=1,
         ),
         # The optimizer is a parameter of the training function; the file's only
@@ -247,7 +284,7 @@ opt.step()
                     f"this optimizer is built before the `{_class(wrap)}` wrap (line {wrap.call.lineno}): "
                     "it holds the unsharded parameters"
                 )
-                found.append((construction, message, None))
+                found.append((construction, message, self._build_after_wrap_fix(construction, wrap)))
         for call in self.ctx.semantic.calls_of("clip_grad_norm_"):
             if self.ctx.semantic.call_name(call) in CLIP_GRAD_NORM:
                 model = _parameters_of(call.args[0] if call.args else keyword_value(call, "parameters"))
@@ -260,6 +297,19 @@ opt.step()
                     found.append((call, message, self._clip_fix(call, model)))
         for node, message, fix in sorted(found, key=lambda f: (f[0].lineno, f[0].col_offset)):
             self.report(node, message, fix=fix)
+
+    def _build_after_wrap_fix(self, construction: ast.Call, wrap: Wrap) -> Fix | None:
+        """XLA501's fix for an optimizer built before the wrap (``optimizer_place``):
+        the statements that take the parameters move right after the wrap, when that is
+        provably the same program otherwise (one block, nothing between uses the
+        optimizer, the wrap rebinds the model's name). Unsafe: the optimizer then holds
+        FSDP's flattened shards, so its state and parameter groups are FSDP's."""
+        objects = self.ctx.training_objects
+        optimizer = next((o for o in objects.optimizers if o.call is construction), None)
+        if optimizer is None or wrap.target not in optimizer.models:
+            return None  # built by a helper, or from another name than the wrap's
+        fix = build_after_wrap(objects, optimizer, wrap.target, wrap, self.ctx.span)
+        return None if fix is None else self.fix("unsafe", fix.message, *fix.operations)
 
     def _moved_after(self, construction: ast.Call) -> bool:
         """The optimizer is also built before a move of its model to XLA (XLA501)."""

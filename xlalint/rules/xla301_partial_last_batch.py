@@ -43,9 +43,13 @@ with a batch of a new shape and a recompile of the forward and backward step.
 
 ## What is flagged
 
-In a file that imports torch_xla, a *training* `DataLoader` (one whose batches a
-training loop iterates: see XLA202; also one a helper of the file returns, kept by a
-class as `self.train_data` and iterated by its method; either arm of
+In a file that imports torch_xla (or a local module an XLA script imports: checked
+with it, `xlalint check train.py` or a walk of the project), a *training* `DataLoader`
+(one whose batches a training loop iterates: see XLA202; also one a helper of the file
+returns, kept by a class as `self.train_data` and iterated by its method; one a helper
+in another local module returns when the script's step loop iterates what it returns,
+`loader = prepare_dataloader(32)` with `from data import prepare_dataloader`: reported
+and fixed in `data.py`, where the loader is built; either arm of
 `pl.MpDeviceLoader(loader, device) if on_xla else loader`; a name rebound to an evaluation loader after the training loop
 holds that loader from there on) with no `drop_last=` or `drop_last=False`, also
 when its `DistributedSampler` has `drop_last=True` (that evens out the processes; the
@@ -278,7 +282,7 @@ loader = DataLoader(train_ds, batch_size=32, shuffle=True, drop_last=True)
         distributed = self.ctx.distributed
         semantic = self.ctx.semantic
         # accelerate and the HF Trainer keep the partial batch too: meant for TPU, they are XLA scripts here.
-        if not (distributed.uses_xla or (uses_syncing_library(semantic) and targets_xla(semantic))):
+        if not (self.ctx.in_xla_program or (uses_syncing_library(semantic) and targets_xla(semantic))):
             return
         for loader in distributed.training_loaders:
             call = loader.call

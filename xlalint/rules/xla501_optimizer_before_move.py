@@ -11,14 +11,21 @@ from __future__ import annotations
 
 import ast
 
+from xlalint.analysis.optimizer_place import (
+    COMPOUND,
+    build_after_wrap,
+    move_down,
+    paths_bound,
+    position,
+    reads_any,
+    taking_statements,
+)
 from xlalint.analysis.parallelism import XLA_FSDP_KINDS, Wrap
-from xlalint.analysis.semantic import dotted_name, enclosing_function, enclosing_statement, method_name, parent
+from xlalint.analysis.semantic import enclosing_function
 from xlalint.analysis.training_objects import CarriedMove, Move, Optimizer, same_object_tree
 from xlalint.analysis.values import enclosing
 from xlalint.engine.rule import Invalid, Rule, Valid
 from xlalint.model import MoveStatement
-
-_COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef, ast.ClassDef)
 
 
 class OptimizerBeforeMove(Rule):
@@ -418,7 +425,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             line = move.statement.lineno
             moves = "moves its holder" if move.wrapper is not None else "moves it"
             taken = ""
-            if _position(optimizer.statement) > _position(move.statement):
+            if position(optimizer.statement) > position(move.statement):
                 taken = f" at line {optimizer.taken[0].lineno},"
             message = (
                 f"`{optimizer.name or 'this optimizer'}` takes `{model}`'s parameters{taken} before line {line} "
@@ -427,7 +434,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             wrap = self._fsdp_wrap_after(model, optimizer)
             if wrap is not None:
                 message += f" (FSDP wraps it at line {wrap.call.lineno})"
-                fix = self._build_after_wrap(optimizer, model, wrap)
+                fix = build_after_wrap(self.ctx.training_objects, optimizer, model, wrap, self.ctx.span)
             else:
                 fix = self._fix(optimizer, model, move)
             self.report(optimizer.call, message, fix=fix)
@@ -453,16 +460,16 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         after."""
         objects = self.ctx.training_objects
         scope = enclosing_function(optimizer.statement)
-        taken_at = _position(optimizer.taken[0] if optimizer.taken else optimizer.statement)
+        taken_at = position(optimizer.taken[0] if optimizer.taken else optimizer.statement)
         for model in optimizer.models:
             if objects.move_before(model, scope, taken_at) is not None:
                 continue
             move = objects.move_after(model, scope, taken_at)
             if move is None:
                 continue
-            moved_at = _position(move.statement)
-            if _position(optimizer.statement) > moved_at and any(
-                _position(taken) > moved_at for taken in optimizer.taken
+            moved_at = position(move.statement)
+            if position(optimizer.statement) > moved_at and any(
+                position(taken) > moved_at for taken in optimizer.taken
             ):
                 # Built after the move from a name also assigned after it (`params =
                 # model.parameters()` again): which value reaches is not known, so no finding.
@@ -477,7 +484,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     def _moved_before(self, optimizer: Optimizer) -> bool:
         """A model the optimizer holds is on the device before its parameters are taken."""
         scope = enclosing_function(optimizer.statement)
-        taken_at = _position(optimizer.taken[0] if optimizer.taken else optimizer.statement)
+        taken_at = position(optimizer.taken[0] if optimizer.taken else optimizer.statement)
         return any(
             self.ctx.training_objects.move_before(model, scope, taken_at) is not None for model in optimizer.models
         )
@@ -491,7 +498,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         return optimizer.name is not None and any(
             other.name == optimizer.name
             and other.statement is not optimizer.statement
-            and _position(other.statement) > _position(move.statement)
+            and position(other.statement) > position(move.statement)
             for other in self.ctx.training_objects.optimizers_in(scope)
         )
 
@@ -502,7 +509,7 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
             if enclosing_function(wrap.call) is not scope or wrap.module is None:
                 continue
             wrapped = self.ctx.source_of(wrap.module)
-            if same_object_tree(model, wrapped) and _position(wrap.call) > _position(optimizer.statement):
+            if same_object_tree(model, wrapped) and position(wrap.call) > position(optimizer.statement):
                 return wrap
         return None
 
@@ -511,9 +518,9 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         """Move the `.to` statement up before the first statement that takes the model's
         parameters (parameter groups, `list(model.parameters())`, the optimizer), in one
         block; or, when the move reads what is assigned there, those statements down after it."""
-        if move.kind != "to" or isinstance(move.statement, _COMPOUND) or isinstance(optimizer.statement, _COMPOUND):
+        if move.kind != "to" or isinstance(move.statement, COMPOUND) or isinstance(optimizer.statement, COMPOUND):
             return None
-        found = self._taking_statements(optimizer, model, move.statement)
+        found = taking_statements(self.ctx.training_objects, optimizer, model, move.statement)
         if found is None:
             return None
         takers, between = found
@@ -521,11 +528,11 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         uses |= set(optimizer.models)
         # What the move binds (`trainer = Wrapper(model).to(dev)`): read in between, it
         # was another value there.
-        uses |= _paths_bound([move.statement])
+        uses |= paths_bound([move.statement])
         # A wrapper's construction runs the user's `__init__` earlier: only across the
         # statements that take the parameters is that known to change nothing.
-        used = _reads_any(between, uses) or (move.wrapper is not None and bool(between))
-        if not _reads_any([move.statement], _paths_bound([*takers, *between])):
+        used = reads_any(between, uses) or (move.wrapper is not None and bool(between))
+        if not reads_any([move.statement], paths_bound([*takers, *between])):
             return self.fix(
                 "unsafe" if used else "safe",
                 "move the model to the XLA device before its parameters are taken for the optimizer",
@@ -536,114 +543,13 @@ optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
         # in between needs them and they read nothing assigned there.
         if used or optimizer.name is None:
             return None
-        return self._move_down(
+        return move_down(
             takers,
             between,
             move.statement,
             "build the optimizer after the model is moved to the XLA device",
+            self.ctx.span,
         )
-
-    def _build_after_wrap(self, optimizer: Optimizer, model: str, wrap: Wrap):
-        """Build the optimizer (and take the parameters it is given) right after the FSDP
-        wrap, from the wrapped model: only when the wrap rebinds the model's own name."""
-        wrap_statement = enclosing_statement(wrap.call)
-        if (
-            wrap_statement is None
-            or wrap.target is None
-            or optimizer.name is None
-            or isinstance(wrap_statement, _COMPOUND)
-            or isinstance(optimizer.statement, _COMPOUND)
-            or any(held != wrap.target for held in optimizer.models)
-        ):
-            return None
-        found = self._taking_statements(optimizer, model, wrap_statement)
-        if found is None:
-            return None
-        takers, between = found
-        # The moves of the model in between (`model = model.to(dev)`) rebind its name to the
-        # same module: the parameters taken after the wrap are still this model's.
-        moves = {id(m.statement) for m in self.ctx.training_objects.moves_of(model, enclosing_function(wrap.call))}
-        # FSDP flattens the parameters into new ones with new names: groups chosen by name
-        # (`"bias" not in n`) select something else after the wrap.
-        by_name = any(
-            isinstance(node, ast.Call) and method_name(node) == "named_parameters"
-            for statement in takers
-            for node in ast.walk(statement)
-        )
-        return self._move_down(
-            takers,
-            [statement for statement in between if id(statement) not in moves],
-            wrap_statement,
-            "build the optimizer after the FSDP wrap, from the wrapped model",
-            also_between=[statement for statement in between if id(statement) in moves],
-            unsafe=by_name,
-        )
-
-    def _taking_statements(
-        self, optimizer: Optimizer, model: str, anchor: ast.stmt
-    ) -> tuple[list[ast.stmt], list[ast.stmt]] | None:
-        """The statements of the anchor's block, before it, that take ``model``'s
-        parameters (the optimizer's, and any other ``.parameters()`` read: each holds the
-        parameter objects of that moment), and the other statements from the first of them
-        to the anchor. None when one of them is not in the anchor's block (in another
-        block, or inside the anchor)."""
-        block = _block_of(optimizer.statement, anchor)
-        if block is None:
-            return None
-        owner = parent(anchor)
-        index = {id(statement): i for i, statement in enumerate(block)}
-        end = index[id(anchor)]
-        scope = enclosing_function(optimizer.statement)
-        taking = [optimizer.statement, *optimizer.taken]
-        for call in self.ctx.training_objects.parameter_reads(model, scope):
-            if _position(call) >= _position(anchor):
-                break
-            statement = enclosing_statement(call)
-            if statement is not None:
-                taking.append(statement)
-        positions: set[int] = set()
-        for statement in taking:
-            top = _top_statement(statement, owner)
-            position = index.get(id(top)) if top is not None else None
-            if position is None or position == end:
-                return None
-            if position < end:
-                positions.add(position)
-        if not positions:
-            return None
-        first = min(positions)
-        takers = [block[i] for i in sorted(positions)]
-        between = [block[i] for i in range(first, end) if i not in positions]
-        return takers, between
-
-    def _move_down(
-        self,
-        takers: list[ast.stmt],
-        between: list[ast.stmt],
-        anchor: ast.stmt,
-        message: str,
-        also_between: tuple[ast.stmt, ...] | list[ast.stmt] = (),
-        unsafe: bool = False,
-    ):
-        """Move ``takers`` (in their order) right after ``anchor``, when nothing in between
-        (``between`` and ``also_between``) reads what they assign and they read nothing
-        ``between`` assigns. Unsafe when one of them does more than assign (its effects
-        then come later), or when the caller says so."""
-        bound_by_takers = _paths_bound(takers)
-        if _reads_any([*between, *also_between, anchor], bound_by_takers):
-            return None
-        if _reads_any(takers, _paths_bound(between)):
-            return None
-        assigns_only = all(isinstance(statement, (ast.Assign, ast.AnnAssign)) for statement in takers)
-        return self.fix(
-            "safe" if assigns_only and not unsafe else "unsafe",
-            message,
-            *(MoveStatement(self.ctx.span(statement), self.ctx.span(anchor), "after") for statement in takers),
-        )
-
-
-def _position(node: ast.AST) -> tuple[int, int]:
-    return node.lineno, node.col_offset  # type: ignore[attr-defined]
 
 
 def _function_name(node: ast.AST) -> str:
@@ -653,56 +559,3 @@ def _function_name(node: ast.AST) -> str:
         return "the module's code"
     cls = enclosing(function, ast.ClassDef)
     return f"`{cls.name}.{function.name}`" if cls is not None else f"`{function.name}`"  # type: ignore[attr-defined]
-
-
-def _top_statement(statement: ast.stmt, owner: ast.AST | None) -> ast.stmt | None:
-    """The statement of ``owner``'s blocks that is or holds ``statement``."""
-    node: ast.AST | None = statement
-    while node is not None and parent(node) is not owner:
-        node = parent(node)
-    return node if isinstance(node, ast.stmt) else None
-
-
-def _block_of(first: ast.stmt, second: ast.stmt) -> list[ast.stmt] | None:
-    """The statement list holding both, if they are in one."""
-    owner = parent(first)
-    if owner is None or owner is not parent(second):
-        return None
-    for field in ("body", "orelse", "finalbody"):
-        block = getattr(owner, field, None)
-        if isinstance(block, list) and first in block and second in block:
-            return block
-    return None
-
-
-def _reads_any(statements: list[ast.stmt], names: set[str]) -> bool:
-    """The statements read one of ``names``, a part of one, or what one is part of."""
-    return any(same_object_tree(read, name) for read in _paths_read(statements) for name in names)
-
-
-def _paths_read(statements: list[ast.stmt]) -> set[str]:
-    """The names and attribute paths the statements read (``self.device``, ``model``)."""
-    found: set[str] = set()
-    for statement in statements:
-        for node in ast.walk(statement):
-            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load):
-                name = dotted_name(node)
-                if name:
-                    found.add(name)
-    return found
-
-
-def _paths_bound(statements: list[ast.stmt]) -> set[str]:
-    """The names and attribute paths the statements assign, define or import."""
-    bound: set[str] = set()
-    for statement in statements:
-        for node in ast.walk(statement):
-            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)):
-                name = dotted_name(node)
-                if name:
-                    bound.add(name)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                bound.add(node.name)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                bound.update((a.asname or a.name).split(".", 1)[0] for a in node.names)
-    return bound
