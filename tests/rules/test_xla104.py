@@ -787,9 +787,12 @@ def test_cuda_tensor_types_are_reported_in_every_use():
         "c = a.type(torch.cuda.HalfTensor)\n"
         "ok = isinstance(a, torch.cuda.BoolTensor)\n"
         "torch.set_default_tensor_type(torch.cuda.FloatTensor)\n"
+        "known = {torch.Tensor, torch.cuda.FloatTensor}\n"
+        "same = type(a) == torch.cuda.ByteTensor\n"
     )
     findings = findings_of(CODE, source, "t.py")
-    # Not `isinstance(a, torch.cuda.BoolTensor)`: asking needs no CUDA. The default type
+    # Not `isinstance(a, torch.cuda.BoolTensor)`, a set of types or a comparison with one
+    # (torch._dynamo's `_in_graph_classes`): asking needs no CUDA. The default type
     # set to a CUDA one is reported (every tensor would be CUDA's), with no fix.
     assert [(f.span.line, f.fix is not None) for f in findings] == [(3, True), (4, True), (5, True), (7, False)]
     fixed = fix_source(source, "t.py", settings(), select=[CODE]).source
@@ -900,3 +903,21 @@ def test_a_flag_guarding_cuda_only_code_keeps_no_fix(guarded, named):
     source = "import torch\nuse_cuda = torch.cuda.is_available()\nif use_cuda:\n" + guarded
     (flag,) = [f for f in findings_of(CODE, source, "p.py") if f.span.line == 2]
     assert flag.fix is None and named in flag.message, flag.message
+
+
+def test_a_test_whose_branch_sets_a_string_setting_is_still_a_port_site():
+    """A branch that only keeps text in a variable builds a log line (no port site), but
+    `kwargs["ALLOW_TF32"] = "False"` (torch._inductor) or `os.environ[...] = "1"` is a
+    setting: what runs differs (turn 6 check of the installed torch)."""
+    source = (
+        "import os\n"
+        "import torch\n"
+        "kwargs = {}\n"
+        "if torch.cuda.is_available():\n"
+        '    kwargs["ALLOW_TF32"] = "False"\n'
+        "if torch.cuda.is_available():\n"
+        '    os.environ["NCCL_DEBUG"] = "INFO"\n'
+        "if torch.cuda.is_available():\n"
+        '    note = "on the GPU"\n'
+    )
+    assert [f.span.line for f in findings_of(CODE, source, "t.py")] == [4, 6]

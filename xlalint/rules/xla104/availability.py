@@ -284,7 +284,7 @@ class Availability:
             elif not (
                 isinstance(stmt, ast.Pass)
                 or (isinstance(stmt, ast.Expr) and (self._reports(stmt.value) or _builds_text(stmt.value)))
-                or (isinstance(stmt, (ast.Assign, ast.AugAssign)) and _is_text(stmt.value))
+                or (isinstance(stmt, (ast.Assign, ast.AugAssign)) and _is_text(stmt.value) and _names_only(stmt))
             ):
                 return False
         return True
@@ -340,6 +340,13 @@ def _is_text(node: ast.AST | None) -> bool:
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return _is_text(node.left) and _is_text(node.right)
     return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+
+
+def _names_only(stmt: ast.Assign | ast.AugAssign) -> bool:
+    """``msg = "..."``, ``line += "..."``: text kept in a variable. Not ``kwargs["ALLOW_TF32"]
+    = "False"`` or ``os.environ["X"] = "1"``: a setting, which changes what runs."""
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    return all(isinstance(target, ast.Name) for target in targets)
 
 
 def _builds_text(node: ast.expr) -> bool:

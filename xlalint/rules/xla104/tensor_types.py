@@ -62,6 +62,10 @@ class TensorTypes:
         if kind is None:
             return
         holder = parent(node)
+        if isinstance(holder, (ast.Set, ast.List, ast.Compare)):
+            # `{torch.Tensor, torch.cuda.FloatTensor}`, `type(t) == torch.cuda.FloatTensor`:
+            # the type object asked about, which exists without CUDA; only building raises.
+            return
         if isinstance(holder, ast.Tuple):
             holder = parent(holder)
         if isinstance(holder, ast.Call) and isinstance(holder.func, ast.Name) and holder.func.id in TYPE_TESTS:
