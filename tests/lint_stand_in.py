@@ -13,7 +13,7 @@ from pathlib import Path
 from xlalint import server_lint
 
 HOLD = re.compile(r"^# hold: (.+)$", re.MULTILINE)
-_lint_document = server_lint.lint_document
+_analyze_document = server_lint.analyze_document
 
 COMMAND = (
     f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
@@ -22,17 +22,17 @@ COMMAND = (
 )
 
 
-def lint_document(uri: str, source: str, language_id: str | None = None):
+def analyze_document(uri: str, source: str, language_id: str | None = None, xla_program: bool = False):
     held = HOLD.search(source)
     if held is not None:
         gate = Path(held.group(1))
         Path(f"{gate}.pid").write_text(str(os.getpid()))
         while not gate.exists():
             time.sleep(0.02)
-    return _lint_document(uri, source, language_id)
+    return _analyze_document(uri, source, language_id, xla_program)
 
 
 def install() -> None:
-    """In the server process: its lint processes run this module's ``lint_document``
+    """In the server process: its lint processes run this module's ``analyze_document``
     (pickled by reference; they import this module from the same ``sys.path``)."""
-    server_lint.lint_document = lint_document
+    server_lint.analyze_document = analyze_document

@@ -64,7 +64,7 @@ from pygls.workspace import TextDocument
 
 from xlalint import __version__, server_lint
 from xlalint.engine import memory
-from xlalint.server_lint import FIX_ALL, NOTEBOOK_FIX_ALL, CellSnapshot, Message
+from xlalint.server_lint import FIX_ALL, NOTEBOOK_FIX_ALL, CellSnapshot, DocumentLint, Message
 
 NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
     notebook_selector=[
@@ -114,7 +114,7 @@ def work_memory(function: Callable, args: tuple) -> int:
         for item in arg if isinstance(arg, (list, tuple)) else (arg,):
             text = item.source if isinstance(item, CellSnapshot) else item
             chars += len(text) if isinstance(text, str) else 0
-    fixes = "code_actions" in getattr(function, "__name__", "")
+    fixes = "code_action" in getattr(function, "__name__", "")
     return memory.BASE + chars * (memory.FIX_BYTES_PER_BYTE if fixes else memory.CHECK_BYTES_PER_BYTE)
 
 
@@ -348,6 +348,11 @@ class XlalintProtocol(LanguageServerProtocol):
             return
         super().handle_message(message)
 
+    def notify_json(self, method: str, params: dict) -> None:
+        """A notification whose params are LSP's JSON already (no lsprotocol objects to
+        convert on the loop: a document's thousands of diagnostics)."""
+        self._send_data({"jsonrpc": "2.0", "method": method, "params": params})
+
     def _send_response(self, msg_id, result=None, error: types.ResponseError | None = None) -> None:
         if error is not None and error.data is not None:  # a traceback is for our log, not the client
             error = types.ResponseError(code=error.code, message=error.message)
@@ -364,6 +369,11 @@ class XlalintServer(LanguageServer):
             protocol_cls=XlalintProtocol,
         )
         self.unsafe_fixes = False
+        #: The client resolves code actions (``codeAction/resolve`` for their edits).
+        self.resolve_edits = False
+        #: Text document URI -> (version, part of an XLA program, its lint): each version
+        #: is linted once, and its code actions use that lint.
+        self.linted: dict[str, tuple[int | None, bool, DocumentLint]] = {}
         # Notebook URI -> the cell URIs last published, so that cells that left get cleared.
         self.published_cells: dict[str, set[str]] = {}
         self.linter = LintPool()
@@ -420,7 +430,8 @@ class XlalintServer(LanguageServer):
         return result
 
     def publish(self, uri: str) -> None:
-        """Lint the document (or the notebook it is a cell of) as it is now."""
+        """Lint the document (or the notebook it is a cell of) as it is now; a version
+        already linted is published from its lint."""
         notebook = self.workspace.get_notebook_document(cell_uri=uri)
         if notebook is not None:  # a cell is linted with the rest of its notebook
             self.publish_notebook(notebook.uri)
@@ -428,22 +439,45 @@ class XlalintServer(LanguageServer):
         document = self.open_document(uri)
         if document is None:
             return
+        xla_program = self.in_xla_program(uri)
         if server_lint.too_large(document.source) is not None:  # said here, not sent to the lint process
             self.linter.cancel(uri)  # an earlier version's lint is stale
-            diagnostics, messages = server_lint.lint_document(uri, document.source, document.language_id)
+            linted, messages = server_lint.analyze_document(uri, document.source, document.language_id)
             self.tell(messages)
-            self.publish_current(uri, document.version, diagnostics)
+            self.publish_current(uri, document.version, xla_program, linted)
             return
-        then = partial(self.publish_current, uri, document.version)
-        self.lint(uri, server_lint.lint_document, (uri, document.source, document.language_id), then)
+        cached = self.current_lint(uri)
+        if cached is not None:
+            self.linter.cancel(uri)  # a lint of another version is stale
+            self.publish_current(uri, document.version, xla_program, cached)
+            return
+        then = partial(self.publish_current, uri, document.version, xla_program)
+        args = (uri, document.source, document.language_id, xla_program)
+        self.lint(uri, server_lint.analyze_document, args, then)
 
-    def publish_current(self, uri: str, version: int | None, diagnostics: list[types.Diagnostic]) -> None:
+    def current_lint(self, uri: str) -> DocumentLint | None:
+        """The lint of the document's current version, if it was linted."""
+        document = self.open_document(uri)
+        version, xla_program, linted = self.linted.get(uri, (None, False, None))
+        if document is None or linted is None or version != document.version:
+            return None
+        return linted if xla_program == self.in_xla_program(uri) else None
+
+    def in_xla_program(self, uri: str) -> bool:
+        """The document is a module of an XLA program of the workspace."""
+        return False
+
+    def publish_current(self, uri: str, version: int | None, xla_program: bool, linted: DocumentLint) -> None:
         document = self.open_document(uri)
         if self.shutting_down or document is None or document.version != version:
             return  # stale: closed, or a newer version is on its way
-        self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics)
-        )
+        if xla_program != self.in_xla_program(uri):
+            return  # linted with facts that changed since: the lint with the new ones is on its way
+        self.linted[uri] = (version, xla_program, linted)
+        params = {"uri": uri, "diagnostics": linted.diagnostics}
+        if version is not None:
+            params["version"] = version
+        self.protocol.notify_json(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, params)
 
     def publish_notebook(self, notebook_uri: str) -> None:
         notebook = self.workspace.get_notebook_document(notebook_uri=notebook_uri)
@@ -481,6 +515,13 @@ class XlalintServer(LanguageServer):
         return cells
 
 
+def resolves_edits(capabilities: types.ClientCapabilities) -> bool:
+    """The client resolves a code action's ``edit`` lazily (``codeAction/resolve``)."""
+    text = capabilities.text_document
+    support = text.code_action.resolve_support if text is not None and text.code_action is not None else None
+    return support is not None and "edit" in support.properties
+
+
 def create_server() -> XlalintServer:
     server = XlalintServer()
 
@@ -488,6 +529,7 @@ def create_server() -> XlalintServer:
     def initialize(ls: XlalintServer, params: types.InitializeParams) -> None:
         options = params.initialization_options
         ls.unsafe_fixes = bool(isinstance(options, dict) and options.get("unsafeFixes"))
+        ls.resolve_edits = resolves_edits(params.capabilities)
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: XlalintServer, *args) -> None:
@@ -507,8 +549,15 @@ def create_server() -> XlalintServer:
     def publish_notebook(ls: XlalintServer, params) -> None:
         ls.publish_notebook(params.notebook_document.uri)
 
-    for event in (types.TEXT_DOCUMENT_DID_OPEN, types.TEXT_DOCUMENT_DID_CHANGE, types.TEXT_DOCUMENT_DID_SAVE):
+    for event in (types.TEXT_DOCUMENT_DID_OPEN, types.TEXT_DOCUMENT_DID_CHANGE):
         server.feature(event)(publish_document)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: XlalintServer, params: types.DidSaveTextDocumentParams) -> None:
+        # Saved: linted again (the config, or a module it imports, may have changed on disk).
+        ls.linted.pop(params.text_document.uri, None)
+        ls.publish(params.text_document.uri)
+
     for event in (
         types.NOTEBOOK_DOCUMENT_DID_OPEN,
         types.NOTEBOOK_DOCUMENT_DID_CHANGE,
@@ -519,6 +568,7 @@ def create_server() -> XlalintServer:
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: XlalintServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.linter.cancel(params.text_document.uri)
+        ls.linted.pop(params.text_document.uri, None)
         ls.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
         )
@@ -531,7 +581,9 @@ def create_server() -> XlalintServer:
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL, NOTEBOOK_FIX_ALL]),
+        types.CodeActionOptions(
+            code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL, NOTEBOOK_FIX_ALL], resolve_provider=True
+        ),
     )
     async def code_action(ls: XlalintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         # The documents are read here, on the loop; the linting is done in the lint process.
@@ -547,9 +599,44 @@ def create_server() -> XlalintServer:
                     server_lint.notebook_code_actions, notebook.uri, cells, document.source, params, ls.unsafe_fixes
                 )
             return await ls.ask(
-                server_lint.document_code_actions, uri, document.source, document.language_id, params, ls.unsafe_fixes
+                server_lint.document_code_actions,
+                uri,
+                document.source,
+                document.language_id,
+                params,
+                ls.unsafe_fixes,
+                None if (linted := ls.current_lint(uri)) is None else linted.near(params.range),
+                ls.resolve_edits,
+                ls.in_xla_program(uri),
             )
         except LintFailed as exc:  # an error answer, not a traceback
+            raise JsonRpcInternalError(f"xlalint: {exc}") from None
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    async def resolve_code_action(ls: XlalintServer, action: types.CodeAction) -> types.CodeAction:
+        """The edit of a code action given without one (fix-all; see ``server_lint``)."""
+        data = action.data if isinstance(action.data, dict) else {}
+        uri = data.get("uri")
+        document = ls.open_document(uri) if isinstance(uri, str) else None
+        if document is None or action.edit is not None:
+            return action  # not ours to resolve, or its document was closed: as it came
+        linted, wanted = ls.current_lint(uri), data.get("fix")
+        if linted is not None and isinstance(wanted, list) and len(wanted) == 5 and isinstance(wanted[1], int):
+            line, end_line = wanted[1] - 1, wanted[3] - 1  # a quick fix: the lint of its lines is enough
+            linted = linted.near(types.Range(types.Position(line, 0), types.Position(end_line, 0)))
+        else:
+            linted = None  # fix-all fixes the document: it needs no lint
+        try:
+            return await ls.ask(
+                server_lint.resolve_code_action,
+                uri,
+                document.source,
+                action,
+                ls.unsafe_fixes,
+                linted,
+                ls.in_xla_program(uri),
+            )
+        except LintFailed as exc:
             raise JsonRpcInternalError(f"xlalint: {exc}") from None
 
     return server
