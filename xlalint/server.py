@@ -41,6 +41,7 @@ import asyncio
 import json
 import logging
 import multiprocessing
+import os
 import sys
 import threading
 import time
@@ -60,9 +61,10 @@ from pygls.exceptions import (
 )
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
+from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
-from xlalint import __version__, server_lint
+from xlalint import __version__, server_lint, server_program
 from xlalint.engine import memory
 from xlalint.server_lint import FIX_ALL, NOTEBOOK_FIX_ALL, CellSnapshot, DocumentLint, Message
 
@@ -374,6 +376,13 @@ class XlalintServer(LanguageServer):
         #: Text document URI -> (version, part of an XLA program, its lint): each version
         #: is linted once, and its code actions use that lint.
         self.linted: dict[str, tuple[int | None, bool, DocumentLint]] = {}
+        #: Workspace folder -> the real paths of its modules that an XLA program imports
+        #: (``server_program.py``); None while they are first computed.
+        self.programs: dict[str, frozenset[str] | None] = {}
+        #: Workspace folder -> its files' facts, kept by the last computation.
+        self.program_facts: dict[str, dict[str, server_program.FileFacts]] = {}
+        #: Workspace folder -> the documents waiting for its first program facts.
+        self.waiting: dict[str, set[str]] = {}
         # Notebook URI -> the cell URIs last published, so that cells that left get cleared.
         self.published_cells: dict[str, set[str]] = {}
         self.linter = LintPool()
@@ -439,6 +448,14 @@ class XlalintServer(LanguageServer):
         document = self.open_document(uri)
         if document is None:
             return
+        folder = self.folder_of(uri)
+        if folder is not None and self.programs.get(folder, ...) in (None, ...):
+            # Its program is not known yet: linted once it is (a module alone would miss
+            # what it is checked for as a part of an XLA program, then get it).
+            self.waiting.setdefault(folder, set()).add(uri)
+            if folder not in self.programs:
+                self.find_programs(folder)
+            return
         xla_program = self.in_xla_program(uri)
         if server_lint.too_large(document.source) is not None:  # said here, not sent to the lint process
             self.linter.cancel(uri)  # an earlier version's lint is stale
@@ -464,15 +481,59 @@ class XlalintServer(LanguageServer):
         return linted if xla_program == self.in_xla_program(uri) else None
 
     def in_xla_program(self, uri: str) -> bool:
-        """The document is a module of an XLA program of the workspace."""
-        return False
+        """The document is a module of an XLA program of its workspace folder."""
+        folder = self.folder_of(uri)
+        members = self.programs.get(folder) if folder is not None else None
+        path = server_lint.document_path(uri) if members else None
+        return path is not None and os.path.realpath(path) in members
+
+    def folder_of(self, uri: str) -> str | None:
+        """The workspace folder (the innermost) that holds the document's file."""
+        path = server_lint.document_path(uri)
+        if path is None or path.endswith(".ipynb"):
+            return None
+        roots = [to_fs_path(folder.uri) for folder in self.workspace.folders.values()]
+        if not roots and self.workspace.root_path:
+            roots = [self.workspace.root_path]
+        inside = [root for root in roots if root and (path + os.sep).startswith(root.rstrip(os.sep) + os.sep)]
+        return max(inside, key=len, default=None)
+
+    def find_programs(self, folder: str) -> None:
+        """(Re)compute the program facts of ``folder`` in a lint process; the documents
+        whose part in a program changed are linted again."""
+        self.programs.setdefault(folder, None)
+        known = self.program_facts.get(folder, {})
+
+        def done(reply, failure: str | None) -> None:
+            if failure is not None:
+                self.in_loop(self.tell, [Message(types.MessageType.Error, f"xlalint: {failure}")])
+                self.in_loop(self.programs_found, folder, frozenset(), {})
+                return
+            (members, facts), messages = reply
+            self.in_loop(self.tell, messages)
+            self.in_loop(self.programs_found, folder, members, facts)
+
+        self.loop = asyncio.get_running_loop()
+        args = (folder, known)
+        self.linter.submit(("programs", folder), server_program.xla_program_modules, args, done, settle=SETTLE_S)
+
+    def programs_found(self, folder: str, members: frozenset[str], facts: dict) -> None:
+        before = {uri: self.in_xla_program(uri) for uri in self.linted if self.folder_of(uri) == folder}
+        self.programs[folder], self.program_facts[folder] = members, facts
+        for uri in sorted(self.waiting.pop(folder, set())):
+            self.publish(uri)
+        for uri, was in before.items():
+            if self.in_xla_program(uri) != was:
+                self.linted.pop(uri, None)
+                self.publish(uri)
 
     def publish_current(self, uri: str, version: int | None, xla_program: bool, linted: DocumentLint) -> None:
         document = self.open_document(uri)
         if self.shutting_down or document is None or document.version != version:
             return  # stale: closed, or a newer version is on its way
         if xla_program != self.in_xla_program(uri):
-            return  # linted with facts that changed since: the lint with the new ones is on its way
+            self.publish(uri)  # linted with program facts that changed since: again with the new ones
+            return
         self.linted[uri] = (version, xla_program, linted)
         params = {"uri": uri, "diagnostics": linted.diagnostics}
         if version is not None:
@@ -554,9 +615,14 @@ def create_server() -> XlalintServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     def did_save(ls: XlalintServer, params: types.DidSaveTextDocumentParams) -> None:
-        # Saved: linted again (the config, or a module it imports, may have changed on disk).
-        ls.linted.pop(params.text_document.uri, None)
-        ls.publish(params.text_document.uri)
+        # Saved: linted again (the config, or a module it imports, may have changed on
+        # disk), and its folder's programs found again (what it imports may have changed).
+        uri = params.text_document.uri
+        ls.linted.pop(uri, None)
+        folder = ls.folder_of(uri)
+        if folder is not None and ls.programs.get(folder) is not None:
+            ls.find_programs(folder)
+        ls.publish(uri)
 
     for event in (
         types.NOTEBOOK_DOCUMENT_DID_OPEN,
@@ -569,6 +635,8 @@ def create_server() -> XlalintServer:
     def did_close(ls: XlalintServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.linter.cancel(params.text_document.uri)
         ls.linted.pop(params.text_document.uri, None)
+        for waiting in ls.waiting.values():
+            waiting.discard(params.text_document.uri)
         ls.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
         )
