@@ -1,6 +1,7 @@
 """A slow lint for the language server's tests: a text document with a line
 ``# hold: PATH`` is linted only once PATH exists (its lint process writes its pid to
-``PATH.pid`` first), so a test decides how long a lint takes. ``COMMAND`` runs the
+``PATH.pid`` first), so a test decides how long a lint takes; one with a line
+``# count: PATH`` adds a line to PATH each time it is linted. ``COMMAND`` runs the
 server with it (``python -c COMMAND``)."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from xlalint import server_lint
 
 HOLD = re.compile(r"^# hold: (.+)$", re.MULTILINE)
+COUNT = re.compile(r"^# count: (.+)$", re.MULTILINE)
 _analyze_document = server_lint.analyze_document
 
 COMMAND = (
@@ -30,6 +32,23 @@ def analyze_document(uri: str, source: str, language_id: str | None = None, xla_
         while not gate.exists():
             time.sleep(0.02)
     return _analyze_document(uri, source, language_id, xla_program)
+
+
+_lint = server_lint.lint
+
+
+def lint(source: str, *args):
+    """Every lint of a document (for its diagnostics or its code actions) of this process."""
+    counted = COUNT.search(source)
+    if counted is not None:
+        with open(counted.group(1), "a") as log:
+            log.write("linted\n")
+    return _lint(source, *args)
+
+
+# In each process that imports this module: a lint process does when it is given the
+# first ``analyze_document`` below, and counts its lints from then on.
+server_lint.lint = lint
 
 
 def install() -> None:

@@ -8,6 +8,7 @@ import os
 import sys
 from pathlib import Path
 
+from lint_stand_in import COMMAND
 from lsprotocol import types
 from test_server import ROOT, Client, apply
 
@@ -41,7 +42,12 @@ print(model.generate(torch.zeros((1, 4), dtype=torch.long, device=device), 4))
 CPU_TRAINER = XLA_TRAINER.replace("import torch_xla\n", "").replace("torch_xla.device()", '"cpu"')
 
 
-async def started(tmp_path: Path, capabilities: types.ClientCapabilities | None = None) -> Client:
+SERVER = ("-m", "xlalint.cli", "server")
+
+
+async def started(
+    tmp_path: Path, capabilities: types.ClientCapabilities | None = None, command: tuple[str, ...] = SERVER
+) -> Client:
     client = Client()
 
     @client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
@@ -49,7 +55,7 @@ async def started(tmp_path: Path, capabilities: types.ClientCapabilities | None 
         client.queue(params.uri).put_nowait(params)
 
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    await client.start_io(sys.executable, "-m", "xlalint.cli", "server", env=env, cwd=str(tmp_path))
+    await client.start_io(sys.executable, *command, env=env, cwd=str(tmp_path))
     workspace = [types.WorkspaceFolder(uri=tmp_path.as_uri(), name="project")]
     result = await client.initialize_async(
         types.InitializeParams(
@@ -156,3 +162,54 @@ async def resolve_session(tmp_path: Path) -> None:
 
 def test_fix_all_is_resolved_when_the_client_asks_for_it(tmp_path):
     asyncio.run(resolve_session(tmp_path))
+
+
+async def lint_once_session(tmp_path: Path) -> None:
+    counter = tmp_path / "lints.txt"
+    text = f"# count: {counter}\nimport torch\nx = torch.ones(2).cuda()\n"
+    client = await started(tmp_path, command=("-c", COMMAND))
+    uri = (tmp_path / "train.py").as_uri()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "python", 1, text)))
+    assert await codes(client, uri) == ["XLA104"]
+
+    async def actions() -> list[types.CodeAction]:
+        line = types.Range(types.Position(2, 0), types.Position(2, 24))
+        context = types.CodeActionContext(diagnostics=[])
+        return await client.text_document_code_action_async(
+            types.CodeActionParams(types.TextDocumentIdentifier(uri), line, context)
+        )
+
+    # The code actions on the version published use its lint: it is not linted again.
+    assert [a.kind for a in await actions()] == [types.CodeActionKind.QuickFix, FIX_ALL]
+    assert counter.read_text().count("linted") == 1
+    client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            [types.TextDocumentContentChangeWholeDocument(text=text + "y = x.cuda()\n")],
+        )
+    )
+    assert await codes(client, uri) == ["XLA104", "XLA104"]
+    assert len(await actions()) == 2
+    assert counter.read_text().count("linted") == 2
+    await stopped(client)
+
+
+def test_each_version_is_linted_once(tmp_path):
+    asyncio.run(lint_once_session(tmp_path))
+
+
+def test_code_actions_on_a_linted_version_use_its_lint(monkeypatch, tmp_path):
+    from xlalint import server_lint
+
+    uri = (tmp_path / "train.py").as_uri()
+    linted, _ = server_lint.analyze_document(uri, CUDA_SCRIPT)
+    line = types.Range(types.Position(6, 0), types.Position(6, 19))
+
+    def no_lint(*args):
+        raise AssertionError("linted again")
+
+    monkeypatch.setattr(server_lint, "lint", no_lint)
+    params = types.CodeActionParams(types.TextDocumentIdentifier(uri), line, types.CodeActionContext(diagnostics=[]))
+    actions, _ = server_lint.document_code_actions(uri, CUDA_SCRIPT, "python", params, False, linted.near(line), True)
+    assert [a.kind for a in actions] == [types.CodeActionKind.QuickFix, FIX_ALL]
+    assert actions[0].edit is not None and actions[1].edit is None and actions[1].data == {"uri": uri, "fix": "all"}
