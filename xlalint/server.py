@@ -5,6 +5,19 @@ document's path as on the command line); a quick fix per fixable finding and a
 ``source.fixAll.xlalint`` action that applies every safe fix. Unsafe fixes are offered
 too when the client's ``initializationOptions`` has ``{"unsafeFixes": true}``.
 
+Each version of a text document is linted once: the server keeps its lint (``linted``),
+publishes it again for that version, and gives its code actions the findings near the
+cursor, so they are answered without a lint. A quick fix's edit comes from the
+statements it rewrites (``fixers/local_edits.py``). For a client that resolves code
+actions (``textDocument.codeAction.resolveSupport`` with ``edit``), fix-all comes
+without its edit, computed on ``codeAction/resolve``; others get it with the action.
+
+A document of a workspace folder is linted as a part of an XLA program when an XLA
+script of the folder imports it (``server_program.py``), as ``xlalint check .`` lints it.
+The folder's program facts are found in a lint process when one of its documents is
+first opened (that document waits for them) and again when a file is saved; a document
+whose part in a program changed is linted again.
+
 Notebooks come as LSP 3.17 notebook documents (``notebookDocument/*``; each cell a text
 document with its own URI). A notebook is linted as ``xlalint check nb.ipynb`` lints it:
 its Python code cells in order, as one module, IPython magics handled as the CLI does;
