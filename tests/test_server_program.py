@@ -213,3 +213,57 @@ def test_code_actions_on_a_linted_version_use_its_lint(monkeypatch, tmp_path):
     actions, _ = server_lint.document_code_actions(uri, CUDA_SCRIPT, "python", params, False, linted.near(line), True)
     assert [a.kind for a in actions] == [types.CodeActionKind.QuickFix, FIX_ALL]
     assert actions[0].edit is not None and actions[1].edit is None and actions[1].data == {"uri": uri, "fix": "all"}
+
+
+async def notebook_resolve_session(tmp_path: Path) -> None:
+    from test_server import NOTEBOOK_CELLS
+
+    from xlalint.server import NOTEBOOK_FIX_ALL
+
+    (tmp_path / "pyproject.toml").write_text('[tool.xlalint]\nignore = ["XLA103"]\n')
+    path = tmp_path / "train.ipynb"
+    cell_uris = [f"vscode-notebook-cell:{path}#cell{i}" for i in range(len(NOTEBOOK_CELLS))]
+    texts = {uri: text for uri, (_, _, text) in zip(cell_uris, NOTEBOOK_CELLS, strict=True)}
+    capabilities = types.ClientCapabilities(
+        text_document=types.TextDocumentClientCapabilities(
+            code_action=types.CodeActionClientCapabilities(
+                data_support=True, resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"])
+            )
+        ),
+        notebook_document=types.NotebookDocumentClientCapabilities(
+            synchronization=types.NotebookDocumentSyncClientCapabilities()
+        ),
+    )
+    client = await started(tmp_path, capabilities)
+    client.notebook_document_did_open(
+        types.DidOpenNotebookDocumentParams(
+            notebook_document=types.NotebookDocument(
+                uri=path.as_uri(),
+                notebook_type="jupyter-notebook",
+                version=1,
+                cells=[types.NotebookCell(kind, uri) for uri, (kind, _, _) in zip(cell_uris, NOTEBOOK_CELLS)],
+            ),
+            cell_text_documents=[
+                types.TextDocumentItem(uri, language, 1, text)
+                for uri, (_, language, text) in zip(cell_uris, NOTEBOOK_CELLS)
+            ],
+        )
+    )
+    assert await codes(client, cell_uris[2]) == ["XLA104"]
+    [action] = await client.text_document_code_action_async(
+        types.CodeActionParams(
+            types.TextDocumentIdentifier(cell_uris[1]),
+            types.Range(types.Position(0, 0), types.Position(0, 0)),
+            types.CodeActionContext(diagnostics=[], only=["notebook.source.fixAll"]),
+        )
+    )
+    assert action.kind == NOTEBOOK_FIX_ALL and action.edit is None
+    resolved = await client.code_action_resolve_async(action)
+    fixed = {uri: apply(texts[uri], edits) for uri, edits in resolved.edit.changes.items()}
+    assert set(fixed) == {cell_uris[1], cell_uris[2], cell_uris[4]}
+    assert fixed[cell_uris[4]] == "y = model(x.cuda())  # noqa: XLA104\nz = model(x).to(torch_xla.device())"
+    await stopped(client)
+
+
+def test_notebook_fix_all_is_resolved_when_the_client_asks_for_it(tmp_path):
+    asyncio.run(notebook_resolve_session(tmp_path))

@@ -677,7 +677,13 @@ def create_server() -> XlalintServer:
             if notebook is not None:
                 cells = ls.notebook_cells(notebook)
                 return await ls.ask(
-                    server_lint.notebook_code_actions, notebook.uri, cells, document.source, params, ls.unsafe_fixes
+                    server_lint.notebook_code_actions,
+                    notebook.uri,
+                    cells,
+                    document.source,
+                    params,
+                    ls.unsafe_fixes,
+                    ls.resolve_edits,
                 )
             return await ls.ask(
                 server_lint.document_code_actions,
@@ -701,6 +707,15 @@ def create_server() -> XlalintServer:
         document = ls.open_document(uri) if isinstance(uri, str) else None
         if document is None or action.edit is not None:
             return action  # not ours to resolve, or its document was closed: as it came
+        notebook = ls.workspace.get_notebook_document(cell_uri=uri)
+        if notebook is not None:
+            try:
+                cells = ls.notebook_cells(notebook)
+                return await ls.ask(
+                    server_lint.resolve_notebook_code_action, notebook.uri, cells, action, ls.unsafe_fixes
+                )
+            except LintFailed as exc:
+                raise JsonRpcInternalError(f"xlalint: {exc}") from None
         linted, wanted = ls.current_lint(uri), data.get("fix")
         if linted is not None and isinstance(wanted, list) and len(wanted) == 5 and isinstance(wanted[1], int):
             line, end_line = wanted[1] - 1, wanted[3] - 1  # a quick fix: the lint of its lines is enough

@@ -450,10 +450,16 @@ def _lsp_edit(edit, lines: list[str]) -> types.TextEdit:
 
 
 def notebook_code_actions(
-    notebook_uri: str, cells: list[CellSnapshot], cell_source: str, params: types.CodeActionParams, unsafe: bool
+    notebook_uri: str,
+    cells: list[CellSnapshot],
+    cell_source: str,
+    params: types.CodeActionParams,
+    unsafe: bool,
+    resolve: bool = False,
 ) -> tuple[list[types.CodeAction], list[Message]]:
     """The code actions on one cell of a notebook: a quick fix per fixable finding in the
-    cell's range, and fix-all, each with the edits to every cell it changes."""
+    cell's range, and fix-all, each with the edits to every cell it changes (fix-all's
+    computed on ``codeAction/resolve`` when the client resolves: ``resolve``)."""
     messages: list[Message] = []
     uri = params.text_document.uri
     module, uris = notebook_module(cells)
@@ -480,12 +486,32 @@ def notebook_code_actions(
     # Fix-all on a cell fixes the notebook: the module is one program, and the imports
     # a fix needs go to the first cells. With no kind asked for, one such action is enough.
     kinds = [FIX_ALL] if only is None else [kind for kind in (FIX_ALL, NOTEBOOK_FIX_ALL) if _asked(kind, only)]
-    if kinds:
-        result = fix_source(module, to_fs_path(notebook_uri) or "<stdin>", settings, unsafe=unsafe)
-        changes = notebook_edits(module, result.source, uris) if result.error is None else {}
+    if kinds and resolve:
+        data = {"uri": uri, "notebook": notebook_uri, "fix": "all"}
+        actions += [_fix_all(kind, None, data) for kind in kinds]
+    elif kinds:
+        changes = _notebook_fix_all_changes(notebook_uri, module, uris, settings, unsafe)
         if changes:
             actions += [_fix_all(kind, changes) for kind in kinds]
     return actions, messages
+
+
+def resolve_notebook_code_action(
+    notebook_uri: str, cells: list[CellSnapshot], action: types.CodeAction, unsafe: bool
+) -> tuple[types.CodeAction, list[Message]]:
+    """Fix-all on a notebook with its edits to every cell it changes, for ``codeAction/resolve``."""
+    messages: list[Message] = []
+    module, uris = notebook_module(cells)
+    settings = settings_for(notebook_uri, messages) if too_large(module) is None else None
+    changes = _notebook_fix_all_changes(notebook_uri, module, uris, settings, unsafe) if settings is not None else {}
+    return attrs.evolve(action, edit=types.WorkspaceEdit(changes=changes)), messages
+
+
+def _notebook_fix_all_changes(
+    notebook_uri: str, module: CellText, uris: dict[int, str], settings: Settings, unsafe: bool
+) -> dict[str, list[types.TextEdit]]:
+    result = fix_source(module, to_fs_path(notebook_uri) or "<stdin>", settings, unsafe=unsafe)
+    return notebook_edits(module, result.source, uris) if result.error is None else {}
 
 
 def _quick_fix(
