@@ -1,8 +1,9 @@
 """A slow lint for the language server's tests: a text document with a line
 ``# hold: PATH`` is linted only once PATH exists (its lint process writes its pid to
 ``PATH.pid`` first), so a test decides how long a lint takes; one with a line
-``# count: PATH`` adds a line to PATH each time it is linted. ``COMMAND`` runs the
-server with it (``python -c COMMAND``)."""
+``# count: PATH`` adds a line to PATH each time it is linted; and while a workspace
+folder holds a file ``hold-programs``, its program facts are not found. ``COMMAND`` runs
+the server with it (``python -c COMMAND``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import re
 import time
 from pathlib import Path
 
-from xlalint import server_lint
+from xlalint import server_lint, server_program
 
 HOLD = re.compile(r"^# hold: (.+)$", re.MULTILINE)
 COUNT = re.compile(r"^# count: (.+)$", re.MULTILINE)
@@ -51,7 +52,17 @@ def lint(source: str, *args):
 server_lint.lint = lint
 
 
+_xla_program_modules = server_program.xla_program_modules
+
+
+def xla_program_modules(folder: str, known: dict):
+    while (Path(folder) / "hold-programs").exists():
+        time.sleep(0.02)
+    return _xla_program_modules(folder, known)
+
+
 def install() -> None:
     """In the server process: its lint processes run this module's ``analyze_document``
     (pickled by reference; they import this module from the same ``sys.path``)."""
     server_lint.analyze_document = analyze_document
+    server_program.xla_program_modules = xla_program_modules

@@ -15,8 +15,8 @@ without its edit, computed on ``codeAction/resolve``; others get it with the act
 A document of a workspace folder is linted as a part of an XLA program when an XLA
 script of the folder imports it (``server_program.py``), as ``xlalint check .`` lints it.
 The folder's program facts are found in a lint process when one of its documents is
-first opened (that document waits for them) and again when a file is saved; a document
-whose part in a program changed is linted again.
+first opened (its documents wait for them, ``PROGRAM_WAIT_S`` at most) and again when a
+file is saved; a document whose part in a program changed is linted again.
 
 Notebooks come as LSP 3.17 notebook documents (``notebookDocument/*``; each cell a text
 document with its own URI). A notebook is linted as ``xlalint check nb.ipynb`` lints it:
@@ -103,6 +103,9 @@ MAX_LINT_PROCESSES = 4
 #: A document's lint starts once it has not changed for this long: while the user
 #: types, the versions in between are never linted.
 SETTLE_S = 0.1
+#: How long a document of a workspace folder waits for the folder's first program facts
+#: (``server_program.py``) before it is linted without them (and again with them).
+PROGRAM_WAIT_S = 1.5
 
 
 @dataclass
@@ -396,6 +399,8 @@ class XlalintServer(LanguageServer):
         self.program_facts: dict[str, dict[str, server_program.FileFacts]] = {}
         #: Workspace folder -> the documents waiting for its first program facts.
         self.waiting: dict[str, set[str]] = {}
+        #: The folders whose documents waited PROGRAM_WAIT_S and are linted without them.
+        self.impatient: set[str] = set()
         # Notebook URI -> the cell URIs last published, so that cells that left get cleared.
         self.published_cells: dict[str, set[str]] = {}
         self.linter = LintPool()
@@ -462,12 +467,14 @@ class XlalintServer(LanguageServer):
         if document is None:
             return
         folder = self.folder_of(uri)
-        if folder is not None and self.programs.get(folder, ...) in (None, ...):
+        if folder is not None and folder not in self.programs:
+            self.find_programs(folder)
+            asyncio.get_running_loop().call_later(PROGRAM_WAIT_S, self.stop_waiting, folder)
+        if folder is not None and self.programs.get(folder) is None and folder not in self.impatient:
             # Its program is not known yet: linted once it is (a module alone would miss
-            # what it is checked for as a part of an XLA program, then get it).
+            # what it is checked for as a part of an XLA program, then get it), or
+            # after PROGRAM_WAIT_S (a large folder), and again if it is a part of one.
             self.waiting.setdefault(folder, set()).add(uri)
-            if folder not in self.programs:
-                self.find_programs(folder)
             return
         xla_program = self.in_xla_program(uri)
         if server_lint.too_large(document.source) is not None:  # said here, not sent to the lint process
@@ -529,6 +536,13 @@ class XlalintServer(LanguageServer):
         self.loop = asyncio.get_running_loop()
         args = (folder, known)
         self.linter.submit(("programs", folder), server_program.xla_program_modules, args, done, settle=SETTLE_S)
+
+    def stop_waiting(self, folder: str) -> None:
+        """The folder's first program facts take long: its documents are linted without them."""
+        if self.programs.get(folder) is None:
+            self.impatient.add(folder)
+            for uri in sorted(self.waiting.pop(folder, set())):
+                self.publish(uri)
 
     def programs_found(self, folder: str, members: frozenset[str], facts: dict) -> None:
         before = {uri: self.in_xla_program(uri) for uri in self.linted if self.folder_of(uri) == folder}
