@@ -373,15 +373,15 @@ def document_code_actions(
         wanted = params.range
         near = [f for f in findings if f.span.line - 1 <= wanted.end.line and wanted.start.line <= f.span.end_line - 1]
         lines = split_lines(source) if near else []
-        tree = None
+        tree: ast.Module | bool | None = None  # False: it does not parse here (a BOM)
         for finding in near:
             diag = diagnostic(finding, lines)
             if not _overlaps(diag, wanted):
                 continue
             assert finding.fix is not None
             if tree is None:
-                tree = ast.parse(source)  # it was linted: it parses
-            found = local_fix_edits(source, tree, finding.fix)
+                tree = _parsed(source)
+            found = local_fix_edits(source, tree, finding.fix) if tree else None
             if found is None and resolve:
                 actions.append(_quick_fix(finding, diag, None, _resolve_data(uri, finding)))
                 continue
@@ -396,6 +396,13 @@ def document_code_actions(
             if changes:
                 actions.append(_fix_all(FIX_ALL, changes))
     return actions, messages
+
+
+def _parsed(source: str) -> ast.Module | bool:
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
 
 
 def resolve_code_action(
