@@ -290,3 +290,24 @@ async def slow_program_session(tmp_path: Path) -> None:
 
 def test_a_document_waits_for_its_program_a_moment_only(tmp_path):
     asyncio.run(slow_program_session(tmp_path))
+
+
+def test_the_lint_process_collects_garbage_as_the_command_line_does():
+    """Issue 39: a spawned lint process started with Python's collector thresholds, and
+    collecting between lints took a fifth of a large document's lint."""
+    import gc
+    import multiprocessing
+
+    from xlalint import server_lint
+    from xlalint.engine.collector import THRESHOLDS
+
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    process = context.Process(target=server_lint.serve, args=(child,), daemon=True)
+    process.start()
+    try:
+        parent.send((gc.get_threshold, ()))
+        ok, thresholds = parent.recv()
+    finally:
+        process.kill()
+    assert ok and all(now >= wanted for now, wanted in zip(thresholds, THRESHOLDS))
