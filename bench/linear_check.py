@@ -22,8 +22,9 @@ copies: the figures say how many), best of --repeat runs, after a warm-up:
 
 It ends with a table of the targets and whether each is met.
 
-- the language server on an open document of fixable blocks: its diagnostics, and the
-  code actions at a line in the middle (each quick fix there, and fix-all).
+- the language server on an open document of fixable blocks: its diagnostics, the
+  code actions at a line in the middle (each quick fix there, and fix-all to be
+  resolved), and the resolve of fix-all.
 
     python bench/linear_check.py [--small 100] [--large 800] [--repeat 2] [--only check,formats,fix,server]
 """
@@ -221,10 +222,17 @@ def fix_run(source: str) -> Callable[[], int]:
     return run
 
 
-def server_runs(source: str) -> tuple[Callable[[], int], Callable[[], int]]:
+#: What ``server_runs`` times, in its order.
+SERVER_REQUESTS = ("diagnostics", "code actions at a line (fix-all resolved later)", "resolve fix-all")
+
+
+def server_runs(source: str) -> tuple[Callable[[], int], Callable[[], int], Callable[[], int]]:
     """The language server's work on an open document, as it does it on each change:
-    its diagnostics, and the code actions at the cursor (a line in the middle), with
-    fix-all."""
+    its diagnostics; the code actions at the cursor (a line with a finding in the middle) for a client
+    that resolves them (VS Code), from the lint of that version (the server keeps it):
+    each quick fix there with its edit, fix-all without; and the resolve of fix-all,
+    which fixes the whole file when the client applies it (on save, say), not while the
+    user types."""
     from lsprotocol import types
 
     from xlalint import server_lint
@@ -232,21 +240,30 @@ def server_runs(source: str) -> tuple[Callable[[], int], Callable[[], int]]:
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as file:
         file.write(source)
     uri = Path(file.name).as_uri()
-    middle = source.count("\n") // 2
-    cursor = types.Range(types.Position(middle, 0), types.Position(middle, 1))
+    lines = source.splitlines()
+    middle = next(n for n in range(len(lines) // 2, len(lines)) if ".cuda(" in lines[n])  # a quick fix there
+    cursor = types.Range(types.Position(middle, 0), types.Position(middle, len(lines[middle])))  # the line
     params = types.CodeActionParams(
         text_document=types.TextDocumentIdentifier(uri=uri),
         range=cursor,
         context=types.CodeActionContext(diagnostics=[]),
     )
+    linted = server_lint.analyze_document(uri, source)[0]
+    fix_all = types.CodeAction("fix all", kind=server_lint.FIX_ALL, data={"uri": uri, "fix": "all"})
 
     def diagnostics() -> int:
-        return len(server_lint.lint_document(uri, source)[0])
+        return len(server_lint.analyze_document(uri, source)[0].diagnostics)
 
     def actions() -> int:
-        return len(server_lint.document_code_actions(uri, source, "python", params, True)[0])
+        near = linted.near(cursor)  # what the server sends its lint process
+        found = server_lint.document_code_actions(uri, source, "python", params, True, near, True)[0]
+        return len([a for a in found if a.edit is not None or a.kind == server_lint.FIX_ALL])
 
-    return diagnostics, actions
+    def resolve() -> int:
+        resolved = server_lint.resolve_code_action(uri, source, fix_all, True, linted)[0]
+        return len(resolved.edit.changes[uri]) if resolved.edit is not None else 0
+
+    return diagnostics, actions, resolve
 
 
 def command_run(args: list[str]) -> Callable[[], int]:
@@ -320,10 +337,10 @@ def main() -> None:
                 ratios[label] = scaling(label, runs, args.repeat, "chars")
     if "server" in parts:
         sources = {n: generated("fixable blocks", n, FIX_SHAPES) for n in sizes}
-        both = {n: server_runs(sources[n]) for n in sizes}
-        for index, label in enumerate(("server: diagnostics", "server: code actions at a line, and fix-all")):
-            runs = {n: (sources[n], both[n][index]) for n in sizes}
-            ratios[label] = scaling(label, runs, 1 if index else args.repeat, "items")
+        every = {n: server_runs(sources[n]) for n in sizes}
+        for index, label in enumerate(SERVER_REQUESTS):
+            runs = {n: (sources[n], every[n][index]) for n in sizes}
+            ratios[f"server: {label}"] = scaling(f"server: {label}", runs, 1 if index == 2 else args.repeat, "items")
     if "fix" in parts:
         for shape in FIX_SHAPES:
             runs = {n: (source, fix_run(source)) for n in sizes for source in [generated(shape, n, FIX_SHAPES)]}

@@ -6,8 +6,9 @@
    (at most 1.2x);
 4. ``fix --unsafe-fixes`` of a large file: 8x the file in at most 10x the time;
 5. the language server's requests on an open document (diagnostics; code actions at a
-   line, with fix-all): 8x the file in at most 10x the time, and each answered within
-   0.2 s on a 5,000-line file.
+   line, fix-all to be resolved): 8x the file in at most 10x the time, and each answered
+   within 0.2 s on a 5,000-line file; and resolving fix-all (the whole file fixed, when
+   the client applies it): 8x the file in at most 10x the time.
 
 On a loaded machine wall time measures the neighbours: every figure is the best of
 --repeat runs, and each is given as process CPU time too (``resource.getrusage`` of the
@@ -32,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from commands import COMMAND_ENV
-from linear_check import FIX_SHAPES, fix_run, generated, server_runs
+from linear_check import FIX_SHAPES, SERVER_REQUESTS, fix_run, generated, server_runs
 from lint_speed import corpus, default_folders
 
 from xlalint.engine.collector import collect_less_often
@@ -130,18 +131,22 @@ def main() -> None:
 
     sources = {n: generated("fixable blocks", n, FIX_SHAPES) for n in (small, large, 1000)}
     runs = {n: server_runs(sources[n]) for n in sources}
-    for index, label in enumerate(("diagnostics", "code actions at a line, with fix-all")):
+    for index, label in enumerate(SERVER_REQUESTS):
         runs[small][index]()  # imports, the rule registry, libcst: not timed
-        measured = {n: in_process(runs[n][index], 1 if index else 2) for n in sources}
+        measured = {n: in_process(runs[n][index], 1 if index == 2 else 2) for n in sources}
         ratio = measured[large][1] / measured[small][1]
         lines = sources[1000].count("\n")
         answer = measured[1000][1]
+        # Resolving fix-all fixes the whole file when the client applies it: linear, but
+        # not a request answered while the user types (no 0.2 s goal).
+        typing = index < 2
         rows.append(
             (
-                f"5. server {label}: 8x the file, goal <= 10x; {lines} lines, goal <= 0.2 s",
+                f"5. server {label}: 8x the file, goal <= 10x; {lines} lines"
+                + (", goal <= 0.2 s" if typing else " (not while typing: no time goal)"),
                 f"{measured[large][0] / measured[small][0]:.1f}x; {measured[1000][0]:.2f} s",
                 f"{ratio:.1f}x; {answer:.2f} s",
-                ratio <= 10 and answer <= 0.2,
+                ratio <= 10 and (answer <= 0.2 or not typing),
             )
         )
 

@@ -5,6 +5,19 @@ document's path as on the command line); a quick fix per fixable finding and a
 ``source.fixAll.xlalint`` action that applies every safe fix. Unsafe fixes are offered
 too when the client's ``initializationOptions`` has ``{"unsafeFixes": true}``.
 
+Each version of a text document is linted once: the server keeps its lint (``linted``),
+publishes it again for that version, and gives its code actions the findings near the
+cursor, so they are answered without a lint. A quick fix's edit comes from the
+statements it rewrites (``fixers/local_edits.py``). For a client that resolves code
+actions (``textDocument.codeAction.resolveSupport`` with ``edit``), fix-all comes
+without its edit, computed on ``codeAction/resolve``; others get it with the action.
+
+A document of a workspace folder is linted as a part of an XLA program when an XLA
+script of the folder imports it (``server_program.py``), as ``xlalint check .`` lints it.
+The folder's program facts are found in a lint process when one of its documents is
+first opened (its documents wait for them, ``PROGRAM_WAIT_S`` at most) and again when a
+file is saved; a document whose part in a program changed is linted again.
+
 Notebooks come as LSP 3.17 notebook documents (``notebookDocument/*``; each cell a text
 document with its own URI). A notebook is linted as ``xlalint check nb.ipynb`` lints it:
 its Python code cells in order, as one module, IPython magics handled as the CLI does;
@@ -41,6 +54,7 @@ import asyncio
 import json
 import logging
 import multiprocessing
+import os
 import sys
 import threading
 import time
@@ -60,11 +74,12 @@ from pygls.exceptions import (
 )
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
+from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
-from xlalint import __version__, server_lint
+from xlalint import __version__, server_lint, server_program
 from xlalint.engine import memory
-from xlalint.server_lint import FIX_ALL, NOTEBOOK_FIX_ALL, CellSnapshot, Message
+from xlalint.server_lint import FIX_ALL, NOTEBOOK_FIX_ALL, CellSnapshot, DocumentLint, Message
 
 NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
     notebook_selector=[
@@ -88,6 +103,9 @@ MAX_LINT_PROCESSES = 4
 #: A document's lint starts once it has not changed for this long: while the user
 #: types, the versions in between are never linted.
 SETTLE_S = 0.1
+#: How long a document of a workspace folder waits for the folder's first program facts
+#: (``server_program.py``) before it is linted without them (and again with them).
+PROGRAM_WAIT_S = 1.5
 
 
 @dataclass
@@ -114,7 +132,7 @@ def work_memory(function: Callable, args: tuple) -> int:
         for item in arg if isinstance(arg, (list, tuple)) else (arg,):
             text = item.source if isinstance(item, CellSnapshot) else item
             chars += len(text) if isinstance(text, str) else 0
-    fixes = "code_actions" in getattr(function, "__name__", "")
+    fixes = "code_action" in getattr(function, "__name__", "")
     return memory.BASE + chars * (memory.FIX_BYTES_PER_BYTE if fixes else memory.CHECK_BYTES_PER_BYTE)
 
 
@@ -348,6 +366,11 @@ class XlalintProtocol(LanguageServerProtocol):
             return
         super().handle_message(message)
 
+    def notify_json(self, method: str, params: dict) -> None:
+        """A notification whose params are LSP's JSON already (no lsprotocol objects to
+        convert on the loop: a document's thousands of diagnostics)."""
+        self._send_data({"jsonrpc": "2.0", "method": method, "params": params})
+
     def _send_response(self, msg_id, result=None, error: types.ResponseError | None = None) -> None:
         if error is not None and error.data is not None:  # a traceback is for our log, not the client
             error = types.ResponseError(code=error.code, message=error.message)
@@ -364,6 +387,20 @@ class XlalintServer(LanguageServer):
             protocol_cls=XlalintProtocol,
         )
         self.unsafe_fixes = False
+        #: The client resolves code actions (``codeAction/resolve`` for their edits).
+        self.resolve_edits = False
+        #: Text document URI -> (version, part of an XLA program, its lint): each version
+        #: is linted once, and its code actions use that lint.
+        self.linted: dict[str, tuple[int | None, bool, DocumentLint]] = {}
+        #: Workspace folder -> the real paths of its modules that an XLA program imports
+        #: (``server_program.py``); None while they are first computed.
+        self.programs: dict[str, frozenset[str] | None] = {}
+        #: Workspace folder -> its files' facts, kept by the last computation.
+        self.program_facts: dict[str, dict[str, server_program.FileFacts]] = {}
+        #: Workspace folder -> the documents waiting for its first program facts.
+        self.waiting: dict[str, set[str]] = {}
+        #: The folders whose documents waited PROGRAM_WAIT_S and are linted without them.
+        self.impatient: set[str] = set()
         # Notebook URI -> the cell URIs last published, so that cells that left get cleared.
         self.published_cells: dict[str, set[str]] = {}
         self.linter = LintPool()
@@ -420,7 +457,8 @@ class XlalintServer(LanguageServer):
         return result
 
     def publish(self, uri: str) -> None:
-        """Lint the document (or the notebook it is a cell of) as it is now."""
+        """Lint the document (or the notebook it is a cell of) as it is now; a version
+        already linted is published from its lint."""
         notebook = self.workspace.get_notebook_document(cell_uri=uri)
         if notebook is not None:  # a cell is linted with the rest of its notebook
             self.publish_notebook(notebook.uri)
@@ -428,22 +466,106 @@ class XlalintServer(LanguageServer):
         document = self.open_document(uri)
         if document is None:
             return
+        folder = self.folder_of(uri)
+        if folder is not None and folder not in self.programs:
+            self.find_programs(folder)
+            asyncio.get_running_loop().call_later(PROGRAM_WAIT_S, self.stop_waiting, folder)
+        if folder is not None and self.programs.get(folder) is None and folder not in self.impatient:
+            # Its program is not known yet: linted once it is (a module alone would miss
+            # what it is checked for as a part of an XLA program, then get it), or
+            # after PROGRAM_WAIT_S (a large folder), and again if it is a part of one.
+            self.waiting.setdefault(folder, set()).add(uri)
+            return
+        xla_program = self.in_xla_program(uri)
         if server_lint.too_large(document.source) is not None:  # said here, not sent to the lint process
             self.linter.cancel(uri)  # an earlier version's lint is stale
-            diagnostics, messages = server_lint.lint_document(uri, document.source, document.language_id)
+            linted, messages = server_lint.analyze_document(uri, document.source, document.language_id)
             self.tell(messages)
-            self.publish_current(uri, document.version, diagnostics)
+            self.publish_current(uri, document.version, xla_program, linted)
             return
-        then = partial(self.publish_current, uri, document.version)
-        self.lint(uri, server_lint.lint_document, (uri, document.source, document.language_id), then)
+        cached = self.current_lint(uri)
+        if cached is not None:
+            self.linter.cancel(uri)  # a lint of another version is stale
+            self.publish_current(uri, document.version, xla_program, cached)
+            return
+        then = partial(self.publish_current, uri, document.version, xla_program)
+        args = (uri, document.source, document.language_id, xla_program)
+        self.lint(uri, server_lint.analyze_document, args, then)
 
-    def publish_current(self, uri: str, version: int | None, diagnostics: list[types.Diagnostic]) -> None:
+    def current_lint(self, uri: str) -> DocumentLint | None:
+        """The lint of the document's current version, if it was linted."""
+        document = self.open_document(uri)
+        version, xla_program, linted = self.linted.get(uri, (None, False, None))
+        if document is None or linted is None or version != document.version:
+            return None
+        return linted if xla_program == self.in_xla_program(uri) else None
+
+    def in_xla_program(self, uri: str) -> bool:
+        """The document is a module of an XLA program of its workspace folder."""
+        folder = self.folder_of(uri)
+        members = self.programs.get(folder) if folder is not None else None
+        path = server_lint.document_path(uri) if members else None
+        return path is not None and os.path.realpath(path) in members
+
+    def folder_of(self, uri: str) -> str | None:
+        """The workspace folder (the innermost) that holds the document's file."""
+        path = server_lint.document_path(uri)
+        if path is None or path.endswith(".ipynb"):
+            return None
+        roots = [to_fs_path(folder.uri) for folder in self.workspace.folders.values()]
+        if not roots and self.workspace.root_path:
+            roots = [self.workspace.root_path]
+        inside = [root for root in roots if root and (path + os.sep).startswith(root.rstrip(os.sep) + os.sep)]
+        return max(inside, key=len, default=None)
+
+    def find_programs(self, folder: str) -> None:
+        """(Re)compute the program facts of ``folder`` in a lint process; the documents
+        whose part in a program changed are linted again."""
+        self.programs.setdefault(folder, None)
+        known = self.program_facts.get(folder, {})
+
+        def done(reply, failure: str | None) -> None:
+            if failure is not None:
+                self.in_loop(self.tell, [Message(types.MessageType.Error, f"xlalint: {failure}")])
+                self.in_loop(self.programs_found, folder, frozenset(), {})
+                return
+            (members, facts), messages = reply
+            self.in_loop(self.tell, messages)
+            self.in_loop(self.programs_found, folder, members, facts)
+
+        self.loop = asyncio.get_running_loop()
+        args = (folder, known)
+        self.linter.submit(("programs", folder), server_program.xla_program_modules, args, done, settle=SETTLE_S)
+
+    def stop_waiting(self, folder: str) -> None:
+        """The folder's first program facts take long: its documents are linted without them."""
+        if self.programs.get(folder) is None:
+            self.impatient.add(folder)
+            for uri in sorted(self.waiting.pop(folder, set())):
+                self.publish(uri)
+
+    def programs_found(self, folder: str, members: frozenset[str], facts: dict) -> None:
+        before = {uri: self.in_xla_program(uri) for uri in self.linted if self.folder_of(uri) == folder}
+        self.programs[folder], self.program_facts[folder] = members, facts
+        for uri in sorted(self.waiting.pop(folder, set())):
+            self.publish(uri)
+        for uri, was in before.items():
+            if self.in_xla_program(uri) != was:
+                self.linted.pop(uri, None)
+                self.publish(uri)
+
+    def publish_current(self, uri: str, version: int | None, xla_program: bool, linted: DocumentLint) -> None:
         document = self.open_document(uri)
         if self.shutting_down or document is None or document.version != version:
             return  # stale: closed, or a newer version is on its way
-        self.text_document_publish_diagnostics(
-            types.PublishDiagnosticsParams(uri=uri, version=version, diagnostics=diagnostics)
-        )
+        if xla_program != self.in_xla_program(uri):
+            self.publish(uri)  # linted with program facts that changed since: again with the new ones
+            return
+        self.linted[uri] = (version, xla_program, linted)
+        params = {"uri": uri, "diagnostics": linted.diagnostics}
+        if version is not None:
+            params["version"] = version
+        self.protocol.notify_json(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, params)
 
     def publish_notebook(self, notebook_uri: str) -> None:
         notebook = self.workspace.get_notebook_document(notebook_uri=notebook_uri)
@@ -481,6 +603,13 @@ class XlalintServer(LanguageServer):
         return cells
 
 
+def resolves_edits(capabilities: types.ClientCapabilities) -> bool:
+    """The client resolves a code action's ``edit`` lazily (``codeAction/resolve``)."""
+    text = capabilities.text_document
+    support = text.code_action.resolve_support if text is not None and text.code_action is not None else None
+    return support is not None and "edit" in support.properties
+
+
 def create_server() -> XlalintServer:
     server = XlalintServer()
 
@@ -488,6 +617,7 @@ def create_server() -> XlalintServer:
     def initialize(ls: XlalintServer, params: types.InitializeParams) -> None:
         options = params.initialization_options
         ls.unsafe_fixes = bool(isinstance(options, dict) and options.get("unsafeFixes"))
+        ls.resolve_edits = resolves_edits(params.capabilities)
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: XlalintServer, *args) -> None:
@@ -507,8 +637,20 @@ def create_server() -> XlalintServer:
     def publish_notebook(ls: XlalintServer, params) -> None:
         ls.publish_notebook(params.notebook_document.uri)
 
-    for event in (types.TEXT_DOCUMENT_DID_OPEN, types.TEXT_DOCUMENT_DID_CHANGE, types.TEXT_DOCUMENT_DID_SAVE):
+    for event in (types.TEXT_DOCUMENT_DID_OPEN, types.TEXT_DOCUMENT_DID_CHANGE):
         server.feature(event)(publish_document)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: XlalintServer, params: types.DidSaveTextDocumentParams) -> None:
+        # Saved: linted again (the config, or a module it imports, may have changed on
+        # disk), and its folder's programs found again (what it imports may have changed).
+        uri = params.text_document.uri
+        ls.linted.pop(uri, None)
+        folder = ls.folder_of(uri)
+        if folder is not None and ls.programs.get(folder) is not None:
+            ls.find_programs(folder)
+        ls.publish(uri)
+
     for event in (
         types.NOTEBOOK_DOCUMENT_DID_OPEN,
         types.NOTEBOOK_DOCUMENT_DID_CHANGE,
@@ -519,6 +661,9 @@ def create_server() -> XlalintServer:
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: XlalintServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.linter.cancel(params.text_document.uri)
+        ls.linted.pop(params.text_document.uri, None)
+        for waiting in ls.waiting.values():
+            waiting.discard(params.text_document.uri)
         ls.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[])
         )
@@ -531,7 +676,9 @@ def create_server() -> XlalintServer:
 
     @server.feature(
         types.TEXT_DOCUMENT_CODE_ACTION,
-        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL, NOTEBOOK_FIX_ALL]),
+        types.CodeActionOptions(
+            code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL, NOTEBOOK_FIX_ALL], resolve_provider=True
+        ),
     )
     async def code_action(ls: XlalintServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         # The documents are read here, on the loop; the linting is done in the lint process.
@@ -544,12 +691,62 @@ def create_server() -> XlalintServer:
             if notebook is not None:
                 cells = ls.notebook_cells(notebook)
                 return await ls.ask(
-                    server_lint.notebook_code_actions, notebook.uri, cells, document.source, params, ls.unsafe_fixes
+                    server_lint.notebook_code_actions,
+                    notebook.uri,
+                    cells,
+                    document.source,
+                    params,
+                    ls.unsafe_fixes,
+                    ls.resolve_edits,
                 )
             return await ls.ask(
-                server_lint.document_code_actions, uri, document.source, document.language_id, params, ls.unsafe_fixes
+                server_lint.document_code_actions,
+                uri,
+                document.source,
+                document.language_id,
+                params,
+                ls.unsafe_fixes,
+                None if (linted := ls.current_lint(uri)) is None else linted.near(params.range),
+                ls.resolve_edits,
+                ls.in_xla_program(uri),
             )
         except LintFailed as exc:  # an error answer, not a traceback
+            raise JsonRpcInternalError(f"xlalint: {exc}") from None
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    async def resolve_code_action(ls: XlalintServer, action: types.CodeAction) -> types.CodeAction:
+        """The edit of a code action given without one (fix-all; see ``server_lint``)."""
+        data = action.data if isinstance(action.data, dict) else {}
+        uri = data.get("uri")
+        document = ls.open_document(uri) if isinstance(uri, str) else None
+        if document is None or action.edit is not None:
+            return action  # not ours to resolve, or its document was closed: as it came
+        notebook = ls.workspace.get_notebook_document(cell_uri=uri)
+        if notebook is not None:
+            try:
+                cells = ls.notebook_cells(notebook)
+                return await ls.ask(
+                    server_lint.resolve_notebook_code_action, notebook.uri, cells, action, ls.unsafe_fixes
+                )
+            except LintFailed as exc:
+                raise JsonRpcInternalError(f"xlalint: {exc}") from None
+        linted, wanted = ls.current_lint(uri), data.get("fix")
+        if linted is not None and isinstance(wanted, list) and len(wanted) == 5 and isinstance(wanted[1], int):
+            line, end_line = wanted[1] - 1, wanted[3] - 1  # a quick fix: the lint of its lines is enough
+            linted = linted.near(types.Range(types.Position(line, 0), types.Position(end_line, 0)))
+        else:
+            linted = None  # fix-all fixes the document: it needs no lint
+        try:
+            return await ls.ask(
+                server_lint.resolve_code_action,
+                uri,
+                document.source,
+                action,
+                ls.unsafe_fixes,
+                linted,
+                ls.in_xla_program(uri),
+            )
+        except LintFailed as exc:
             raise JsonRpcInternalError(f"xlalint: {exc}") from None
 
     return server

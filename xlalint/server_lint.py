@@ -10,8 +10,10 @@ writes to stdout, the server's channel to the client.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import ctypes
+import dataclasses
 import enum
 import os
 import signal
@@ -19,16 +21,20 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import attrs
 from lsprotocol import types
+from pygls.protocol import default_converter
 from pygls.uris import to_fs_path
 
+from xlalint.engine.collector import collect_less_often
 from xlalint.engine.config import ConfigError, ConfigFinder, Settings
 from xlalint.engine.fixing import describe, fix_source
 from xlalint.engine.lint import SYNTAX_ERROR, lint_source
 from xlalint.engine.notebook import CellText, NotebookError, code_cell, split_module
 from xlalint.engine.reporters import AFTER_PORT
 from xlalint.engine.source import MAX_BYTES
-from xlalint.fixers.apply import apply_fixes, text_edits
+from xlalint.fixers.apply import apply_fixes, fix_edits, text_edits
+from xlalint.fixers.local_edits import local_fix_edits
 from xlalint.model import Finding, split_lines
 from xlalint.rules import rules_by_code
 
@@ -42,6 +48,7 @@ SOURCE = "xlalint"
 #: path>`` with the language ``python``.
 VIRTUAL_DOCUMENTS = ".virtual_documents"
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_CONVERTER = default_converter()  # lsprotocol objects to and from LSP's JSON
 
 
 @dataclass(frozen=True)
@@ -64,11 +71,36 @@ class CellSnapshot:
     python: bool  # in Python (else its diagnostics are only cleared)
 
 
+@dataclass(frozen=True)
+class DocumentLint:
+    """A lint of one version of a text document: the diagnostics published, and the
+    findings with a fix, which the server keeps for the code actions on that version
+    (they are not linted again). The diagnostics are LSP's JSON (``diagnostic_json``):
+    built as lsprotocol objects, thousands of them took longer to send to the server
+    and to serialize there (on its message loop) than to find."""
+
+    diagnostics: list[dict]
+    fixable: tuple[Finding, ...] = ()
+    checked: bool = False  # config found, the file not excluded: fix-all may apply
+    #: How safe the fixes of the whole document are (``fixable`` may be some of them).
+    applicabilities: frozenset[str] = frozenset()
+
+    def near(self, wanted: types.Range) -> DocumentLint:
+        """Only what a code action on the lines of ``wanted`` needs (sent to a lint process)."""
+        fixable = tuple(
+            f for f in self.fixable if f.span.line - 1 <= wanted.end.line and wanted.start.line <= f.span.end_line - 1
+        )
+        return DocumentLint([], fixable, self.checked, self.applicabilities)
+
+
 def serve(connection) -> None:
     """The lint process: run ``(function, args)`` calls from the server, one at a time,
     and send back ``(True, result)`` or ``(False, why)``, until the server goes."""
     os.dup2(2, 1)  # stdout is the server's channel to the client: nothing of ours goes there
     sys.stdout = sys.stderr
+    # As the command line does (a spawned process starts with Python's thresholds): with
+    # them, the collector took a fifth of a large document's lint, between lints.
+    collect_less_often()
     if sys.platform.startswith("linux"):  # die with the server, even if it is SIGKILLed
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -114,24 +146,30 @@ def is_notebook_json(uri: str, language_id: str | None) -> bool:
     return uri.endswith(".ipynb") and language_id != "python"
 
 
-def settings_for(uri: str, messages: list[Message]) -> Settings | None:
+def settings_for(uri: str, messages: list[Message], xla_program: bool = False) -> Settings | None:
     """The settings for the document's path (a fresh lookup, so edits to the config count
-    at once); None, with a message, when the config is broken or excludes the file."""
+    at once); None, with a message, when the config is broken or excludes the file.
+    ``xla_program``: the document is a module of an XLA program (an XLA script of the
+    workspace imports it: ``server_program.py``), as ``xlalint check .`` checks it."""
     path = Path(document_path(uri) or Path.cwd() / "untitled.py")
     try:
         settings = ConfigFinder(None, rules_by_code()).for_path(path.absolute())
     except ConfigError as exc:
         messages.append(Message(types.MessageType.Error, f"xlalint: {exc}", show=True))
         return None
-    return None if settings.is_excluded(path) else settings
+    if settings.is_excluded(path):
+        return None
+    return dataclasses.replace(settings, xla_program=True) if xla_program else settings
 
 
-def lint(source: str, uri: str, messages: list[Message]) -> tuple[list[Finding], Settings | None]:
+def lint(
+    source: str, uri: str, messages: list[Message], xla_program: bool = False
+) -> tuple[list[Finding], Settings | None]:
     reason = too_large(source)
     if reason is not None:
         messages.append(Message(types.MessageType.Warning, f"xlalint: {uri} not checked: {reason}"))
         return [], None
-    settings = settings_for(uri, messages)
+    settings = settings_for(uri, messages, xla_program)
     if settings is None:
         return [], None
     try:
@@ -152,19 +190,33 @@ def not_checked(reason: str) -> types.Diagnostic:
     )
 
 
-def lint_document(
-    uri: str, source: str, language_id: str | None = None
-) -> tuple[list[types.Diagnostic], list[Message]]:
-    """The diagnostics of a text document; one saying why when it is not checked."""
+def analyze_document(
+    uri: str, source: str, language_id: str | None = None, xla_program: bool = False
+) -> tuple[DocumentLint, list[Message]]:
+    """The lint of a text document: its diagnostics (one saying why when it is not
+    checked) and its findings with a fix."""
     messages: list[Message] = []
     if is_notebook_json(uri, language_id):
-        return [], messages
+        return DocumentLint([]), messages
     reason = too_large(source)
     if reason is not None:
         messages.append(Message(types.MessageType.Warning, f"xlalint: {uri} not checked: {reason}"))
-        return [not_checked(reason)], messages
+        return DocumentLint([not_checked_json(reason)]), messages
     lines = split_lines(source)
-    return [diagnostic(f, lines) for f in lint(source, uri, messages)[0]], messages
+    findings, settings = lint(source, uri, messages, xla_program)
+    diagnostics = [diagnostic_json(f, lines) for f in findings]
+    fixable = tuple(f for f in findings if f.fix is not None)
+    applicabilities = frozenset(f.fix.applicability for f in fixable if f.fix is not None)
+    return DocumentLint(diagnostics, fixable, settings is not None, applicabilities), messages
+
+
+def lint_document(
+    uri: str, source: str, language_id: str | None = None, xla_program: bool = False
+) -> tuple[list[types.Diagnostic], list[Message]]:
+    """The diagnostics of a text document (lsprotocol objects); one saying why when it
+    is not checked."""
+    linted, messages = analyze_document(uri, source, language_id, xla_program)
+    return [_CONVERTER.structure(d, types.Diagnostic) for d in linted.diagnostics], messages
 
 
 def lint_notebook(
@@ -228,6 +280,28 @@ def diagnostic_message(finding: Finding) -> str:
     return f"{cell}{finding.message}{AFTER_PORT if finding.after_port else ''}"
 
 
+def diagnostic_json(finding: Finding, lines: list[str]) -> dict:
+    """``diagnostic`` as LSP's JSON."""
+    s = finding.span
+    start, end = _utf16(lines, s.line, s.col), _utf16(lines, s.end_line, s.end_col)
+    return {
+        "range": {
+            "start": {"line": start.line, "character": start.character},
+            "end": {"line": end.line, "character": end.character},
+        },
+        "message": diagnostic_message(finding),
+        "severity": 1 if finding.code == SYNTAX_ERROR[0] else 2,  # Error, Warning
+        "code": finding.code,
+        "source": SOURCE,
+        "data": {"fixable": finding.fix is not None, "name": finding.name},
+    }
+
+
+def not_checked_json(reason: str) -> dict:
+    """``not_checked`` as LSP's JSON."""
+    return _CONVERTER.unstructure(not_checked(reason))
+
+
 def diagnostic(finding: Finding, lines: list[str]) -> types.Diagnostic:
     s = finding.span
     error = finding.code == SYNTAX_ERROR[0]
@@ -244,16 +318,7 @@ def diagnostic(finding: Finding, lines: list[str]) -> types.Diagnostic:
 def edits(before: str, after: str) -> list[types.TextEdit]:
     """The LSP edits that turn ``before`` into ``after``."""
     lines = split_lines(before)
-    return [
-        types.TextEdit(
-            range=types.Range(
-                start=_utf16(lines, e.start[0], e.start[1] - 1),
-                end=_utf16(lines, e.end[0], e.end[1] - 1),
-            ),
-            new_text=e.content,
-        )
-        for e in text_edits(before, after)
-    ]
+    return [_lsp_edit(e, lines) for e in text_edits(before, after)]
 
 
 def _overlaps(diag: types.Diagnostic, wanted: types.Range) -> bool:
@@ -279,44 +344,133 @@ def _asked(kind: str, only: list) -> bool:
 
 
 def document_code_actions(
-    uri: str, source: str, language_id: str | None, params: types.CodeActionParams, unsafe: bool
+    uri: str,
+    source: str,
+    language_id: str | None,
+    params: types.CodeActionParams,
+    unsafe: bool,
+    linted: DocumentLint | None = None,
+    resolve: bool = False,
+    xla_program: bool = False,
 ) -> tuple[list[types.CodeAction], list[Message]]:
     """The code actions on a text document: a quick fix per fixable finding in the
-    range, and fix-all."""
+    range, and fix-all. ``linted``: the lint of this version of the document, when the
+    server has it (else it is linted here). ``resolve``: the client resolves code
+    actions (``codeAction/resolve``): fix-all comes without its edit, which
+    :func:`resolve_code_action` computes when the client asks for it (fixing the whole
+    file takes seconds on a large one), and so does a quick fix whose edit cannot be
+    found from the statements it touches. A quick fix's edit is found from those
+    statements (``fixers/local_edits.py``), not from the whole file."""
     messages: list[Message] = []
     if is_notebook_json(uri, language_id):
         return [], messages
-    findings = [f for f in lint(source, uri, messages)[0] if _wanted(f, unsafe)]
-    if not findings:
-        return [], messages
+    if linted is None:
+        linted, messages = analyze_document(uri, source, language_id, xla_program)
+    findings = [f for f in linted.fixable if _wanted(f, unsafe)]
+    if not ((unsafe and linted.applicabilities) or "safe" in linted.applicabilities):
+        return [], messages  # nothing in the document to fix
     only = params.context.only
-    want_quick = only is None or any(str(k).startswith("quickfix") for k in only)
-    want_all = only is None or any(FIX_ALL.startswith(str(k)) for k in only)
-    lines = split_lines(source)
+    want_quick = only is None or any(_kind(k).startswith("quickfix") for k in only)
+    want_all = only is None or any(FIX_ALL.startswith(_kind(k)) for k in only)
     actions: list[types.CodeAction] = []
     if want_quick:
-        for finding in findings:
+        wanted = params.range
+        near = [f for f in findings if f.span.line - 1 <= wanted.end.line and wanted.start.line <= f.span.end_line - 1]
+        lines = split_lines(source) if near else []
+        tree: ast.Module | bool | None = None  # False: it does not parse here (a BOM)
+        for finding in near:
             diag = diagnostic(finding, lines)
-            if not _overlaps(diag, params.range):
+            if not _overlaps(diag, wanted):
                 continue
             assert finding.fix is not None
-            fixed, used = apply_fixes(source, [finding.fix])
-            if not used or fixed == source:
+            if tree is None:
+                tree = _parsed(source)
+            found = local_fix_edits(source, tree, finding.fix) if tree else None
+            if found is None and resolve:
+                actions.append(_quick_fix(finding, diag, None, _resolve_data(uri, finding)))
                 continue
-            actions.append(_quick_fix(finding, diag, {uri: edits(source, fixed)}))
-    settings = settings_for(uri, messages) if want_all else None
-    if settings is not None:
-        result = fix_source(source, document_path(uri) or "<stdin>", settings, unsafe=unsafe)
-        if result.error is None and result.source != source:
-            actions.append(_fix_all(FIX_ALL, {uri: edits(source, result.source)}))
+            found = fix_edits(source, finding.fix) if found is None else found
+            if found:
+                actions.append(_quick_fix(finding, diag, {uri: [_lsp_edit(e, lines) for e in found]}))
+    if want_all and linted.checked:
+        if resolve:
+            actions.append(_fix_all(FIX_ALL, None, {"uri": uri, "fix": "all"}))
+        else:
+            changes = _fix_all_changes(uri, source, unsafe, messages, xla_program)
+            if changes:
+                actions.append(_fix_all(FIX_ALL, changes))
     return actions, messages
 
 
+def _parsed(source: str) -> ast.Module | bool:
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+
+
+def resolve_code_action(
+    uri: str,
+    source: str,
+    action: types.CodeAction,
+    unsafe: bool,
+    linted: DocumentLint | None = None,
+    xla_program: bool = False,
+) -> tuple[types.CodeAction, list[Message]]:
+    """The code action with its edit, for ``codeAction/resolve``: fix-all, or a quick fix
+    whose edit needed the whole file (``document_code_actions``), on the document as it
+    is now. An action whose finding is gone comes back without an edit."""
+    messages: list[Message] = []
+    data = action.data if isinstance(action.data, dict) else {}
+    if data.get("fix") == "all":
+        changes = _fix_all_changes(uri, source, unsafe, messages, xla_program)
+        return attrs.evolve(action, edit=types.WorkspaceEdit(changes=changes)), messages
+    wanted = data.get("fix")
+    if linted is None:
+        linted, messages = analyze_document(uri, source, "python", xla_program)
+    for finding in linted.fixable:
+        if [finding.code, *dataclasses.astuple(finding.span)] == wanted and finding.fix is not None:
+            lines = split_lines(source)
+            edits = [_lsp_edit(e, lines) for e in fix_edits(source, finding.fix)]
+            return attrs.evolve(action, edit=types.WorkspaceEdit(changes={uri: edits})), messages
+    return action, messages
+
+
+def _resolve_data(uri: str, finding: Finding) -> dict:
+    """What ``codeAction/resolve`` gets back to find the finding again."""
+    return {"uri": uri, "fix": [finding.code, *dataclasses.astuple(finding.span)]}
+
+
+def _fix_all_changes(
+    uri: str, source: str, unsafe: bool, messages: list[Message], xla_program: bool
+) -> dict[str, list[types.TextEdit]]:
+    settings = settings_for(uri, messages, xla_program)
+    if settings is None:
+        return {}
+    result = fix_source(source, document_path(uri) or "<stdin>", settings, unsafe=unsafe)
+    if result.error is not None or result.source == source:
+        return {}
+    return {uri: edits(source, result.source)}
+
+
+def _lsp_edit(edit, lines: list[str]) -> types.TextEdit:
+    """A text edit (1-based rows and columns, in characters) as an LSP edit."""
+    start = _utf16(lines, edit.start[0], edit.start[1] - 1)
+    end = _utf16(lines, edit.end[0], edit.end[1] - 1)
+    return types.TextEdit(range=types.Range(start=start, end=end), new_text=edit.content)
+
+
 def notebook_code_actions(
-    notebook_uri: str, cells: list[CellSnapshot], cell_source: str, params: types.CodeActionParams, unsafe: bool
+    notebook_uri: str,
+    cells: list[CellSnapshot],
+    cell_source: str,
+    params: types.CodeActionParams,
+    unsafe: bool,
+    resolve: bool = False,
 ) -> tuple[list[types.CodeAction], list[Message]]:
     """The code actions on one cell of a notebook: a quick fix per fixable finding in the
-    cell's range, and fix-all, each with the edits to every cell it changes."""
+    cell's range, and fix-all, each with the edits to every cell it changes (fix-all's
+    computed on ``codeAction/resolve`` when the client resolves: ``resolve``)."""
     messages: list[Message] = []
     uri = params.text_document.uri
     module, uris = notebook_module(cells)
@@ -343,27 +497,57 @@ def notebook_code_actions(
     # Fix-all on a cell fixes the notebook: the module is one program, and the imports
     # a fix needs go to the first cells. With no kind asked for, one such action is enough.
     kinds = [FIX_ALL] if only is None else [kind for kind in (FIX_ALL, NOTEBOOK_FIX_ALL) if _asked(kind, only)]
-    if kinds:
-        result = fix_source(module, to_fs_path(notebook_uri) or "<stdin>", settings, unsafe=unsafe)
-        changes = notebook_edits(module, result.source, uris) if result.error is None else {}
+    if kinds and resolve:
+        data = {"uri": uri, "notebook": notebook_uri, "fix": "all"}
+        actions += [_fix_all(kind, None, data) for kind in kinds]
+    elif kinds:
+        changes = _notebook_fix_all_changes(notebook_uri, module, uris, settings, unsafe)
         if changes:
             actions += [_fix_all(kind, changes) for kind in kinds]
     return actions, messages
 
 
-def _quick_fix(finding: Finding, diag: types.Diagnostic, changes: dict[str, list[types.TextEdit]]) -> types.CodeAction:
-    """The quick fix of one finding (preferred when its fix is safe)."""
+def resolve_notebook_code_action(
+    notebook_uri: str, cells: list[CellSnapshot], action: types.CodeAction, unsafe: bool
+) -> tuple[types.CodeAction, list[Message]]:
+    """Fix-all on a notebook with its edits to every cell it changes, for ``codeAction/resolve``."""
+    messages: list[Message] = []
+    module, uris = notebook_module(cells)
+    settings = settings_for(notebook_uri, messages) if too_large(module) is None else None
+    changes = _notebook_fix_all_changes(notebook_uri, module, uris, settings, unsafe) if settings is not None else {}
+    return attrs.evolve(action, edit=types.WorkspaceEdit(changes=changes)), messages
+
+
+def _notebook_fix_all_changes(
+    notebook_uri: str, module: CellText, uris: dict[int, str], settings: Settings, unsafe: bool
+) -> dict[str, list[types.TextEdit]]:
+    result = fix_source(module, to_fs_path(notebook_uri) or "<stdin>", settings, unsafe=unsafe)
+    return notebook_edits(module, result.source, uris) if result.error is None else {}
+
+
+def _quick_fix(
+    finding: Finding,
+    diag: types.Diagnostic,
+    changes: dict[str, list[types.TextEdit]] | None,
+    data: dict | None = None,
+) -> types.CodeAction:
+    """The quick fix of one finding (preferred when its fix is safe); without its edit
+    (``changes`` None) it carries ``data`` for ``codeAction/resolve``."""
     assert finding.fix is not None
     return types.CodeAction(
         title=f"xlalint ({finding.code}): {finding.fix.message}",
         kind=types.CodeActionKind.QuickFix,
         diagnostics=[diag],
         is_preferred=finding.fix.applicability == "safe",
-        edit=types.WorkspaceEdit(changes=changes),
+        edit=None if changes is None else types.WorkspaceEdit(changes=changes),
+        data=data,
     )
 
 
-def _fix_all(kind: str, changes: dict[str, list[types.TextEdit]]) -> types.CodeAction:
+def _fix_all(kind: str, changes: dict[str, list[types.TextEdit]] | None, data: dict | None = None) -> types.CodeAction:
     return types.CodeAction(
-        title="xlalint: fix all auto-fixable problems", kind=kind, edit=types.WorkspaceEdit(changes=changes)
+        title="xlalint: fix all auto-fixable problems",
+        kind=kind,
+        edit=None if changes is None else types.WorkspaceEdit(changes=changes),
+        data=data,
     )

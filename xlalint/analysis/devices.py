@@ -415,7 +415,7 @@ class DeviceAnalysis:
     def _attribute_bound_otherwise(self, owner: ast.ClassDef, attr: str) -> bool:
         """``self.<attr>`` bound other than by an assignment (``for self.device in ...``,
         ``self.device += ...``, a ``with ... as self.device``)."""
-        for node in ast.walk(owner):
+        for node in subtree(owner):
             if isinstance(node, (ast.For, ast.AsyncFor, ast.AugAssign, ast.AnnAssign, ast.withitem, ast.NamedExpr)):
                 target = node.optional_vars if isinstance(node, ast.withitem) else getattr(node, "target", None)
                 if target is not None and any(is_self_attr(t, attr) for t in ast.walk(target)):
@@ -462,7 +462,7 @@ class DeviceAnalysis:
             args = scope.args
             params = (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
             names.update(a.arg for a in params if a is not None)
-        for node in ast.walk(scope):
+        for node in subtree(scope):  # a set is built: any order (ast.walk was most of a check's time here)
             if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
                 names.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):

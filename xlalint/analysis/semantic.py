@@ -388,6 +388,39 @@ def dotted_name(node: ast.AST) -> str | None:
     return None
 
 
+class _BoundAnywhere(Mapping):
+    """Every name bound anywhere in the file, each found when it is asked about
+    (``Semantic.bound_anywhere``): a fix that imports ``torch_xla`` asks about a few
+    names, and reading the bindings of every function for them was a tenth of the
+    check of a large file."""
+
+    def __init__(self, semantic: Semantic):
+        self._semantic = semantic
+        self._found: dict[str, str | None] = {}
+
+    def _meaning(self, name: object) -> str | None:
+        if not isinstance(name, str):
+            return None
+        if name not in self._found:
+            self._found[name] = self._semantic.bound_anywhere(name)
+        return self._found[name]
+
+    def __getitem__(self, name: str) -> str:
+        meaning = self._meaning(name)
+        if meaning is None:
+            raise KeyError(name)
+        return meaning
+
+    def __contains__(self, name: object) -> bool:
+        return self._meaning(name) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._semantic._all_bound_anywhere)
+
+    def __len__(self) -> int:
+        return len(self._semantic._all_bound_anywhere)
+
+
 class Semantic:
     """Name resolution for one module, and every node of it by type."""
 
@@ -422,12 +455,47 @@ class Semantic:
 
     @cached_property
     def _names_anywhere(self) -> ScopeNames:
+        if self.tree.body and parent(self.tree.body[0]) is None:  # no parent links: every scope is read
+            return ScopeNames(self._all_bound_anywhere, self._every_name)
+        return ScopeNames(_BoundAnywhere(self), self._every_name)
+
+    @cached_property
+    def _all_bound_anywhere(self) -> dict[str, str]:
         visible = dict(self._module_bindings)
         for scope in self.nodes_of(*_SCOPES):
             for name, meaning in self._scope_bindings(scope).items():
                 # Bound to one module everywhere (a local `import torch_xla`) still means it.
                 visible[name] = meaning if visible.get(name, meaning) == meaning else _OTHER
-        return ScopeNames(visible, self._every_name)
+        return visible
+
+    def bound_anywhere(self, name: str) -> str | None:
+        """What ``name`` is bound to anywhere in the file (as ``names_at(None)`` says), or
+        None where nothing binds it: the module's binding, folded with those of the scopes
+        around the nodes that may bind it (the rest cannot)."""
+        meaning = self._module_bindings.get(name)
+        seen: set[int] = set()
+        for node in self._may_bind(name):
+            for scope in ancestors(node):
+                if isinstance(scope, _SCOPES) and id(scope) not in seen:
+                    seen.add(id(scope))
+                    bound = self._scope_bindings(scope).get(name)
+                    if bound is not None:
+                        meaning = bound if meaning in (None, bound) else _OTHER
+        return meaning
+
+    def _may_bind(self, name: str) -> Iterator[ast.AST]:
+        """The nodes that may bind ``name`` (in the scope around them, or one further out)."""
+        yield from (n for n in self.names_with_id(name) if not isinstance(n.ctx, ast.Load))
+        yield from (n for n in self.nodes_of(ast.arg) if n.arg == name)
+        for node in self.nodes_of(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler):
+            if node.name == name:
+                yield node
+        for node in self.nodes_of(ast.MatchAs, ast.MatchStar, ast.MatchMapping):
+            if name in (getattr(node, "name", None), getattr(node, "rest", None)):
+                yield node
+        for node in self.nodes_of(ast.Import, ast.ImportFrom):
+            if any((a.asname or a.name.split(".", 1)[0]) == name for a in node.names):
+                yield node
 
     @cached_property
     def _module_bindings(self) -> dict[str, str]:

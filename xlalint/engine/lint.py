@@ -339,19 +339,21 @@ def _applicable_fixes(findings: list[Finding], source: str) -> list[Finding]:
     chain parses inside brackets, as the applier puts it)."""
     lines = split_lines(source)
     verdicts: dict[Fix, bool] = {}
+    parses: dict[tuple[str, str], bool] = {}  # the same code written by many fixes is parsed once
     out = []
     for finding in findings:
         fix = finding.fix
         if fix is not None:
             if fix not in verdicts:
-                verdicts[fix] = _fix_applies(fix, lines)
+                verdicts[fix] = _fix_applies(fix, lines, parses)
             if not verdicts[fix]:
                 finding = dataclasses.replace(finding, fix=None)
         out.append(finding)
     return out
 
 
-def _fix_applies(fix: Fix, lines: list[str]) -> bool:
+def _fix_applies(fix: Fix, lines: list[str], parses: dict[tuple[str, str], bool] | None = None) -> bool:
+    parses = {} if parses is None else parses
     if not fix.operations:
         return False
     for op in fix.operations:
@@ -362,17 +364,27 @@ def _fix_applies(fix: Fix, lines: list[str]) -> bool:
             return False
         try:
             if isinstance(op, ReplaceExpr):
-                code = _render(op.template, op.parts, lines)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", SyntaxWarning)
-                    ast.parse(f"(\n{code}\n)", mode="eval")
+                code, mode = f"(\n{_render(op.template, op.parts, lines)}\n)", "eval"
             elif isinstance(op, (InsertStatement, AppendToBody)):
-                code = _render(op.code, getattr(op, "parts", ()), lines)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", SyntaxWarning)
-                    ast.parse(code)
-        except (SyntaxError, ValueError, KeyError, IndexError, RecursionError, MemoryError):
+                code, mode = _render(op.code, getattr(op, "parts", ()), lines), "exec"
+            else:
+                continue
+        except (ValueError, KeyError, IndexError):
             return False
+        if (code, mode) not in parses:
+            parses[code, mode] = _parses(code, mode)
+        if not parses[code, mode]:
+            return False
+    return True
+
+
+def _parses(code: str, mode: str) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            ast.parse(code, mode=mode)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
     return True
 
 

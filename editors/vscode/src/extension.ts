@@ -6,7 +6,13 @@ import { execFile } from "node:child_process";
 import { statSync } from "node:fs";
 import { homedir } from "node:os";
 import * as vscode from "vscode";
-import { CodeActionRequest, LanguageClient, type LanguageClientOptions, type ServerOptions } from "vscode-languageclient/node";
+import {
+  CodeActionRequest,
+  CodeActionResolveRequest,
+  LanguageClient,
+  type LanguageClientOptions,
+  type ServerOptions,
+} from "vscode-languageclient/node";
 import {
   COMMANDS,
   type CommandLine,
@@ -211,7 +217,12 @@ async function fixAll(): Promise<void> {
     range: client.code2ProtocolConverter.asRange(whole),
     context: { diagnostics: [], only: [FIX_ALL] },
   });
-  const fix = actions?.find((action) => "kind" in action && action.kind === FIX_ALL && action.edit);
+  let fix = actions?.find((action) => "kind" in action && action.kind === FIX_ALL);
+  if (fix && "kind" in fix && !fix.edit && fix.data !== undefined) {
+    // The server computes fix-all's edit when it is asked for (codeAction/resolve): on a
+    // large file that takes seconds, which the code actions asked while typing must not.
+    fix = await client.sendRequest(CodeActionResolveRequest.type, fix);
+  }
   if (!fix || !("edit" in fix) || !fix.edit) {
     await vscode.window.showInformationMessage("xlalint: nothing to fix.");
     return;
