@@ -85,6 +85,83 @@ def test_an_object_without_a_backward_is_no_step():
     assert positions(source) == []
 
 
+def test_steps_through_helpers_passed_as_arguments():
+    source = (FIXTURES / "passed_helpers.py").read_text()
+    # train_one_epoch's `loss_scaler` is bound to a Scaler by main() and by run_epochs
+    # (its own parameter, bound to `Scaler()`); train's `step_fn=update`. evaluate's
+    # `record` is a Meter (no backward); fit's `step` is bound by no call.
+    assert positions(source) == [(39, 5, "XLA103"), (41, 22, "XLA102"), (48, 5, "XLA103")]
+
+
+def test_sync_fixes_through_helpers_passed_as_arguments():
+    assert_fixture_fixes("XLA103", FIXTURES, "passed_helpers", unsafe=False)
+
+
+PASSED = """\
+    import torch
+    import torch_xla
+
+    class Stepper:
+        def __call__(self, loss):
+            loss.backward()
+            opt.step()
+
+    class Logger:
+        def __call__(self, value):
+            print(value)
+
+    def update(loss):
+        loss.backward()
+        opt.step()
+
+    def train(loader, step):
+        for x in loader:
+            step(model(x.to(torch_xla.device())).sum())
+
+    def epochs(loader, step):
+        for _ in range(3):
+            train(loader, step)
+
+    def main():
+        {calls}
+    """
+
+
+def passed(calls: str) -> list[tuple[int, int, str]]:
+    return positions(textwrap.dedent(PASSED).format(calls=calls))
+
+
+def test_a_step_passed_on_through_parameters():
+    assert passed("epochs(loader, Stepper())") == [(18, 5, "XLA103")]
+
+
+def test_a_step_function_left_to_its_default():
+    source = textwrap.dedent(PASSED).replace("def train(loader, step):", "def train(loader, step=update):")
+    assert positions(source.format(calls="train(loader)")) == [(18, 5, "XLA103")]
+    # Every call passes another: the default never runs.
+    assert positions(source.format(calls="train(loader, Logger())")) == []
+
+
+def test_any_call_that_passes_a_backward_makes_the_loop_a_step():
+    # The loop trains on the second call: it needs its sync there.
+    assert passed("train(loader, Logger()); train(loader, update)") == [(18, 5, "XLA103")]
+
+
+def test_a_callable_without_a_backward_is_no_step():
+    assert passed("train(loader, Logger())") == []
+
+
+def test_a_parameter_no_call_binds_is_no_step():
+    # A library entry point: what its callers pass is not known.
+    assert passed("pass") == []
+
+
+def test_a_parameter_shadows_a_module_object_of_the_same_name():
+    # `step` in train() is the parameter, not the module's Stepper object.
+    source = textwrap.dedent(PASSED).format(calls="train(loader, Logger())") + "step = Stepper()\n"
+    assert positions(source) == []
+
+
 # --- item 2: the step loop is the loop that runs the optimizer step ----------------------
 
 

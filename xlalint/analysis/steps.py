@@ -71,8 +71,10 @@ from xlalint.analysis.values import (
     FUNCTIONS,
     Function,
     assigned_values_by_name,
+    bound_arguments,
     enclosing,
     enclosing_scopes,
+    parameter_names,
     self_and_ancestors,
     walk_scope,
 )
@@ -120,6 +122,7 @@ class StepAnalysis:
         self._locals: dict[int, dict[str, Function]] = {}
         self._values: dict[int, dict[str, list[ast.expr]]] = {}
         self._reached: dict[int, dict[int, Function]] = {}
+        self._bound: dict[tuple[int, str], Function | None] = {}
         self._loaders = DeviceLoaders(self.semantic)
         self._synced = SyncedValues(self.is_sync_call, self.is_step_context)
         # Most modules call no backward at all: then no loop trains, and no loop or
@@ -366,7 +369,7 @@ class StepAnalysis:
     def _resolve(self, call: ast.Call) -> Function | None:
         func = call.func
         if isinstance(func, ast.Name):
-            return self._function_named(func.id, call) or self._instance_call(func.id, call)
+            return self._callee_named(func.id, call)
         closure = self.closure_passed(call)
         if closure is not None:
             return closure
@@ -393,22 +396,71 @@ class StepAnalysis:
                 return found
         return None
 
-    def _instance_call(self, name: str, at: ast.AST) -> Function | None:
-        """``stepper(loss)`` where ``stepper = Stepper(...)`` builds an object of a
-        same-module class: that class's ``__call__`` (the innermost scope that assigns
-        the name decides)."""
+    def _callee_named(self, name: str, at: ast.AST) -> Function | None:
+        """What calling ``name`` at ``at`` runs, of the module; the innermost scope that
+        binds the name decides: a ``def`` there; an object of a same-module class with a
+        ``__call__`` assigned there (``stepper = Stepper(...)``: that ``__call__``); a
+        parameter: what the calls of the function bind to it (``bound_callee``)."""
         for scope in enclosing_scopes(at):
+            if isinstance(scope, ast.Module):
+                # A def under a module-level `for`/`if`/`with` binds a module name too.
+                found = self.semantic.module_functions.get(name) or self._local_functions(scope).get(name)
+                return found or self._instance_call(self._scope_values(scope).get(name, ()))
+            found = self._local_functions(scope).get(name)
+            if found is not None:
+                return found
             values = self._scope_values(scope).get(name)
-            if values is None:
-                continue
-            for value in values:
-                if isinstance(value, ast.Call):
-                    cls = self._module_class(value.func)
-                    method = _method(cls, "__call__") if cls is not None else None
-                    if method is not None:
-                        return method
-            return None
+            if values is not None:
+                return self._instance_call(values)
+            if name in parameter_names(scope):  # type: ignore[arg-type]
+                return self.bound_callee(scope, name)  # type: ignore[arg-type]
         return None
+
+    def _instance_call(self, values: Iterable[ast.expr]) -> Function | None:
+        """The ``__call__`` of the same-module class one of ``values`` builds an object of."""
+        for value in values:
+            if isinstance(value, ast.Call):
+                cls = self._module_class(value.func)
+                method = _method(cls, "__call__") if cls is not None else None
+                if method is not None:
+                    return method
+        return None
+
+    def bound_callee(self, function: Function, parameter: str) -> Function | None:
+        """The same-module function a call of ``parameter`` runs, from what the calls of
+        ``function`` bind to it (``values.bound_arguments``): a function passed by name
+        (``train(model, loader, step_fn=update)``), an object of a same-module class with a
+        ``__call__`` (``train_one_epoch(..., loss_scaler)`` where ``loss_scaler =
+        NativeScaler()``, or ``NativeScaler()`` itself), or a parameter of the caller bound
+        in turn. Where the calls pass different ones, the first that runs a backward:
+        the loop trains on those calls, and its step needs its sync and keeps its
+        per-step reads there (a sync in the same loop run for evaluation costs little).
+        None when no call binds one (a library entry point: the caller is not known)."""
+        key = (id(function), parameter)
+        if key in self._bound:
+            return self._bound[key]
+        self._bound[key] = None  # a parameter bound to itself through a cycle: no answer there
+        candidates: list[Function] = []
+        for value in bound_arguments(function, self.semantic).get(parameter, ()):
+            callee = self._callee_of_value(value, function) if value is not None else None
+            if callee is not None and all(callee is not c for c in candidates):
+                candidates.append(callee)
+        found = candidates[0] if candidates else None
+        if len(candidates) > 1:
+            found = next((c for c in candidates if self._function_reaches_backward(c, set())), found)
+        self._bound[key] = found
+        return found
+
+    def _callee_of_value(self, value: ast.expr, function: Function) -> Function | None:
+        """The same-module function calling ``value`` runs (a value bound to a parameter
+        of ``function``): a function's name, an object of a class with ``__call__`` (by
+        name or built there), a parameter of the caller bound in turn."""
+        if isinstance(value, ast.Call):
+            return self._instance_call([value])
+        if not isinstance(value, ast.Name):
+            return None
+        # A default is evaluated where the function is defined; an argument at the call.
+        return self._callee_named(value.id, function if isinstance(parent(value), ast.arguments) else value)
 
     def _scope_values(self, scope: ast.AST) -> dict[str, list[ast.expr]]:
         key = id(scope)
