@@ -5,7 +5,10 @@ directly or through same-module functions it calls (transitively). The *step loo
 is the innermost such loop, and *the step* is its body plus the bodies of the
 same-module functions it calls (its *helpers*), minus functions passed to
 ``xm.add_step_closure`` and minus code under a guard that runs every N steps
-(``if step % N == 0:``). Code after the loop is not in the step.
+(``if step % N == 0:``). Code after the loop is not in the step. A call resolves to a
+same-module function (``resolve``): a ``def``, an object's ``__call__``, and for a
+parameter called in the loop (``loss_scaler(loss, opt)``, ``step_fn(loss)``) what the
+calls of its function pass for it (``bound_callee``, on ``values.bound_arguments``).
 
 With gradient accumulation the step loop is a micro-step loop, and the optimizer steps
 in the loop around it (``for it in ...: for micro in ...: loss.backward()`` then
