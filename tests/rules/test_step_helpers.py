@@ -162,6 +162,18 @@ def test_a_parameter_shadows_a_module_object_of_the_same_name():
     assert positions(source) == []
 
 
+def test_the_deit_port_syncs_after_the_loss_scaler_it_is_passed():
+    # tests/port_corpus/vit_loss_scaler: main() builds the NativeScaler and passes it to
+    # train_one_epoch, whose loop calls it (16 -> 3 compiles in 8 steps once synced).
+    corpus = Path(__file__).resolve().parents[1] / "port_corpus" / "vit_loss_scaler" / "train.py"
+    result = fix_source(corpus.read_text(), "train.py", Settings(), unsafe=True)
+    step = result.source[result.source.index("        loss_scaler(loss, optimizer") :]
+    assert step.index("torch_xla.sync()") < step.index("    return {")
+    assert "            torch_xla.sync()\n            break\n        torch_xla.sync()\n    return {" in step
+    # The `loss.item()` the `math.isfinite` guard needs each step is reported, with no fix.
+    assert [(f.code, f.fix) for f in result.remaining] == [("XLA102", None)]
+
+
 # --- item 2: the step loop is the loop that runs the optimizer step ----------------------
 
 
