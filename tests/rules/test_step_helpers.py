@@ -162,6 +162,41 @@ def test_a_parameter_shadows_a_module_object_of_the_same_name():
     assert positions(source) == []
 
 
+def test_a_timm_native_scaler_passed_under_another_name():
+    source = textwrap.dedent(
+        """\
+        import torch
+        import torch_xla
+        from timm.utils import NativeScaler
+
+        def train_one_epoch(model, loader, optimizer, scaler):
+            for x, y in loader:
+                scaler(model(x, y), optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+
+        def run(model, loader, optimizer, amp_scaler):
+            for epoch in range(3):
+                train_one_epoch(model, loader, optimizer, amp_scaler)
+
+        def fit(model, loader, optimizer, step):
+            for x, y in loader:
+                step(model(x, y), optimizer)
+
+        def main():
+            loss_scaler = NativeScaler()
+            run(model, loader, optimizer, loss_scaler)
+        """
+    )
+    # `scaler` is bound to `amp_scaler`, bound to the NativeScaler: the loop is a step,
+    # and the clip after the scaler stepped is in the wrong order. `fit`'s `step` is
+    # bound by no call.
+    assert positions(source) == [(6, 5, "XLA103"), (8, 9, "XLA106"), (19, 19, "XLA104")]
+    # Not passed on: no step.
+    assert positions(
+        source.replace("run(model, loader, optimizer, loss_scaler)", "run(model, loader, optimizer, None)")
+    ) == [(19, 19, "XLA104")]
+
+
 def test_the_deit_port_syncs_after_the_loss_scaler_it_is_passed():
     # tests/port_corpus/vit_loss_scaler: main() builds the NativeScaler and passes it to
     # train_one_epoch, whose loop calls it (16 -> 3 compiles in 8 steps once synced).

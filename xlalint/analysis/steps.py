@@ -443,14 +443,14 @@ class StepAnalysis:
         if key in self._bound:
             return self._bound[key]
         self._bound[key] = None  # a parameter bound to itself through a cycle: no answer there
-        candidates: list[Function] = []
+        candidates: dict[int, Function] = {}  # by id, in the order of the calls
         for value in bound_arguments(function, self.semantic).get(parameter, ()):
             callee = self._callee_of_value(value, function) if value is not None else None
-            if callee is not None and all(callee is not c for c in candidates):
-                candidates.append(callee)
-        found = candidates[0] if candidates else None
+            if callee is not None:
+                candidates.setdefault(id(callee), callee)
+        found = next(iter(candidates.values()), None)
         if len(candidates) > 1:
-            found = next((c for c in candidates if self._function_reaches_backward(c, set())), found)
+            found = next((c for c in candidates.values() if self._function_reaches_backward(c, set())), found)
         self._bound[key] = found
         return found
 

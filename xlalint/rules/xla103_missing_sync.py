@@ -36,8 +36,8 @@ sync goes after the optimizer step. A call of a helper that runs the backward co
 `train_one_epoch(..., loss_scaler, ...)` calling `loss_scaler(loss, optimizer, ...)`, a
 `train(model, loader, step_fn=update)` calling `step_fn(loss)`. Such a call runs what the
 calls of the function in the same file pass for the parameter (an object of a class with
-a `__call__`, a function, the parameter's default where a call leaves it out, a parameter
-of the caller passed on); the loop is a step when any of them runs a backward: it trains
+a `__call__`, a timm `NativeScaler`, a function, the parameter's default where a call
+leaves it out, a parameter of the caller passed on); the loop is a step when any of them runs a backward: it trains
 on those calls (a sync on the others, evaluation, costs little). A parameter no call in
 the file binds (a library's entry point) is not followed.
 
