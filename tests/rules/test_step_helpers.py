@@ -162,6 +162,21 @@ def test_a_parameter_shadows_a_module_object_of_the_same_name():
     assert positions(source) == []
 
 
+def chain(functions: int) -> str:
+    """A step function passed on through ``functions`` functions to the loop that calls it."""
+    source = "import torch\nimport torch_xla\n\ndef update(loss):\n    loss.backward()\n    opt.step()\n\n"
+    source += "def f0(loader, step):\n    for x in loader:\n        step(model(x).sum())\n\n"
+    source += "".join(f"def f{i}(loader, step):\n    f{i - 1}(loader, step)\n\n" for i in range(1, functions))
+    return source + f"f{functions - 1}(loader, update)\n"
+
+
+def test_a_callable_passed_on_is_followed_a_few_functions_deep():
+    assert positions(chain(8)) == [(9, 5, "XLA103")]
+    # Further than that it is not followed; a long chain is checked, not too deep to check.
+    found = lint_source(chain(400), "train.py", Settings())
+    assert [f.code for f in found] == []
+
+
 def test_a_timm_native_scaler_passed_under_another_name():
     source = textwrap.dedent(
         """\

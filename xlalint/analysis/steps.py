@@ -108,6 +108,8 @@ __all__ = [
 ]
 
 Loop = ast.For | ast.AsyncFor | ast.While
+# How many parameters a callable passed on from caller to callee is followed through.
+PASSED_ON_DEPTH = 8
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 # --- the analysis ----------------------------------------------------------------------
@@ -126,6 +128,7 @@ class StepAnalysis:
         self._values: dict[int, dict[str, list[ast.expr]]] = {}
         self._reached: dict[int, dict[int, Function]] = {}
         self._bound: dict[tuple[int, str], Function | None] = {}
+        self._binding_depth = 0
         self._loaders = DeviceLoaders(self.semantic)
         self._synced = SyncedValues(self.is_sync_call, self.is_step_context)
         # Most modules call no backward at all: then no loop trains, and no loop or
@@ -438,11 +441,23 @@ class StepAnalysis:
         in turn. Where the calls pass different ones, the first that runs a backward:
         the loop trains on those calls, and its step needs its sync and keeps its
         per-step reads there (a sync in the same loop run for evaluation costs little).
-        None when no call binds one (a library entry point: the caller is not known)."""
+        None when no call binds one (a library entry point: the caller is not known), and
+        past ``PASSED_ON_DEPTH`` parameters passed on."""
         key = (id(function), parameter)
         if key in self._bound:
             return self._bound[key]
+        if self._binding_depth >= PASSED_ON_DEPTH:
+            return None
         self._bound[key] = None  # a parameter bound to itself through a cycle: no answer there
+        self._binding_depth += 1
+        try:
+            found = self._bind(function, parameter)
+        finally:
+            self._binding_depth -= 1
+        self._bound[key] = found
+        return found
+
+    def _bind(self, function: Function, parameter: str) -> Function | None:
         candidates: dict[int, Function] = {}  # by id, in the order of the calls
         for value in bound_arguments(function, self.semantic).get(parameter, ()):
             callee = self._callee_of_value(value, function) if value is not None else None
@@ -451,7 +466,6 @@ class StepAnalysis:
         found = next(iter(candidates.values()), None)
         if len(candidates) > 1:
             found = next((c for c in candidates.values() if self._function_reaches_backward(c, set())), found)
-        self._bound[key] = found
         return found
 
     def _callee_of_value(self, value: ast.expr, function: Function) -> Function | None:
