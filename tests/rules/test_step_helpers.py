@@ -162,6 +162,52 @@ def test_a_parameter_shadows_a_module_object_of_the_same_name():
     assert positions(source) == []
 
 
+def test_a_scaler_a_trainer_holds():
+    source = textwrap.dedent(
+        """\
+        import torch
+        import torch_xla
+
+        class Scaler:
+            def __call__(self, loss, optimizer):
+                loss.backward()
+                optimizer.step()
+
+        class Meter:
+            def __call__(self, value):
+                self.last = value
+
+        class Trainer:
+            def __init__(self, model, optimizer, loss_scaler, record=None):
+                self.model = model
+                self.optimizer = optimizer
+                self.loss_scaler = loss_scaler
+                self.record = record
+                self.own = Scaler()
+
+            def train_epoch(self, loader):
+                for x, y in loader:
+                    loss = self.model(x, y)
+                    self.loss_scaler(loss, self.optimizer)
+                    print(loss.item())
+
+            def own_epoch(self, loader):
+                for x, y in loader:
+                    self.own(self.model(x, y), self.optimizer)
+
+            def evaluate(self, loader):
+                for x, y in loader:
+                    self.record(self.model(x, y))
+
+        def main():
+            Trainer(model, optimizer, Scaler(), record=Meter()).train_epoch(loader)
+        """
+    )
+    # `self.loss_scaler` holds the `loss_scaler` the construction passes (a Scaler);
+    # `self.own` a Scaler built in `__init__`; `self.record` a Meter: no backward.
+    assert positions(source) == [(22, 9, "XLA103"), (25, 19, "XLA102"), (28, 9, "XLA103")]
+
+
 def chain(functions: int) -> str:
     """A step function passed on through ``functions`` functions to the loop that calls it."""
     source = "import torch\nimport torch_xla\n\ndef update(loss):\n    loss.backward()\n    opt.step()\n\n"

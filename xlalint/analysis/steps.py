@@ -8,7 +8,8 @@ same-module functions it calls (its *helpers*), minus functions passed to
 (``if step % N == 0:``). Code after the loop is not in the step. A call resolves to a
 same-module function (``resolve``): a ``def``, an object's ``__call__``, and for a
 parameter called in the loop (``loss_scaler(loss, opt)``, ``step_fn(loss)``) what the
-calls of its function pass for it (``bound_callee``, on ``values.bound_arguments``).
+calls of its function pass for it (``bound_callee``, on ``values.bound_arguments``),
+for ``self.<attr>(...)`` what the class assigns to the attribute.
 
 With gradient accumulation the step loop is a micro-step loop, and the optimizer steps
 in the loop around it (``for it in ...: for micro in ...: loss.backward()`` then
@@ -129,6 +130,7 @@ class StepAnalysis:
         self._reached: dict[int, dict[int, Function]] = {}
         self._bound: dict[tuple[int, str], Function | None] = {}
         self._binding_depth = 0
+        self._attributes: dict[int, dict[str, list[ast.expr]]] = {}
         self._loaders = DeviceLoaders(self.semantic)
         self._synced = SyncedValues(self.is_sync_call, self.is_step_context)
         # Most modules call no backward at all: then no loop trains, and no loop or
@@ -380,7 +382,7 @@ class StepAnalysis:
         if closure is not None:
             return closure
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
-            cls = enclosing(call, ast.ClassDef)
+            cls = home = enclosing(call, ast.ClassDef)
             seen: set[int] = set()
             while cls is not None and id(cls) not in seen:
                 seen.add(id(cls))
@@ -388,7 +390,46 @@ class StepAnalysis:
                     if isinstance(stmt, FUNCTIONS) and stmt.name == func.attr:
                         return stmt
                 cls = next((self._module_class(b) for b in cls.bases if self._module_class(b)), None)
+            if func.value.id == "self" and home is not None:
+                return self._attribute_callee(home, func.attr)  # type: ignore[arg-type]
         return None
+
+    def _attribute_callee(self, cls: ast.ClassDef, attr: str) -> Function | None:
+        """``self.loss_scaler(loss, opt)`` where the class assigns ``self.loss_scaler`` an
+        object of a same-module class with a ``__call__`` (``= NativeScaler()``), or a name
+        that holds one or a function: a parameter of the method (``= loss_scaler`` in
+        ``__init__``: what the constructions of the class pass, ``bound_callee``)."""
+        for value in self._self_attributes(cls).get(attr, ()):
+            if isinstance(value, ast.Call):
+                found = self._instance_call([value])
+            else:
+                found = self._callee_named(value.id, value) if isinstance(value, ast.Name) else None
+            if found is not None:
+                return found
+        return None
+
+    def _self_attributes(self, cls: ast.ClassDef) -> dict[str, list[ast.expr]]:
+        """The values the class's methods assign to each ``self.<attr>`` (one walk per class)."""
+        key = id(cls)
+        found = self._attributes.get(key)
+        if found is None:
+            found = {}
+            for node in walk_scope(cls):
+                if isinstance(node, ast.Assign):
+                    targets, value = node.targets, node.value
+                elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                    targets, value = [node.target], node.value
+                else:
+                    continue
+                for target in targets:
+                    if (
+                        isinstance(target, ast.Attribute)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == "self"
+                    ):
+                        found.setdefault(target.attr, []).append(value)
+            self._attributes[key] = found
+        return found
 
     def _function_named(self, name: str, at: ast.AST) -> Function | None:
         """The same-module function ``name`` means at ``at``: one defined in an

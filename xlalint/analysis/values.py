@@ -178,7 +178,7 @@ def passed_argument(call: ast.Call, func: Function, param: str) -> ast.expr | No
 
 def bound_arguments(func: Function, semantic: Semantic) -> dict[str, list[ast.expr | None]]:
     """What each parameter of ``func`` is bound to at the calls of it in the module
-    (``call_sites``), one entry per call: the argument passed by position or keyword,
+    (``call_sites``; an ``__init__``'s at the constructions of its class), one entry per call: the argument passed by position or keyword,
     the parameter's default where the call leaves it out (the default is a child of
     ``func.args``: it is evaluated where ``func`` is defined), None where the call
     cannot tell (after a ``*args``, with a ``**kwargs``, for ``*``/``**`` parameters).
@@ -196,7 +196,7 @@ def bound_arguments(func: Function, semantic: Semantic) -> dict[str, list[ast.ex
     defaults.update((p, d) for p, d in zip(keyword_only, a.kw_defaults) if d is not None)
     found = {name: [] for name in (*positional, *keyword_only)}
     found.update((p.arg, []) for p in (a.vararg, a.kwarg) if p is not None)
-    for call in call_sites(func, semantic):
+    for call in call_sites(func, semantic, constructions=True):
         passed: dict[str, ast.expr | None] = {}
         for index, arg in enumerate(call.args):
             if isinstance(arg, ast.Starred):

@@ -38,8 +38,10 @@ sync goes after the optimizer step. A call of a helper that runs the backward co
 calls of the function in the same file pass for the parameter (an object of a class with
 a `__call__`, a timm `NativeScaler`, a function, the parameter's default where a call
 leaves it out, a parameter of the caller passed on); the loop is a step when any of them runs a backward: it trains
-on those calls (a sync on the others, evaluation, costs little). A parameter no call in
-the file binds (a library's entry point) is not followed.
+on those calls (a sync on the others, evaluation, costs little). The same for a callable
+an object holds (`self.loss_scaler(loss, opt)`, where `__init__` keeps the `loss_scaler`
+its construction passes, or builds one). A parameter no call in the file binds (a
+library's entry point) is not followed.
 
 Sync points: `torch_xla.sync()` (`xm.mark_step()` before 2.4), iterating a
 `pl.MpDeviceLoader`/`ParallelLoader.per_device_loader` (or calling `next()` on one),
