@@ -115,7 +115,9 @@ READ_AGAIN = "out_{i} = model(torch.ones(2, 2))\nloss_{i} = out_{i}.sum()\n"
 
 # Issue 38: steps through helpers (an object whose `__call__` runs the backward, a
 # NativeScaler), micro-steps in a function called by the loop that steps, an optimizer
-# returned with its model and passed on with a star, loaders returned as a pair.
+# returned with its model and passed on with a star, loaders returned as a pair; a
+# step whose scaler or step function is passed in as an argument (each copy also calls
+# the first copy's `epoch_0` with its own scaler: one function, a call per copy).
 HELPER_HEADER = (
     "import torch\nimport torch_xla\nfrom timm.utils import NativeScaler\n"
     "from torch.utils.data import DataLoader\ndevice = torch_xla.device()\n"
@@ -154,6 +156,18 @@ class Runner{i}:
             step += 1
 
 
+def update_{i}(loss, opt):
+    loss.backward()
+    opt.step()
+
+
+def epoch_{i}(model, loader, opt, loss_scaler, step_fn=update_{i}):
+    for x, y in loader:
+        loss_scaler(model(x.to(device)).sum())
+        step_fn(model(y.to(device)).sum(), opt)
+        print(y.sum().item())
+
+
 def loaders_{i}():
     return DataLoader(ds, batch_size=8, shuffle=True), DataLoader(ds, batch_size=8)
 
@@ -167,6 +181,8 @@ def train_{i}(model, loader, opt):
         print(x.sum().item())
     train_loader, val_loader = loaders_{i}()
     Runner{i}(*build_{i}(0.1)).run(iter(train_loader))
+    epoch_{i}(model, loader, opt, Stepper{i}(opt))
+    epoch_0(model, loader, opt, Stepper{i}(opt))
 """
 
 # name: (header, block, tail, copies of the block per copy asked for)

@@ -242,3 +242,36 @@ def test_the_training_loaders_follow_each_value_once_for_all_loops(monkeypatch):
     findings = lint_source(source, "t.py", Settings(), select=["XLA301"])
     assert [(f.code, f.span.line) for f in findings] == [("XLA301", 4)]
     assert len(followed) <= 10 * count
+
+
+def test_the_arguments_of_a_function_are_bound_in_one_pass_over_its_calls(monkeypatch):
+    # Issue 38: a parameter called in a loop runs what the calls pass for it. Each of the
+    # many calls, and each rule asking about the loop, reads one index per function.
+    from xlalint.analysis import values
+
+    copies = 30
+    source = textwrap.dedent(
+        """\
+        import torch
+        import torch_xla
+
+        class Stepper:
+            def __call__(self, loss):
+                loss.backward()
+                opt.step()
+
+        def train(loader, step, log=print):
+            for x in loader:
+                step(model(x).sum())
+                log(x.sum().item())
+        """
+    )
+    source += "".join(f"train(loader_{i}, Stepper())\n" for i in range(copies))
+    passes = []
+    every_site = values.call_sites
+    monkeypatch.setattr(
+        values, "call_sites", lambda func, *a, **k: passes.append(func.name) or every_site(func, *a, **k)
+    )
+    found = [f.code for f in lint_source(source, "t.py", Settings(), select=["XLA102", "XLA103"])]
+    assert found == ["XLA103", "XLA102"]
+    assert passes.count("train") == 1

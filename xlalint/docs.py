@@ -45,7 +45,11 @@ Generated from the rule modules by `python -m xlalint.docs`; do not edit by hand
   through functions of the same module. The *step loop* is the innermost one; *the step* is
   its body and the bodies of the same-module functions it calls, without functions handed
   to `xm.add_step_closure` and without code under an every-N-steps guard
-  (`if step % N == 0:`). Code after the loop is not in the step.
+  (`if step % N == 0:`). Code after the loop is not in the step. A function the loop calls
+  includes an object's `__call__` and a callable passed in as a parameter
+  (`train_one_epoch(..., loss_scaler)`, `train(..., step_fn=update)`): what the calls of
+  the function in the same module pass for it; the loop trains when any of them runs a
+  backward.
 - Iterating a *device loader* (`pl.MpDeviceLoader`, `pl.ParallelLoader(...).per_device_loader`,
   or a name known to hold one) is a sync point.
 - A *multi-process XLA script* launches itself (`xmp.spawn`, `torch_xla.launch`), defines

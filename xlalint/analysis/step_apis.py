@@ -6,7 +6,16 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.analysis.semantic import Semantic, dotted_name, keyword, method_name, parent, string_value
+from xlalint.analysis.semantic import (
+    Semantic,
+    dotted_name,
+    enclosing_function,
+    keyword,
+    method_name,
+    parent,
+    string_value,
+)
+from xlalint.analysis.values import FUNCTIONS, bound_arguments
 
 XM = "torch_xla.core.xla_model"
 PL = "torch_xla.distributed.parallel_loader"
@@ -37,6 +46,8 @@ LOSS_SCALERS = frozenset(
         "timm.utils.NativeScalerWithGradNormCount",
     }
 )
+# How many calls deep a loss scaler passed on from parameter to parameter is followed.
+SCALER_PASSES = 3
 # Wrappers that iterate what they wrap lazily: iterating them iterates the loader.
 ITERATOR_WRAPPERS = frozenset({"enumerate", "iter", "zip", "tqdm", "trange", "islice", "chain", "cycle"})
 
@@ -110,10 +121,56 @@ def loss_scaler_names(semantic: Semantic) -> frozenset[str]:
     return found
 
 
+def loss_scaler_parameters(semantic: Semantic) -> frozenset[tuple[int, str]]:
+    """(function id, parameter) for each parameter of the module's functions that a call
+    binds to a library loss scaler (``values.bound_arguments``): a name assigned one
+    (``train_one_epoch(..., scaler)`` where ``scaler = NativeScaler()``), one built in the
+    call, a parameter bound to one passed on (``SCALER_PASSES`` calls deep). Found once per
+    module, only when the module builds one."""
+    found = semantic.__dict__.get("_xlalint_loss_scaler_parameters")
+    if found is None:
+        pairs: set[tuple[int, str]] = set()
+        names = loss_scaler_names(semantic)
+        if names or (
+            semantic.imports.imports_module("timm")
+            and any(semantic.call_name(call) in LOSS_SCALERS for call in semantic.calls)
+        ):
+            functions = list(semantic.nodes_of(*FUNCTIONS))
+            for _ in range(SCALER_PASSES):
+                before = len(pairs)
+                for function in functions:
+                    for parameter, values in bound_arguments(function, semantic).items():
+                        if (id(function), parameter) not in pairs and any(
+                            value is not None and _holds_loss_scaler(value, names, pairs, semantic) for value in values
+                        ):
+                            pairs.add((id(function), parameter))
+                if len(pairs) == before:
+                    break
+        found = semantic.__dict__["_xlalint_loss_scaler_parameters"] = frozenset(pairs)
+    return found
+
+
+def _holds_loss_scaler(value: ast.expr, names: frozenset[str], pairs: set[tuple[int, str]], semantic: Semantic) -> bool:
+    """A value passed for a parameter is a library loss scaler: built there, a name
+    assigned one, a parameter of the caller already bound to one."""
+    if isinstance(value, ast.Call):
+        return semantic.call_name(value) in LOSS_SCALERS
+    if dotted_name(value) in names:
+        return True
+    caller = enclosing_function(value) if isinstance(value, ast.Name) else None
+    return caller is not None and (id(caller), value.id) in pairs  # type: ignore[attr-defined]
+
+
 def is_loss_scaler_call(call: ast.Call, semantic: Semantic) -> bool:
     """``loss_scaler(loss, optimizer, ...)``: a call of a library loss scaler (timm's
-    ``NativeScaler``), which runs the backward and the optimizer step."""
+    ``NativeScaler``), which runs the backward and the optimizer step; also through a
+    parameter the calls of its function bind to one (``loss_scaler_parameters``)."""
     if not call.args:
         return False
     name = dotted_name(call.func)
-    return name is not None and name in loss_scaler_names(semantic)
+    if name is not None and name in loss_scaler_names(semantic):
+        return True
+    if isinstance(call.func, ast.Name) and loss_scaler_parameters(semantic):
+        function = enclosing_function(call)
+        return function is not None and (id(function), call.func.id) in loss_scaler_parameters(semantic)
+    return False

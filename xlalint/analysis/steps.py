@@ -5,7 +5,11 @@ directly or through same-module functions it calls (transitively). The *step loo
 is the innermost such loop, and *the step* is its body plus the bodies of the
 same-module functions it calls (its *helpers*), minus functions passed to
 ``xm.add_step_closure`` and minus code under a guard that runs every N steps
-(``if step % N == 0:``). Code after the loop is not in the step.
+(``if step % N == 0:``). Code after the loop is not in the step. A call resolves to a
+same-module function (``resolve``): a ``def``, an object's ``__call__``, and for a
+parameter called in the loop (``loss_scaler(loss, opt)``, ``step_fn(loss)``) what the
+calls of its function pass for it (``bound_callee``, on ``values.bound_arguments``),
+for ``self.<attr>(...)`` what the class assigns to the attribute.
 
 With gradient accumulation the step loop is a micro-step loop, and the optimizer steps
 in the loop around it (``for it in ...: for micro in ...: loss.backward()`` then
@@ -71,8 +75,10 @@ from xlalint.analysis.values import (
     FUNCTIONS,
     Function,
     assigned_values_by_name,
+    bound_arguments,
     enclosing,
     enclosing_scopes,
+    parameter_names,
     self_and_ancestors,
     walk_scope,
 )
@@ -103,6 +109,8 @@ __all__ = [
 ]
 
 Loop = ast.For | ast.AsyncFor | ast.While
+# How many parameters a callable passed on from caller to callee is followed through.
+PASSED_ON_DEPTH = 8
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 
 # --- the analysis ----------------------------------------------------------------------
@@ -120,6 +128,9 @@ class StepAnalysis:
         self._locals: dict[int, dict[str, Function]] = {}
         self._values: dict[int, dict[str, list[ast.expr]]] = {}
         self._reached: dict[int, dict[int, Function]] = {}
+        self._bound: dict[tuple[int, str], Function | None] = {}
+        self._binding_depth = 0
+        self._attributes: dict[int, dict[str, list[ast.expr]]] = {}
         self._loaders = DeviceLoaders(self.semantic)
         self._synced = SyncedValues(self.is_sync_call, self.is_step_context)
         # Most modules call no backward at all: then no loop trains, and no loop or
@@ -366,12 +377,12 @@ class StepAnalysis:
     def _resolve(self, call: ast.Call) -> Function | None:
         func = call.func
         if isinstance(func, ast.Name):
-            return self._function_named(func.id, call) or self._instance_call(func.id, call)
+            return self._callee_named(func.id, call)
         closure = self.closure_passed(call)
         if closure is not None:
             return closure
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in ("self", "cls"):
-            cls = enclosing(call, ast.ClassDef)
+            cls = home = enclosing(call, ast.ClassDef)
             seen: set[int] = set()
             while cls is not None and id(cls) not in seen:
                 seen.add(id(cls))
@@ -379,7 +390,46 @@ class StepAnalysis:
                     if isinstance(stmt, FUNCTIONS) and stmt.name == func.attr:
                         return stmt
                 cls = next((self._module_class(b) for b in cls.bases if self._module_class(b)), None)
+            if func.value.id == "self" and home is not None:
+                return self._attribute_callee(home, func.attr)  # type: ignore[arg-type]
         return None
+
+    def _attribute_callee(self, cls: ast.ClassDef, attr: str) -> Function | None:
+        """``self.loss_scaler(loss, opt)`` where the class assigns ``self.loss_scaler`` an
+        object of a same-module class with a ``__call__`` (``= NativeScaler()``), or a name
+        that holds one or a function: a parameter of the method (``= loss_scaler`` in
+        ``__init__``: what the constructions of the class pass, ``bound_callee``)."""
+        for value in self._self_attributes(cls).get(attr, ()):
+            if isinstance(value, ast.Call):
+                found = self._instance_call([value])
+            else:
+                found = self._callee_named(value.id, value) if isinstance(value, ast.Name) else None
+            if found is not None:
+                return found
+        return None
+
+    def _self_attributes(self, cls: ast.ClassDef) -> dict[str, list[ast.expr]]:
+        """The values the class's methods assign to each ``self.<attr>`` (one walk per class)."""
+        key = id(cls)
+        found = self._attributes.get(key)
+        if found is None:
+            found = {}
+            for node in walk_scope(cls):
+                if isinstance(node, ast.Assign):
+                    targets, value = node.targets, node.value
+                elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                    targets, value = [node.target], node.value
+                else:
+                    continue
+                for target in targets:
+                    if (
+                        isinstance(target, ast.Attribute)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == "self"
+                    ):
+                        found.setdefault(target.attr, []).append(value)
+            self._attributes[key] = found
+        return found
 
     def _function_named(self, name: str, at: ast.AST) -> Function | None:
         """The same-module function ``name`` means at ``at``: one defined in an
@@ -393,22 +443,82 @@ class StepAnalysis:
                 return found
         return None
 
-    def _instance_call(self, name: str, at: ast.AST) -> Function | None:
-        """``stepper(loss)`` where ``stepper = Stepper(...)`` builds an object of a
-        same-module class: that class's ``__call__`` (the innermost scope that assigns
-        the name decides)."""
+    def _callee_named(self, name: str, at: ast.AST) -> Function | None:
+        """What calling ``name`` at ``at`` runs, of the module; the innermost scope that
+        binds the name decides: a ``def`` there; an object of a same-module class with a
+        ``__call__`` assigned there (``stepper = Stepper(...)``: that ``__call__``); a
+        parameter: what the calls of the function bind to it (``bound_callee``)."""
         for scope in enclosing_scopes(at):
+            if isinstance(scope, ast.Module):
+                # A def under a module-level `for`/`if`/`with` binds a module name too.
+                found = self.semantic.module_functions.get(name) or self._local_functions(scope).get(name)
+                return found or self._instance_call(self._scope_values(scope).get(name, ()))
+            found = self._local_functions(scope).get(name)
+            if found is not None:
+                return found
             values = self._scope_values(scope).get(name)
-            if values is None:
-                continue
-            for value in values:
-                if isinstance(value, ast.Call):
-                    cls = self._module_class(value.func)
-                    method = _method(cls, "__call__") if cls is not None else None
-                    if method is not None:
-                        return method
-            return None
+            if values is not None:
+                return self._instance_call(values)
+            if name in parameter_names(scope):  # type: ignore[arg-type]
+                return self.bound_callee(scope, name)  # type: ignore[arg-type]
         return None
+
+    def _instance_call(self, values: Iterable[ast.expr]) -> Function | None:
+        """The ``__call__`` of the same-module class one of ``values`` builds an object of."""
+        for value in values:
+            if isinstance(value, ast.Call):
+                cls = self._module_class(value.func)
+                method = _method(cls, "__call__") if cls is not None else None
+                if method is not None:
+                    return method
+        return None
+
+    def bound_callee(self, function: Function, parameter: str) -> Function | None:
+        """The same-module function a call of ``parameter`` runs, from what the calls of
+        ``function`` bind to it (``values.bound_arguments``): a function passed by name
+        (``train(model, loader, step_fn=update)``), an object of a same-module class with a
+        ``__call__`` (``train_one_epoch(..., loss_scaler)`` where ``loss_scaler =
+        NativeScaler()``, or ``NativeScaler()`` itself), or a parameter of the caller bound
+        in turn. Where the calls pass different ones, the first that runs a backward:
+        the loop trains on those calls, and its step needs its sync and keeps its
+        per-step reads there (a sync in the same loop run for evaluation costs little).
+        None when no call binds one (a library entry point: the caller is not known), and
+        past ``PASSED_ON_DEPTH`` parameters passed on."""
+        key = (id(function), parameter)
+        if key in self._bound:
+            return self._bound[key]
+        if self._binding_depth >= PASSED_ON_DEPTH:
+            return None
+        self._bound[key] = None  # a parameter bound to itself through a cycle: no answer there
+        self._binding_depth += 1
+        try:
+            found = self._bind(function, parameter)
+        finally:
+            self._binding_depth -= 1
+        self._bound[key] = found
+        return found
+
+    def _bind(self, function: Function, parameter: str) -> Function | None:
+        candidates: dict[int, Function] = {}  # by id, in the order of the calls
+        for value in bound_arguments(function, self.semantic).get(parameter, ()):
+            callee = self._callee_of_value(value, function) if value is not None else None
+            if callee is not None:
+                candidates.setdefault(id(callee), callee)
+        found = next(iter(candidates.values()), None)
+        if len(candidates) > 1:
+            found = next((c for c in candidates.values() if self._function_reaches_backward(c, set())), found)
+        return found
+
+    def _callee_of_value(self, value: ast.expr, function: Function) -> Function | None:
+        """The same-module function calling ``value`` runs (a value bound to a parameter
+        of ``function``): a function's name, an object of a class with ``__call__`` (by
+        name or built there), a parameter of the caller bound in turn."""
+        if isinstance(value, ast.Call):
+            return self._instance_call([value])
+        if not isinstance(value, ast.Name):
+            return None
+        # A default is evaluated where the function is defined; an argument at the call.
+        return self._callee_named(value.id, function if isinstance(parent(value), ast.arguments) else value)
 
     def _scope_values(self, scope: ast.AST) -> dict[str, list[ast.expr]]:
         key = id(scope)

@@ -176,6 +176,45 @@ def passed_argument(call: ast.Call, func: Function, param: str) -> ast.expr | No
     return None
 
 
+def bound_arguments(func: Function, semantic: Semantic) -> dict[str, list[ast.expr | None]]:
+    """What each parameter of ``func`` is bound to at the calls of it in the module
+    (``call_sites``; an ``__init__``'s at the constructions of its class), one entry per call: the argument passed by position or keyword,
+    the parameter's default where the call leaves it out (the default is a child of
+    ``func.args``: it is evaluated where ``func`` is defined), None where the call
+    cannot tell (after a ``*args``, with a ``**kwargs``, for ``*``/``**`` parameters).
+    Built in one pass over the calls, once per function; a parameter no call binds
+    (a library entry point) has an empty list."""
+    found = getattr(func, "_xlalint_bound_arguments", None)
+    if found is not None:
+        return found
+    a = func.args
+    positional = [p.arg for p in (*a.posonlyargs, *a.args)]
+    if positional and positional[0] in ("self", "cls") and enclosing(func, ast.ClassDef) is not None:
+        positional = positional[1:]
+    keyword_only = [p.arg for p in a.kwonlyargs]
+    defaults: dict[str, ast.expr | None] = dict(zip(positional[len(positional) - len(a.defaults) :], a.defaults))
+    defaults.update((p, d) for p, d in zip(keyword_only, a.kw_defaults) if d is not None)
+    found = {name: [] for name in (*positional, *keyword_only)}
+    found.update((p.arg, []) for p in (a.vararg, a.kwarg) if p is not None)
+    for call in call_sites(func, semantic, constructions=True):
+        passed: dict[str, ast.expr | None] = {}
+        for index, arg in enumerate(call.args):
+            if isinstance(arg, ast.Starred):
+                passed.update((name, None) for name in positional[index:])
+                break
+            if index < len(positional):
+                passed[positional[index]] = arg
+        for kw in call.keywords:
+            if kw.arg is None:
+                passed.update((name, None) for name in found if name not in passed)
+            elif kw.arg in found:
+                passed[kw.arg] = kw.value
+        for name, values in found.items():
+            values.append(passed[name] if name in passed else defaults.get(name))
+    func._xlalint_bound_arguments = found  # type: ignore[union-attr]
+    return found
+
+
 def target_names(target: ast.AST) -> set[str]:
     """The dotted names an assignment target binds (``a``, ``self.x``; each of
     ``a, (b, *c)``)."""

@@ -520,6 +520,32 @@ for i, (x, y) in enumerate(loader):
             """,
             count=2,
         ),
+        # The backward runs in a scaler the caller passes (DeiT's `train_one_epoch`):
+        # the loop is a step. The guard needs the loss value before it stops the run: no fix.
+        Invalid(
+            """
+            import math
+            import sys
+            import torch
+
+            class Scaler:
+                def __call__(self, loss, optimizer):
+                    loss.backward()
+                    optimizer.step()
+
+            def train_one_epoch(model, loader, optimizer, loss_scaler):
+                for x, y in loader:
+                    loss = model(x, y)
+                    loss_value = loss.item()
+                    if not math.isfinite(loss_value):
+                        sys.exit(1)
+                    loss_scaler(loss, optimizer)
+
+            def main():
+                train_one_epoch(model, loader, optimizer, Scaler())
+            """,
+            count=1,
+        ),
         # LBFGS reads the loss on the host inside its step; SGD given a closure does not.
         Invalid(
             """

@@ -32,7 +32,16 @@ the optimizer step, also through functions (improved-diffusion's `run_loop` `whi
 calling `run_step` -> `forward_backward` and `optimize`): that loop is flagged, and its
 sync goes after the optimizer step. A call of a helper that runs the backward counts
 (an object whose `__call__` does, timm's `NativeScaler` `loss_scaler(loss, opt)`,
-`accelerator.backward(loss)`).
+`accelerator.backward(loss)`), also when the helper comes in as a parameter: DeiT's
+`train_one_epoch(..., loss_scaler, ...)` calling `loss_scaler(loss, optimizer, ...)`, a
+`train(model, loader, step_fn=update)` calling `step_fn(loss)`. Such a call runs what the
+calls of the function in the same file pass for the parameter (an object of a class with
+a `__call__`, a timm `NativeScaler`, a function, the parameter's default where a call
+leaves it out, a parameter of the caller passed on); the loop is a step when any of them runs a backward: it trains
+on those calls (a sync on the others, evaluation, costs little). The same for a callable
+an object holds (`self.loss_scaler(loss, opt)`, where `__init__` keeps the `loss_scaler`
+its construction passes, or builds one). A parameter no call in the file binds (a
+library's entry point) is not followed.
 
 Sync points: `torch_xla.sync()` (`xm.mark_step()` before 2.4), iterating a
 `pl.MpDeviceLoader`/`ParallelLoader.per_device_loader` (or calling `next()` on one),
@@ -274,6 +283,26 @@ for k, (x, y) in enumerate(val_loader):
                 if idx_next.item() == eos:
                     break
         """),
+        # The callable passed in runs no backward; the one of `fit` is bound by no call.
+        Valid("""
+            import torch
+            import torch_xla
+
+            class Meter:
+                def __call__(self, value):
+                    self.values.append(value)
+
+            def evaluate(model, loader, record):
+                for x, y in loader:
+                    record(model(x.to(device), y.to(device)))
+
+            def fit(model, loader, step):
+                for x, y in loader:
+                    step(model(x.to(device), y.to(device)))
+
+            def main():
+                evaluate(model, loader, Meter())
+        """),
         # Not an XLA script: on CUDA or the CPU nothing is compiled.
         Valid("""
             import torch
@@ -486,6 +515,82 @@ for k, (x, y) in enumerate(val_loader):
 
             run(torch.utils.data.DataLoader(data), 10)
             """,
+        ),
+        # The backward runs in a scaler object the caller passes (DeiT's `train_one_epoch`).
+        Invalid(
+            """
+            import torch
+            import torch_xla
+
+            class NativeScaler:
+                def __call__(self, loss, optimizer):
+                    loss.backward()
+                    optimizer.step()
+
+            def train_one_epoch(model, loader, optimizer, loss_scaler):
+                for x, y in loader:
+                    loss = model(x.to(device), y.to(device))
+                    loss_scaler(loss, optimizer)
+
+            def main():
+                loss_scaler = NativeScaler()
+                train_one_epoch(model, loader, optimizer, loss_scaler)
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+
+            class NativeScaler:
+                def __call__(self, loss, optimizer):
+                    loss.backward()
+                    optimizer.step()
+
+            def train_one_epoch(model, loader, optimizer, loss_scaler):
+                for x, y in loader:
+                    loss = model(x.to(device), y.to(device))
+                    loss_scaler(loss, optimizer)
+                    torch_xla.sync()
+
+            def main():
+                loss_scaler = NativeScaler()
+                train_one_epoch(model, loader, optimizer, loss_scaler)
+            """,
+            count=1,
+        ),
+        # ... or in a step function passed by keyword.
+        Invalid(
+            """
+            import torch
+            import torch_xla
+
+            def update(loss, optimizer):
+                loss.backward()
+                optimizer.step()
+
+            def train(model, loader, optimizer, step_fn):
+                for x, y in loader:
+                    step_fn(model(x.to(device), y.to(device)), optimizer)
+
+            def main():
+                train(model, loader, optimizer, step_fn=update)
+            """,
+            fixed="""
+            import torch
+            import torch_xla
+
+            def update(loss, optimizer):
+                loss.backward()
+                optimizer.step()
+
+            def train(model, loader, optimizer, step_fn):
+                for x, y in loader:
+                    step_fn(model(x.to(device), y.to(device)), optimizer)
+                    torch_xla.sync()
+
+            def main():
+                train(model, loader, optimizer, step_fn=update)
+            """,
+            count=1,
         ),
         # A subclass of a torch class (nn.Module) is not an opaque trainer.
         Invalid(
