@@ -42,6 +42,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from xlalint.analysis import told
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -475,8 +477,9 @@ FunctionSpec = tuple[int, str]
 def resolve_functions(
     specs: list[FunctionSpec], path: str, script: str | None, config_root: str | None
 ) -> dict[str, tuple[str, ...]]:
-    """The local module files the functions ``specs`` (named in the module at ``path``)
-    are looked up in, by real path, each with the names looked up there, sorted; found
+    """The local module files the functions ``specs`` (named in the module at ``path``,
+    each maybe with a fact about it: ``analysis/told.py``) are looked up in, by real
+    path, each with the names (and facts) looked up there, sorted; found
     as :func:`resolve_imports` finds modules (only the filesystem is asked). A function a
     package re-exports is looked up in the package's ``__init__.py``."""
     if path in NO_FOLDER or not specs:
@@ -486,8 +489,12 @@ def resolve_functions(
     folder = Path(os.path.abspath(path)).parent
     found: dict[str, set[str]] = {}
     for level, dotted in specs:
-        module, _, name = dotted.rpartition(".")
-        file = index.module_file(folder, level, module) if name.isidentifier() else None
+        # A fact past the name (``engine.train_one_epoch(6=update)``, ``analysis/told.py``)
+        # is told with it; the module is what comes before the function's name.
+        function = told.function_of(dotted)
+        module, _, name = function.rpartition(".")
+        name += dotted[len(function) :]
+        file = index.module_file(folder, level, module) if told.function_of(name).isidentifier() else None
         if file is not None:
             found.setdefault(os.path.realpath(file), set()).add(name)
     return {file: tuple(sorted(names)) for file, names in found.items()}

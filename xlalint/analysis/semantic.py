@@ -424,8 +424,11 @@ class _BoundAnywhere(Mapping):
 class Semantic:
     """Name resolution for one module, and every node of it by type."""
 
-    def __init__(self, tree: ast.Module, nodes: list[ast.AST] | None = None):
+    def __init__(self, tree: ast.Module, nodes: list[ast.AST] | None = None, told: tuple[str, ...] = ()):
         self.tree = tree
+        #: What the XLA scripts that import the module tell it of its functions
+        #: (``analysis/told.py``, ``Settings.iterated_by_importers``).
+        self.told = told
         #: Every node in source order (from ``attach_parents``, or walked here).
         self.nodes: list[ast.AST] = nodes if nodes is not None else list(ast.walk(tree))
         self._by_type: dict[type, list[ast.AST]] = {}

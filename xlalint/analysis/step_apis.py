@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 
+from xlalint.analysis import told
 from xlalint.analysis.semantic import (
     Semantic,
     dotted_name,
@@ -101,7 +102,9 @@ def is_backward_call(call: ast.Call, semantic: Semantic) -> bool:
     ``accelerator.backward(loss)``, a timm ``NativeScaler`` called on the loss."""
     if isinstance(call.func, ast.Attribute) and call.func.attr == "backward":
         return True
-    return semantic.call_name(call) in AUTOGRAD_BACKWARD or is_loss_scaler_call(call, semantic)
+    if semantic.call_name(call) in AUTOGRAD_BACKWARD or is_loss_scaler_call(call, semantic):
+        return True
+    return importer_bound_kind(call, semantic) == told.BACKWARD
 
 
 def loss_scaler_names(semantic: Semantic) -> frozenset[str]:
@@ -150,6 +153,59 @@ def loss_scaler_parameters(semantic: Semantic) -> frozenset[tuple[int, str]]:
     return found
 
 
+def importer_bound_parameters(semantic: Semantic) -> dict[tuple[int, str], str]:
+    """(function id, parameter) -> what calling it runs (``told.BACKWARD``,
+    ``told.UPDATE``), for each parameter of the module's functions bound to a step
+    callable by the XLA scripts that import the module (``Semantic.told``: ``main.py``
+    passes its ``NativeScaler()`` to ``train_one_epoch``), and for the parameters of this
+    module's functions those are passed on to (``values.bound_arguments``,
+    ``SCALER_PASSES`` calls deep). Found once per module, only when it was told one."""
+    found = semantic.__dict__.get("_xlalint_importer_bound")
+    if found is None:
+        found = {}
+        for fact in semantic.told:
+            parsed = told.parse_bound(fact)
+            function = semantic.module_functions.get(parsed[0]) if parsed is not None else None
+            if function is None:
+                continue
+            _, parameter, kind = parsed  # type: ignore[misc]
+            if isinstance(parameter, int):
+                positional = [p.arg for p in (*function.args.posonlyargs, *function.args.args)]
+                parameter = positional[parameter] if parameter < len(positional) else None
+            elif parameter not in {p.arg for p in (*function.args.args, *function.args.kwonlyargs)}:
+                parameter = None
+            if parameter is not None and found.get((id(function), parameter)) != told.UPDATE:
+                found[(id(function), parameter)] = kind
+        if found:
+            functions = list(semantic.nodes_of(*FUNCTIONS))
+            for _ in range(SCALER_PASSES):
+                before = len(found)
+                for function in functions:
+                    for parameter, values in bound_arguments(function, semantic).items():
+                        if (id(function), parameter) in found:
+                            continue
+                        for value in values:
+                            caller = enclosing_function(value) if isinstance(value, ast.Name) else None
+                            kind = found.get((id(caller), value.id)) if caller is not None else None  # type: ignore[union-attr]
+                            if kind is not None:
+                                found[(id(function), parameter)] = kind
+                                break
+                if len(found) == before:
+                    break
+        semantic.__dict__["_xlalint_importer_bound"] = found
+    return found
+
+
+def importer_bound_kind(call: ast.Call, semantic: Semantic) -> str | None:
+    """What ``call`` runs when it calls a parameter its importers bind to a step
+    callable (``importer_bound_parameters``), else None."""
+    if not semantic.told or not isinstance(call.func, ast.Name):
+        return None
+    bound = importer_bound_parameters(semantic)
+    function = enclosing_function(call) if bound else None
+    return bound.get((id(function), call.func.id)) if function is not None else None
+
+
 def _holds_loss_scaler(value: ast.expr, names: frozenset[str], pairs: set[tuple[int, str]], semantic: Semantic) -> bool:
     """A value passed for a parameter is a library loss scaler: built there, a name
     assigned one, a parameter of the caller already bound to one."""
@@ -164,7 +220,8 @@ def _holds_loss_scaler(value: ast.expr, names: frozenset[str], pairs: set[tuple[
 def is_loss_scaler_call(call: ast.Call, semantic: Semantic) -> bool:
     """``loss_scaler(loss, optimizer, ...)``: a call of a library loss scaler (timm's
     ``NativeScaler``), which runs the backward and the optimizer step; also through a
-    parameter the calls of its function bind to one (``loss_scaler_parameters``)."""
+    parameter the calls of its function bind to one (``loss_scaler_parameters``), or
+    that the module's importers bind to one (``importer_bound_parameters``)."""
     if not call.args:
         return False
     name = dotted_name(call.func)
@@ -172,5 +229,8 @@ def is_loss_scaler_call(call: ast.Call, semantic: Semantic) -> bool:
         return True
     if isinstance(call.func, ast.Name) and loss_scaler_parameters(semantic):
         function = enclosing_function(call)
-        return function is not None and (id(function), call.func.id) in loss_scaler_parameters(semantic)
-    return False
+        if function is not None and (id(function), call.func.id) in loss_scaler_parameters(semantic):
+            return True
+    # A parameter an importer binds to one, or to its own callable that runs the
+    # backward and steps the optimizer: the same whole update, seen from this module.
+    return importer_bound_kind(call, semantic) == told.UPDATE

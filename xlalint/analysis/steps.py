@@ -41,6 +41,7 @@ import ast
 from collections.abc import Iterable, Iterator
 from functools import cached_property
 
+from xlalint.analysis import told
 from xlalint.analysis.device_loaders import DeviceLoaders, is_device_loader
 from xlalint.analysis.options import CommandLineOptions
 from xlalint.analysis.semantic import Semantic, ancestors, dotted_name, keyword, parent
@@ -49,6 +50,7 @@ from xlalint.analysis.step_apis import (
     AUTOGRAD_BACKWARD,
     COMPILE,
     ITERATOR_WRAPPERS,
+    LOSS_SCALERS,
     MP_DEVICE_LOADER,
     OPTIMIZER_MODULES,
     OPTIMIZER_STEP,
@@ -57,8 +59,11 @@ from xlalint.analysis.step_apis import (
     STEP_CONTEXT,
     SYNC_CALLS,
     XM,
+    importer_bound_parameters,
     is_backward_call,
     is_optimizer_step,
+    loss_scaler_names,
+    loss_scaler_parameters,
     optimizer_closure,
 )
 from xlalint.analysis.step_guards import (
@@ -519,6 +524,50 @@ class StepAnalysis:
             return None
         # A default is evaluated where the function is defined; an argument at the call.
         return self._callee_named(value.id, function if isinstance(parent(value), ast.arguments) else value)
+
+    def step_callables_passed(self, call: ast.Call) -> list[tuple[int | str, str]]:
+        """What ``call`` passes that is a step callable (``step_callable_kind``): each
+        as (position from 0, or keyword; ``told.BACKWARD``/``told.UPDATE``). An importer
+        tells the module of the function it calls (``analysis/told.py``): there the
+        parameter is bound, as by a call of the same module (``bound_callee``)."""
+        passed: list[tuple[int | str, str]] = []
+        for position, arg in enumerate(call.args):
+            if isinstance(arg, ast.Starred):
+                break  # the positions after it are not known
+            kind = self.step_callable_kind(arg)
+            if kind is not None:
+                passed.append((position, kind))
+        for named in call.keywords:
+            kind = self.step_callable_kind(named.value) if named.arg is not None else None
+            if kind is not None:
+                passed.append((named.arg, kind))  # type: ignore[arg-type]
+        return passed
+
+    def step_callable_kind(self, value: ast.expr) -> str | None:
+        """What calling ``value`` runs, when it is a step callable: the backward and the
+        optimizer step (``told.UPDATE``: a library loss scaler, timm's ``NativeScaler()``
+        or a name assigned one; a same-module function or ``__call__`` that does both),
+        the backward only (``told.BACKWARD``); also a parameter bound to one (by the
+        module's calls, or by its importers). None for anything else."""
+        if isinstance(value, ast.Call) and self.semantic.call_name(value) in LOSS_SCALERS:
+            return told.UPDATE
+        if isinstance(value, (ast.Name, ast.Attribute)) and dotted_name(value) in loss_scaler_names(self.semantic):
+            return told.UPDATE
+        if isinstance(value, ast.Call):
+            callee = self._instance_call([value])
+        elif isinstance(value, ast.Name):
+            function = enclosing(value, FUNCTIONS)
+            key = (id(function), value.id)
+            if function is not None and key in loss_scaler_parameters(self.semantic):
+                return told.UPDATE
+            if function is not None and key in importer_bound_parameters(self.semantic):
+                return importer_bound_parameters(self.semantic)[key]
+            callee = self._callee_named(value.id, value)
+        else:
+            return None
+        if callee is None or not self._any_backward or not self._function_reaches_backward(callee, set()):
+            return None
+        return told.UPDATE if self._steps_optimizer(callee.body, {id(callee)}) else told.BACKWARD
 
     def _scope_values(self, scope: ast.AST) -> dict[str, list[ast.expr]]:
         key = id(scope)

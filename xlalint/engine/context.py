@@ -13,6 +13,7 @@ import ast
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from xlalint.analysis import told
 from xlalint.analysis.devices import DeviceAnalysis
 from xlalint.analysis.distributed import DistributedAnalysis
 from xlalint.analysis.growing import GrowingTensors
@@ -43,7 +44,7 @@ class Context:
         self.path = path
         self.tree = tree
         self.settings = settings
-        self.semantic = Semantic(tree, nodes)
+        self.semantic = Semantic(tree, nodes, settings.iterated_by_importers)
 
     @cached_property
     def lines(self) -> list[str]:
@@ -133,13 +134,35 @@ class Context:
         found = set()
         if self.semantic.imports.imports_any():  # else no step loop: torch is not imported
             found = {self.project.origin(call.func) for call in self.distributed.iterated_calls}
+            found.update(self._step_callables_passed())
         # A name the importers were told of that an import binds here (`from .data import
-        # prepare_dataloader` in `pkg/__init__.py`) is told on to the module it comes from.
+        # prepare_dataloader` in `pkg/__init__.py`) is told on to the module it comes from,
+        # with what was told of it (``analysis/told.py``).
         defined = {function.name for function in self.distributed.functions_iterated_by_importers}
-        for name in self.settings.iterated_by_importers:
-            if name not in defined:
-                found.add(self.project.origin(ast.Name(id=name, ctx=ast.Load())))
+        for fact in self.settings.iterated_by_importers:
+            name = told.function_of(fact)
+            if fact in defined or (fact != name and name in self.semantic.module_functions):
+                continue
+            origin = self.project.origin(ast.Name(id=name, ctx=ast.Load()))
+            if origin is not None:
+                found.add((origin[0], origin[1] + told.suffix_of(fact)))
         return sorted(origin for origin in found if origin is not None)
+
+    def _step_callables_passed(self) -> set[tuple[int, str]]:
+        """The step callables this module passes to the functions of the local modules it
+        imports (``train_one_epoch(..., loss_scaler, ...)``, ``from engine import
+        train_one_epoch``), as facts about those functions (``told.bound_fact``), by
+        (level, dotted name): one look at each call that passes arguments."""
+        found: set[tuple[int, str]] = set()
+        for call in self.semantic.calls:
+            if not (call.args or call.keywords):
+                continue
+            origin = self.project.origin(call.func)
+            if origin is None:
+                continue
+            for parameter, kind in self.steps.step_callables_passed(call):
+                found.add((origin[0], told.bound_fact(origin[1], parameter, kind)))
+        return found
 
     @cached_property
     def devices(self) -> DeviceAnalysis:
