@@ -127,13 +127,18 @@ class Context:
         whose results a step loop here iterates (``loader = prepare_dataloader(32)``,
         ``from data import prepare_dataloader``), or whose results the scripts that
         import this module iterate (a re-export), as (level, dotted name), sorted
-        (``project.resolve_functions`` finds their files). Empty, without any analysis,
-        when the module imports nothing that may be local."""
+        (``project.resolve_functions`` finds their files); and the step callables this
+        module passes their functions (``engine.train_one_epoch(5=update)``: a fact past
+        the name, ``analysis/told.py``). Empty, without any analysis, when the module
+        imports nothing that may be local."""
         if not self.project.may_import_local():
             return []
         found = set()
         if self.semantic.imports.imports_any():  # else no step loop: torch is not imported
             found = {self.project.origin(call.func) for call in self.distributed.iterated_calls}
+        if self.semantic.imports.imports_any() or self.semantic.told:
+            # A parameter the importers bind is passed on from a module that need not
+            # import torch (``trainer.fit(..., scaler)`` -> ``engine.train_one_epoch``).
             found.update(self._step_callables_passed())
         # A name the importers were told of that an import binds here (`from .data import
         # prepare_dataloader` in `pkg/__init__.py`) is told on to the module it comes from,
