@@ -134,6 +134,7 @@ class StepAnalysis:
         self._values: dict[int, dict[str, list[ast.expr]]] = {}
         self._reached: dict[int, dict[int, Function]] = {}
         self._bound: dict[tuple[int, str], Function | None] = {}
+        self._callable_kinds: dict[int, str | None] = {}
         self._binding_depth = 0
         self._attributes: dict[int, dict[str, list[ast.expr]]] = {}
         self._loaders = DeviceLoaders(self.semantic)
@@ -565,9 +566,14 @@ class StepAnalysis:
             callee = self._callee_named(value.id, value)
         else:
             return None
-        if callee is None or not self._any_backward or not self._function_reaches_backward(callee, set()):
+        if callee is None or not self._any_backward:
             return None
-        return told.UPDATE if self._steps_optimizer(callee.body, {id(callee)}) else told.BACKWARD
+        if id(callee) not in self._callable_kinds:  # once per callable, however often passed
+            kind = None
+            if self._function_reaches_backward(callee, set()):
+                kind = told.UPDATE if self._steps_optimizer(callee.body, {id(callee)}) else told.BACKWARD
+            self._callable_kinds[id(callee)] = kind
+        return self._callable_kinds[id(callee)]
 
     def _scope_values(self, scope: ast.AST) -> dict[str, list[ast.expr]]:
         key = id(scope)

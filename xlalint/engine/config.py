@@ -153,7 +153,9 @@ class Settings:
     #: Set by following imports (``engine/follow.py``), never by a config: the
     #: module-level functions of this module whose results a step loop of an XLA script
     #: that imports it iterates (``loader = prepare_dataloader(32)`` in ``train.py``), sorted.
-    #: The loaders they return are training loaders (XLA301). Part of the cache key.
+    #: The loaders they return are training loaders (XLA301). With them, sorted in, what
+    #: those scripts pass the functions' parameters (``"train_one_epoch(5=update)"``: a
+    #: step callable, the loop calling it trains; ``analysis/told.py``). Part of the cache key.
     iterated_by_importers: tuple[str, ...] = ()
 
     # -- which rules run -------------------------------------------------------------

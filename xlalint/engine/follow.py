@@ -15,6 +15,9 @@ What a script's step loop iterates of an imported module (``loader =
 prepare_dataloader(32)``, ``from data import prepare_dataloader``) is told to that module
 (``FileReport.told``, ``Settings.iterated_by_importers``): its check, part of the program,
 then knows the loader the helper returns is a training loader (XLA301 in ``data.py``).
+The same facts carry what a script passes an imported function (``train_one_epoch(...,
+loss_scaler)`` with ``loss_scaler = NativeScaler()``: ``"train_one_epoch(6=update)"``,
+``analysis/told.py``): the loop there that calls the parameter trains (XLA103, XLA102).
 A module checked before an importer told it something is checked again
 (``_join_programs``); what it is told is part of its cache key.
 
