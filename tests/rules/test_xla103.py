@@ -296,3 +296,23 @@ def test_a_while_test_on_the_carried_state_is_a_read_every_iteration():
     """)
     )
     assert finding.span.line == 5 and "`x`" in finding.message
+
+
+def test_a_cuda_synchronize_in_the_step_is_the_ports_sync_point():
+    """DeiT's step ends with `torch.cuda.synchronize()`, which XLA104 ports to
+    `torch_xla.sync()` then `xm.wait_device_ops()`: XLA103 adds no second sync."""
+    source = (
+        "import torch\n"
+        "model = torch.nn.Linear(4, 1).cuda()\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for x in range(3):\n"
+        "    loss = model(torch.randn(2, 4).cuda()).sum()\n"
+        "    loss.backward()\n"
+        "    opt.step()\n"
+        "    torch.cuda.synchronize()\n"
+    )
+    assert not [f for f in lint_source(source, "t.py", Settings(), select=["ALL"]) if f.code == CODE]
+    fixed = fix_source(source, "t.py", Settings(), unsafe=True).source
+    assert fixed.count("torch_xla.sync()") == 1 and "xm.wait_device_ops()" in fixed, fixed
+    without = source.replace("    torch.cuda.synchronize()\n", "")
+    assert fix_source(without, "t.py", Settings(), unsafe=True).source.count("torch_xla.sync()") == 1

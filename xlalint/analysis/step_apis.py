@@ -29,6 +29,10 @@ SYNC_CALLS = frozenset(
         "torch_xla._XLAC._xla_step_marker",
     }
 )
+# A CUDA wait for the device, alone on its line: XLA104's safe fix makes it
+# `torch_xla.sync()` then `xm.wait_device_ops()`, so in the port it is a sync point (a
+# second sync added after it would cut the step's graph twice).
+CUDA_WAITS = frozenset({"torch.cuda.synchronize", "torch.accelerator.synchronize"})
 OPTIMIZER_STEP = frozenset({f"{XM}.optimizer_step"})
 OPTIMIZER_MODULES = ("torch.optim.", "torch_xla.amp.syncfree.")
 STEP_CONTEXT = frozenset({"torch_xla.step", "torch_xla.torch_xla.step"})

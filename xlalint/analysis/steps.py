@@ -49,6 +49,7 @@ from xlalint.analysis.step_apis import (
     ADD_STEP_CLOSURE,
     AUTOGRAD_BACKWARD,
     COMPILE,
+    CUDA_WAITS,
     ITERATOR_WRAPPERS,
     LOSS_SCALERS,
     MP_DEVICE_LOADER,
@@ -76,6 +77,7 @@ from xlalint.analysis.step_guards import (
 )
 from xlalint.analysis.step_syncs import SyncedValues
 from xlalint.analysis.step_tensors import HOST_FETCH_METHODS, StepTensors, is_module_name, module_names
+from xlalint.analysis.syntax import whole_statement
 from xlalint.analysis.values import (
     FUNCTIONS,
     Function,
@@ -644,10 +646,13 @@ class StepAnalysis:
 
     def is_sync_call(self, call: ast.Call) -> bool:
         """``torch_xla.sync()``, ``xm.mark_step()``, ``xm.optimizer_step(..., barrier=True)``,
-        ``next()`` on a device loader, a call of a ``torch_xla.compile``d function."""
+        ``next()`` on a device loader, a call of a ``torch_xla.compile``d function; a
+        ``torch.cuda.synchronize()`` statement, which the port makes a sync (``CUDA_WAITS``)."""
         name = self.semantic.call_name(call)
         if name in SYNC_CALLS:
             return True
+        if name in CUDA_WAITS:
+            return not call.args and not call.keywords and whole_statement(call) is not None
         if name in OPTIMIZER_STEP:
             barrier = keyword(call, "barrier")
             value = barrier.value if barrier else (call.args[2] if len(call.args) > 2 else None)
