@@ -303,3 +303,22 @@ def test_the_rule_selection_is_resolved_once_per_settings_and_path_when_it_depen
     # A settings value that cannot be hashed (a list read from the config) is resolved uncached.
     odd = Settings(select=("XLA201",), rule_settings=(("XLA101", (("max-length", [1]),)),))
     assert [r.code for r in selected_rules(odd, "a.py")] == ["XLA201"]
+
+
+def test_a_checked_files_tree_goes_with_it_and_its_garbage_is_collected_young(tmp_path):
+    """``process`` lets the file's tree go and collects what the check left at once: the
+    collector left to its thresholds traversed the live tree after each file (a sixth of
+    a cold check)."""
+    import gc
+
+    from xlalint.engine.lint import parsed_tree
+    from xlalint.engine.runner import Job, process
+
+    path = tmp_path / "a.py"
+    path.write_text("import torch\n" + "".join(f"x{i} = torch.ones(2).cuda()\n" for i in range(400)))
+    gc.collect()
+    report = process(Job(str(path), Settings(), follow=True))
+    assert len(report.findings) == 400
+    assert parsed_tree(report.source) is None
+    assert gc.isenabled()
+    assert gc.get_count()[0] < 1000, gc.get_count()
