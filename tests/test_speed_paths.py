@@ -322,3 +322,62 @@ def test_a_checked_files_tree_goes_with_it_and_its_garbage_is_collected_young(tm
     assert parsed_tree(report.source) is None
     assert gc.isenabled()
     assert gc.get_count()[0] < 1000, gc.get_count()
+
+
+def test_a_warm_check_imports_no_rule_and_no_analysis_of_a_tree(tmp_path):
+    """A check answered from the cache checks nothing: the rule modules, the walk and the
+    analyses (``engine/lint.py``, ``engine/context.py``) are not imported; the codes its
+    selectors are validated against come from the rule catalog."""
+    for i in range(3):
+        (tmp_path / f"f{i}.py").write_text(f"import torch\nx{i} = torch.ones(2).cuda()\n")
+    (tmp_path / ".git").mkdir()  # the project root: the cache goes here
+    code = (
+        "import sys\nfrom xlalint.cli import main\n"
+        "sys.argv = ['xlalint', 'check', '--output-format', 'concise', '--select', 'XLA1', '.']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\nsys.stdout.flush()\n"
+        "found = sorted(m for m in sys.modules if m.startswith(('xlalint.rules.xla', 'xlalint.analysis.semantic'))"
+        " or m in ('xlalint.engine.lint', 'xlalint.engine.context', 'xlalint.engine.rule'))\n"
+        "sys.stderr.write('IMPORTED:' + ','.join(found))\n"
+    )
+    runs = [subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)]
+    runs.append(subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120))
+    assert all(run.stdout.count("XLA104") == 3 for run in runs), runs
+    assert "xlalint.rules.xla104_cuda_device" in runs[0].stderr  # the cold run checked
+    assert runs[1].stderr.strip().endswith("IMPORTED:"), runs[1].stderr
+
+
+def test_the_rule_catalog_names_every_rule_and_imports_only_the_ones_asked_for():
+    code = (
+        "import sys\nfrom xlalint.rules import rules_by_code, rules_for\n"
+        "known = rules_by_code()\n"
+        "assert 'XLA104' in known and 'XLA999' not in known and len(list(known)) == len(known)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('xlalint.rules.xla')))\n"
+        "print([rule.code for rule in rules_for(['XLA201', 'XLA105'])])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('xlalint.rules.xla')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.splitlines() == [
+        "[]",
+        "['XLA105', 'XLA201']",
+        "['xlalint.rules.xla105_missing_mp_fn', 'xlalint.rules.xla201_torch_save']",
+    ], result.stderr
+    from xlalint.rules import all_rules, rules_by_code
+
+    assert list(rules_by_code()) == [rule.code for rule in all_rules()]
+    assert all(rules_by_code()[rule.code] is rule for rule in all_rules())
+
+
+def test_a_catalog_that_does_not_name_the_rule_modules_there_are_is_not_trusted(monkeypatch):
+    """A rule module added since the catalog was generated still runs: the catalog
+    gives way to importing every module."""
+    from xlalint import rules
+
+    monkeypatch.setattr(rules, "MODULES", {k: v for k, v in rules.MODULES.items() if k != "XLA201"})
+    rules.rules_by_code.cache_clear()
+    try:
+        assert "XLA201" in rules.rules_by_code()
+        assert not isinstance(rules.rules_by_code(), rules.RuleCatalog)
+    finally:
+        monkeypatch.undo()
+        rules.rules_by_code.cache_clear()
+    assert isinstance(rules.rules_by_code(), rules.RuleCatalog)

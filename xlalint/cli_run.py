@@ -449,7 +449,7 @@ def _file_reports(
     follow_imports: bool | None = None,
 ) -> list[FileReport]:
     from xlalint.engine.files import discover, linked_outside
-    from xlalint.engine.lint import error_finding
+    from xlalint.model import error_finding
 
     cache_dir = None if no_cache or fix or add_noqa else _trusted_cache(cache_folder(invocation))
     jobs, not_written, unreadable = [], {}, {}
@@ -512,7 +512,7 @@ def _trusted_cache(folder: Path) -> str | None:
 
 def _report_add_noqa(reports: list[FileReport]) -> None:
     """As ruff: how many lines got a ``# noqa``; what could not be read is still an error."""
-    from xlalint.engine.lint import SYNTAX_ERROR
+    from xlalint.model import SYNTAX_ERROR
 
     errors = [f for r in reports for f in r.findings if f.code == SYNTAX_ERROR[0]]
     if errors:
@@ -539,7 +539,7 @@ def _stdin_report(
     try:
         original = sourcefile.decode(data, name)
     except sourcefile.SourceError as exc:
-        from xlalint.engine.lint import error_finding
+        from xlalint.model import error_finding
 
         return FileReport(name, [error_finding(name, str(exc), exc.line, exc.col)], source=None), data
     if force_exclude and stdin_filename and settings.is_excluded(Path(stdin_filename)):

@@ -16,7 +16,7 @@ from xlalint.engine import cache, memory, stopping
 from xlalint.engine import source as sourcefile
 from xlalint.engine.config import Settings
 from xlalint.engine.file_report import FileReport, internal_error
-from xlalint.engine.lint import error_finding, forget_parsed, lint_source, parsed_tree
+from xlalint.model import error_finding
 
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 12
@@ -52,6 +52,8 @@ def process(job: Job) -> FileReport:
     # young. Left to its thresholds it ran while the tree was still held (for the
     # imports read after the check) and traversed it again as it aged: a sixth of a cold
     # check's time.
+    from xlalint.engine.lint import forget_parsed  # here: a warm check reads only the cache
+
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -66,6 +68,8 @@ def process(job: Job) -> FileReport:
 
 
 def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False) -> FileReport:
+    from xlalint.engine.lint import lint_source
+
     text = original.text
     if job.add_noqa:
         return _add_noqa(job, original)
@@ -106,6 +110,8 @@ def _with_imports(job: Job, report: FileReport, text: str) -> tuple[project.Impo
     nothing) and give what the file imports (None otherwise), for the cache."""
     if not job.follow:
         return None
+    from xlalint.engine.lint import parsed_tree
+
     # The check parsed the text just before (when it mentions the scope at all).
     specs = tuple(project.import_specs(text, job.path, parsed_tree(text)))
     report.imports = resolved_imports(job, specs)
@@ -140,6 +146,7 @@ def resolved_imports(job: Job, specs: Sequence[project.ImportSpec]) -> list[str]
 
 
 def _add_noqa(job: Job, original: sourcefile.SourceFile) -> FileReport:
+    from xlalint.engine.lint import lint_source
     from xlalint.engine.noqa import add_noqa_until_clean
 
     new, findings, count = add_noqa_until_clean(original.text, lambda text: lint_source(text, job.path, job.settings))
@@ -241,6 +248,11 @@ def _process_chunk(jobs: Sequence[Job]) -> list[FileReport]:
 def _in_pool(jobs: Sequence[Job], cores: int) -> list[FileReport]:
     from concurrent.futures import ProcessPoolExecutor  # only when there is work to share
 
+    # What every worker runs, imported once here, before they fork from this process.
+    from xlalint.engine import lint  # noqa: F401
+    from xlalint.rules import all_rules
+
+    all_rules()
     pool = ProcessPoolExecutor(max_workers=cores, initializer=stopping.worker_init, initargs=stopping.GATE.share())
     try:
         # Chunks submitted one by one rather than pool.map, whose iterator cancels the
