@@ -136,7 +136,8 @@ def makes_xla_program(report: FileReport) -> bool:
 
 def imports_torch_xla(text: str) -> bool:
     """A line of ``text`` imports torch_xla."""
-    return _IMPORTS_TORCH_XLA.search(text) is not None
+    # The substring first: a search for the line costs a twentieth of the file's check.
+    return "torch_xla" in text and _IMPORTS_TORCH_XLA.search(text) is not None
 
 
 def resolved_imports(job: Job, specs: Sequence[project.ImportSpec]) -> list[str]:
@@ -257,7 +258,9 @@ def _in_pool(jobs: Sequence[Job], cores: int) -> list[FileReport]:
     try:
         # Chunks submitted one by one rather than pool.map, whose iterator cancels the
         # pending futures when interrupted, which the pool then fails to mark broken.
-        size = max(1, len(jobs) // (4 * cores))
+        # Small chunks, taken by whichever worker is free: the last ones end together
+        # (with four chunks a worker, one of large files kept the other core idle).
+        size = max(1, len(jobs) // (16 * cores))
         chunks = [pool.submit(_process_chunk, jobs[i : i + size]) for i in range(0, len(jobs), size)]
         results = [report for chunk in chunks for report in chunk.result()]
     except stopping.Interrupted:
