@@ -381,3 +381,24 @@ def test_a_catalog_that_does_not_name_the_rule_modules_there_are_is_not_trusted(
         monkeypatch.undo()
         rules.rules_by_code.cache_clear()
     assert isinstance(rules.rules_by_code(), rules.RuleCatalog)
+
+
+def test_a_run_looks_for_each_folders_project_root_once(tmp_path, monkeypatch):
+    """``project.one_run``: the files of a run in one folder share its root's lookup;
+    outside a run every lookup sees the filesystem as it is (a marker made since)."""
+    import os
+
+    from xlalint.analysis import project
+
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    asked = []
+    exists = os.path.exists
+    monkeypatch.setattr(project.os.path, "exists", lambda path: asked.append(path) or exists(path))
+    with project.one_run():
+        first = project.project_root(folder / "a.py", None)
+        looked = len(asked)
+        assert project.project_root(folder / "b.py", None) == first
+        assert len(asked) == looked  # not looked for again
+    (folder / "pyproject.toml").write_text("")
+    assert project.project_root(folder / "a.py", None) == folder

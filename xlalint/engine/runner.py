@@ -203,7 +203,8 @@ def process_all(jobs: Sequence[Job], *, continuing: bool = False) -> list[FileRe
     if writing:
         sourcefile.remove_stale_temps(sorted(writing))
     # Cached files first, here: a warm rerun then starts no process pool.
-    reports: list[FileReport | None] = [cached_report(job) for job in jobs]
+    with project.one_run():
+        reports: list[FileReport | None] = [cached_report(job) for job in jobs]
     pending = [job for job, report in zip(jobs, reports) if report is None]
     cores = available_cores()
     if len(pending) >= PARALLEL_THRESHOLD and cores >= 2:
@@ -211,7 +212,8 @@ def process_all(jobs: Sequence[Job], *, continuing: bool = False) -> list[FileRe
         cores = memory.workers(cores, _largest(pending), fix=any(job.fix for job in pending))
     try:
         if len(pending) < PARALLEL_THRESHOLD or cores < 2:
-            done = [process(job) for job in pending]
+            with project.one_run():
+                done = [process(job) for job in pending]
         else:
             done = _in_pool(pending, cores)
     except stopping.Interrupted as stop:
@@ -243,7 +245,8 @@ def available_cores() -> int:
 
 
 def _process_chunk(jobs: Sequence[Job]) -> list[FileReport]:
-    return [process(job) for job in jobs]
+    with project.one_run():
+        return [process(job) for job in jobs]
 
 
 def _in_pool(jobs: Sequence[Job], cores: int) -> list[FileReport]:
