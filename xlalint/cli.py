@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from xlalint import output
-from xlalint.engine.collector import collect_less_often
+from xlalint.engine.collector import collect_less_often, one_shot
 
 #: ``check``'s flags the quick parse reads: the keyword of ``cli_run.run`` each sets, and to what.
 FLAGS: dict[str, tuple[str, bool]] = {
@@ -177,6 +177,7 @@ def run_plain_check(arguments: dict[str, Any]) -> None:
 
 def main() -> None:
     collect_less_often()
+    one_shot()
     output.watch_stdout()
     from xlalint.engine import memory
 

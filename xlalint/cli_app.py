@@ -455,8 +455,10 @@ def server() -> None:
         from xlalint.install_hint import install_command
 
         raise fail(f"the language server needs pygls and lsprotocol: {install_command('server')}")
+    from xlalint.engine import collector
     from xlalint.server import start
 
+    collector.one_shot(False)  # a long-lived process: what it leaves must stay collectable
     start()
 
 

@@ -16,7 +16,7 @@ import sys
 from enum import Enum
 from pathlib import Path
 
-from xlalint.engine import reporters, stopping, text_report
+from xlalint.engine import collector, reporters, stopping, text_report
 from xlalint.engine import source as sourcefile
 from xlalint.engine.config import (
     ConfigError,
@@ -361,6 +361,7 @@ def _watch(arguments: dict) -> None:
 
     if arguments["fix"] or arguments["paths"] == ["-"] or arguments["stdin_filename"] is not None:
         raise fail("--watch checks files: not with fixes or stdin")
+    collector.one_shot(False)  # each run's leftovers must stay collectable
     paths = [Path(p) for p in arguments["paths"] or ["."]]
 
     def run_once() -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xlalint.analysis import project
-from xlalint.engine import cache, memory, stopping
+from xlalint.engine import cache, collector, memory, stopping
 from xlalint.engine import source as sourcefile
 from xlalint.engine.config import Settings
 from xlalint.engine.file_report import FileReport, internal_error
@@ -202,10 +202,14 @@ def process_all(jobs: Sequence[Job], *, continuing: bool = False) -> list[FileRe
     writing = {Path(os.path.realpath(job.path)).parent for job in jobs if job.fix and job.write}
     if writing:
         sourcefile.remove_stale_temps(sorted(writing))
+    collector.settle()
     # Cached files first, here: a warm rerun then starts no process pool.
     with project.one_run():
         reports: list[FileReport | None] = [cached_report(job) for job in jobs]
     pending = [job for job, report in zip(jobs, reports) if report is None]
+    if pending:
+        _import_checking(pending[0])
+        collector.settle()
     cores = available_cores()
     if len(pending) >= PARALLEL_THRESHOLD and cores >= 2:
         # No more workers than the memory budget holds, each with the largest file.
@@ -222,6 +226,17 @@ def process_all(jobs: Sequence[Job], *, continuing: bool = False) -> list[FileRe
         raise
     computed = iter(done)
     return [report if report is not None else next(computed) for report in reports]
+
+
+def _import_checking(job: Job) -> None:
+    """Import what checking ``job`` runs (the walk, its rules), before the files are:
+    what a pool's workers find imported when they fork, and what ``collector.settle``
+    keeps out of the collector's way."""
+    from xlalint.engine import lint
+    from xlalint.rules import rules_by_code
+
+    lint.selected_rules(job.settings, job.path)
+    rules_by_code()[lint.PORT_CODE]  # it runs on every file that does not import torch_xla
 
 
 def _largest(jobs: Sequence[Job]) -> int:
@@ -257,6 +272,7 @@ def _in_pool(jobs: Sequence[Job], cores: int) -> list[FileReport]:
     from xlalint.rules import all_rules
 
     all_rules()
+    collector.settle()
     pool = ProcessPoolExecutor(max_workers=cores, initializer=stopping.worker_init, initargs=stopping.GATE.share())
     try:
         # Chunks submitted one by one rather than pool.map, whose iterator cancels the
