@@ -7,7 +7,8 @@ import gc
 
 import pytest
 
-from xlalint import cli
+from xlalint import cli, cli_app
+from xlalint.engine import collector
 from xlalint.engine.collector import THRESHOLDS, collect_less_often
 
 
@@ -30,6 +31,22 @@ def test_the_thresholds_are_raised_and_never_lowered(restored_thresholds):
 def test_the_command_line_raises_them_before_it_runs(restored_thresholds, monkeypatch):
     gc.set_threshold(700, 10, 10)
     seen = []
-    monkeypatch.setattr(cli, "app", lambda: seen.append(gc.get_threshold()))
+    monkeypatch.setattr(cli_app, "app", lambda: seen.append(gc.get_threshold()))
+    monkeypatch.setattr("sys.argv", ["xlalint", "rule", "--all"])  # the app's, not a plain check
+    monkeypatch.setattr(collector, "_ONE_SHOT", False)
     cli.main()
     assert seen == [THRESHOLDS]
+    assert collector._ONE_SHOT  # the command line's process checks once and ends
+
+
+def test_a_one_shot_process_freezes_what_it_built_before_the_files_and_no_other_does(monkeypatch):
+    monkeypatch.setattr(collector, "_ONE_SHOT", False)
+    before = gc.get_freeze_count()
+    collector.settle()
+    assert gc.get_freeze_count() == before  # a library caller, the language server, --watch
+    collector.one_shot()
+    try:
+        collector.settle()
+        assert gc.get_freeze_count() > before
+    finally:
+        gc.unfreeze()

@@ -39,7 +39,8 @@ def test_a_new_rule_makes_the_docs_stale(monkeypatch):
 
     monkeypatch.setattr("xlalint.rules.all_rules", lambda: (*all_rules(), Fake))
     assert "| [XLA999](docs/rules.md#fake-rule-xla999) | fake-rule | a fake | none |" in docs.table("docs/rules.md")
-    assert set(docs.stale()) == {"docs/rules.md", "README.md"}
+    assert set(docs.stale()) == {"docs/rules.md", "README.md", "xlalint/rules/catalog.py"}
+    assert '"XLA999": "test_docs",' in docs.catalog_source()
 
 
 def test_no_reference_to_documents_that_do_not_ship():

@@ -111,10 +111,19 @@ def test_each_fixs_edits_from_one_parse_are_that_fix_alone(path):
 
 
 # What the one-file check (pre-commit's and an editor's run) must not import: each costs
-# start-up time and none is used to check one file. (typer itself imports platform,
-# subprocess, uuid and difflib, and pathlib imports urllib.parse on Python 3.11: those
-# come with the command line and are not listed.)
+# start-up time and none is used to check one file. A plain check is read by the entry
+# point itself (``cli.plain_check``): typer, its click and what they import (platform,
+# subprocess, uuid, shellingham), the app and its help come only with another command.
 NOT_ON_THE_CHECK_PATH = (
+    "typer",
+    "click",
+    "shellingham",
+    "platform",
+    "subprocess",
+    "uuid",
+    "xlalint.cli_app",
+    "xlalint.help_format",
+    "xlalint.harness",  # `run`'s command is registered with the app
     "torch",
     "torch_xla",
     "transformers",
@@ -294,3 +303,102 @@ def test_the_rule_selection_is_resolved_once_per_settings_and_path_when_it_depen
     # A settings value that cannot be hashed (a list read from the config) is resolved uncached.
     odd = Settings(select=("XLA201",), rule_settings=(("XLA101", (("max-length", [1]),)),))
     assert [r.code for r in selected_rules(odd, "a.py")] == ["XLA201"]
+
+
+def test_a_checked_files_tree_goes_with_it_and_its_garbage_is_collected_young(tmp_path):
+    """``process`` lets the file's tree go and collects what the check left at once: the
+    collector left to its thresholds traversed the live tree after each file (a sixth of
+    a cold check)."""
+    import gc
+
+    from xlalint.engine.lint import parsed_tree
+    from xlalint.engine.runner import Job, process
+
+    path = tmp_path / "a.py"
+    path.write_text("import torch\n" + "".join(f"x{i} = torch.ones(2).cuda()\n" for i in range(400)))
+    gc.collect()
+    report = process(Job(str(path), Settings(), follow=True))
+    assert len(report.findings) == 400
+    assert parsed_tree(report.source) is None
+    assert gc.isenabled()
+    assert gc.get_count()[0] < 1000, gc.get_count()
+
+
+def test_a_warm_check_imports_no_rule_and_no_analysis_of_a_tree(tmp_path):
+    """A check answered from the cache checks nothing: the rule modules, the walk and the
+    analyses (``engine/lint.py``, ``engine/context.py``) are not imported; the codes its
+    selectors are validated against come from the rule catalog."""
+    for i in range(3):
+        (tmp_path / f"f{i}.py").write_text(f"import torch\nx{i} = torch.ones(2).cuda()\n")
+    (tmp_path / ".git").mkdir()  # the project root: the cache goes here
+    code = (
+        "import sys\nfrom xlalint.cli import main\n"
+        "sys.argv = ['xlalint', 'check', '--output-format', 'concise', '--select', 'XLA1', '.']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\nsys.stdout.flush()\n"
+        "found = sorted(m for m in sys.modules if m.startswith(('xlalint.rules.xla', 'xlalint.analysis.semantic'))"
+        " or m in ('xlalint.engine.lint', 'xlalint.engine.context', 'xlalint.engine.rule'))\n"
+        "sys.stderr.write('IMPORTED:' + ','.join(found))\n"
+    )
+    runs = [subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)]
+    runs.append(subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120))
+    assert all(run.stdout.count("XLA104") == 3 for run in runs), runs
+    assert "xlalint.rules.xla104_cuda_device" in runs[0].stderr  # the cold run checked
+    assert runs[1].stderr.strip().endswith("IMPORTED:"), runs[1].stderr
+
+
+def test_the_rule_catalog_names_every_rule_and_imports_only_the_ones_asked_for():
+    code = (
+        "import sys\nfrom xlalint.rules import rules_by_code, rules_for\n"
+        "known = rules_by_code()\n"
+        "assert 'XLA104' in known and 'XLA999' not in known and len(list(known)) == len(known)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('xlalint.rules.xla')))\n"
+        "print([rule.code for rule in rules_for(['XLA201', 'XLA105'])])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('xlalint.rules.xla')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.splitlines() == [
+        "[]",
+        "['XLA105', 'XLA201']",
+        "['xlalint.rules.xla105_missing_mp_fn', 'xlalint.rules.xla201_torch_save']",
+    ], result.stderr
+    from xlalint.rules import all_rules, rules_by_code
+
+    assert list(rules_by_code()) == [rule.code for rule in all_rules()]
+    assert all(rules_by_code()[rule.code] is rule for rule in all_rules())
+
+
+def test_a_catalog_that_does_not_name_the_rule_modules_there_are_is_not_trusted(monkeypatch):
+    """A rule module added since the catalog was generated still runs: the catalog
+    gives way to importing every module."""
+    from xlalint import rules
+
+    monkeypatch.setattr(rules, "MODULES", {k: v for k, v in rules.MODULES.items() if k != "XLA201"})
+    rules.rules_by_code.cache_clear()
+    try:
+        assert "XLA201" in rules.rules_by_code()
+        assert not isinstance(rules.rules_by_code(), rules.RuleCatalog)
+    finally:
+        monkeypatch.undo()
+        rules.rules_by_code.cache_clear()
+    assert isinstance(rules.rules_by_code(), rules.RuleCatalog)
+
+
+def test_a_run_looks_for_each_folders_project_root_once(tmp_path, monkeypatch):
+    """``project.one_run``: the files of a run in one folder share its root's lookup;
+    outside a run every lookup sees the filesystem as it is (a marker made since)."""
+    import os
+
+    from xlalint.analysis import project
+
+    folder = tmp_path / "pkg"
+    folder.mkdir()
+    asked = []
+    exists = os.path.exists
+    monkeypatch.setattr(project.os.path, "exists", lambda path: asked.append(path) or exists(path))
+    with project.one_run():
+        first = project.project_root(folder / "a.py", None)
+        looked = len(asked)
+        assert project.project_root(folder / "b.py", None) == first
+        assert len(asked) == looked  # not looked for again
+    (folder / "pyproject.toml").write_text("")
+    assert project.project_root(folder / "a.py", None) == folder

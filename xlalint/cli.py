@@ -1,1091 +1,203 @@
-"""The command line: ``xlalint check|fix|rule|run`` (ruff's conventions).
+"""The command line's entry point (``xlalint``, ``python -m xlalint``): :func:`main`.
 
 Exit status: 0 no findings (or ``--exit-zero``), 1 findings remain, 2 a usage or
 configuration error, a file that cannot be read or parsed, or an internal error.
+
+The commands, their options and their help are the typer app of ``cli_app.py``. A plain
+``check`` (files and the options of :data:`FLAGS`, :data:`LISTS` and :data:`VALUES`,
+each as its own word: what pre-commit runs on every commit) is read here and run
+without importing typer, whose import and command tree were a quarter of a one-file
+check. It reaches ``cli_run.run`` with the very arguments the app would pass it (a test
+holds the two parsers to that); anything else (help, another command, an option not
+listed, a value that starts with ``-`` or that click would refuse) goes to the app,
+which parses and reports it as always.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import json
 import os
 import sys
-from enum import Enum
-from pathlib import Path
-from typing import Annotated
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-import typer
+from xlalint import output
+from xlalint.engine.collector import collect_less_often, one_shot
 
-from xlalint import __version__
-from xlalint.engine import reporters, stopping, text_report
-from xlalint.engine import source as sourcefile
-from xlalint.engine.collector import collect_less_often
-from xlalint.engine.config import (
-    RULE_LIST_COMMAND,
-    ConfigError,
-    ConfigFinder,
-    Settings,
-    command_line_config,
-    parse_target_runtime,
-    parse_target_version,
-    unknown_rule,
-    validate_selectors,
-)
-from xlalint.engine.escaping import printable
-from xlalint.engine.rule_docs import rule_url
-from xlalint.engine.runner import FileReport, Job, internal_error, process_all, process_text
-from xlalint.engine.runtimes import active_codes
-from xlalint.engine.text_report import use_color
-from xlalint.help_format import USAGE_EXIT, Command, Group, error_line
-
-app = typer.Typer(
-    name="xlalint",
-    cls=Group,
-    help="A linter and autofixer for PyTorch/XLA training scripts.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # Plain help, as ruff's: typer's rich help shows every flag as `<bool>`.
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-# The choices of --output-format: the formats the reporters have (`json-lines` is the
-# member `json_lines`), named once, in ``reporters.FORMATS``.
-OutputFormat = Enum(  # type: ignore[misc]
-    "OutputFormat", {name.replace("-", "_"): name for name in reporters.FORMATS}, type=str
-)
+#: ``check``'s flags the quick parse reads: the keyword of ``cli_run.run`` each sets, and to what.
+FLAGS: dict[str, tuple[str, bool]] = {
+    "--exit-zero": ("exit_zero", True),
+    "--no-cache": ("no_cache", True),
+    "-q": ("quiet", True),
+    "--quiet": ("quiet", True),
+    "--statistics": ("statistics", True),
+    "--show-fixes": ("show_fixes", True),
+    "--force-exclude": ("force_exclude", True),
+    "--isolated": ("isolated", True),
+    "--exit-non-zero-on-fix": ("exit_non_zero_on_fix", True),
+    "--unsafe-fixes": ("unsafe", True),
+    "--no-unsafe-fixes": ("unsafe", False),
+    "--follow-imports": ("follow_imports", True),
+    "--no-follow-imports": ("follow_imports", False),
+}
+#: Its options that may be repeated (each value is kept, in order).
+LISTS = {
+    "--select": "select",
+    "--ignore": "ignore",
+    "--extend-select": "extend_select",
+    "--config": "config",
+    "--extend-exclude": "extend_exclude",
+    "--exclude": "exclude",
+}
+#: Its options with one value (the last one given counts, as in click).
+VALUES = {
+    "--output-format": "output_format",
+    "--target-version": "target_version",
+    "--target-runtime": "target_runtime",
+}
+#: The environment variable ``--output-format`` falls back to (``cli_app``'s ``envvar``).
+OUTPUT_FORMAT_VARIABLE = "XLALINT_OUTPUT_FORMAT"
 
 
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"xlalint {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _main(
-    version: Annotated[
-        bool,
-        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version.", metavar=""),
-    ] = False,
-) -> None:
-    """A linter and autofixer for PyTorch/XLA training scripts."""
-
-
-def fail(message: str) -> typer.Exit:
-    """A user error (bad option, unknown code, bad config): one line, exit status 2, in
-    the style usage errors have too (``help_format``)."""
-    typer.echo(error_line(message), err=True)
-    return typer.Exit(USAGE_EXIT)
-
-
-def _patterns(values: list[str] | None) -> tuple[str, ...]:
-    return tuple(p.strip() for value in values or () for p in value.split(",") if p.strip())
-
-
-def _codes(values: list[str] | None) -> tuple[str, ...] | None:
-    if not values:
+def plain_check(args: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any] | None:
+    """The keyword arguments of ``cli_run.run`` for the command line ``args`` (without
+    the program's name) when it is a plain ``check``, else None (the typer app's to read)."""
+    if not args or args[0] != "check" or os.name == "nt":  # Windows: click expands globs in args
         return None
-    return tuple(code.strip().upper() for value in values for code in value.split(","))
-
-
-# Options shared by `check` and `fix` -------------------------------------------------------
-Paths = Annotated[
-    list[str] | None,
-    typer.Argument(
-        help="Files or folders to check (default: .); - reads stdin.", show_default=False, metavar="[FILES]..."
-    ),
-]
-Select = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--select", help="Rule codes or prefixes to enable (ALL for every rule); comma-separated.", metavar="CODES"
-    ),
-]
-Ignore = Annotated[
-    list[str] | None,
-    typer.Option("--ignore", help="Rule codes or prefixes to disable; comma-separated.", metavar="CODES"),
-]
-ExtendSelect = Annotated[
-    list[str] | None, typer.Option("--extend-select", help="Codes to enable on top of select.", metavar="CODES")
-]
-Format = Annotated[
-    OutputFormat | None,
-    typer.Option(
-        "--output-format",
-        help="How to print findings. Default: full (code frames) on a terminal, concise (one line each) "
-        "when piped. Colour (full, concise, grouped): on a terminal unless NO_COLOR is set, piped with "
-        "FORCE_COLOR=1.",
-        show_default=False,
-        envvar="XLALINT_OUTPUT_FORMAT",
-    ),
-]
-# metavar="": a flag takes no value, so its help shows none (typer would print `<bool>`).
-Statistics = Annotated[
-    bool, typer.Option("--statistics", help="Count findings per rule instead of listing them.", metavar="")
-]
-ExitZero = Annotated[bool, typer.Option("--exit-zero", help="Exit 0 even when findings remain.", metavar="")]
-ShowFixes = Annotated[
-    bool,
-    typer.Option(
-        "--show-fixes",
-        help="Show each fix as a diff (full format); list the fixes applied (or available) per file (concise).",
-        metavar="",
-    ),
-]
-StdinFilename = Annotated[
-    str | None,
-    typer.Option("--stdin-filename", help="Read source from stdin; report it under this name.", metavar="PATH"),
-]
-TargetVersion = Annotated[
-    str | None, typer.Option("--target-version", help='torch_xla version to target, e.g. "2.9".', metavar="VERSION")
-]
-TargetRuntime = Annotated[
-    str | None,
-    typer.Option(
-        "--target-runtime",
-        help='The backend the port writes for: "torch-xla" (default) or "torch-tpu" (TorchTPU).',
-        metavar="RUNTIME",
-    ),
-]
-ConfigFile = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--config",
-        help="A config file to use instead of discovering one, or a TOML `KEY = VALUE` setting on top of "
-        "the config (repeatable), e.g. --config 'select = [\"XLA1\"]'.",
-        metavar="FILE|KEY=VALUE",
-    ),
-]
-NoCache = Annotated[bool, typer.Option("--no-cache", help="Do not read or write the result cache.", metavar="")]
-Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print findings only: no summary.", metavar="")]
-UnsafeFixes = Annotated[
-    bool | None,
-    typer.Option(
-        "--unsafe-fixes/--no-unsafe-fixes",
-        help="Also apply (or offer) fixes that may change behaviour; --no-unsafe-fixes neither applies "
-        "nor mentions them. Overrides the config's `unsafe-fixes`.",
-        show_default=False,
-    ),
-]
-ExtendExclude = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--extend-exclude",
-        help="Globs of files and folders to leave out, on top of `exclude`; comma-separated.",
-        metavar="FILE_PATTERN",
-    ),
-]
-ExitNonZeroOnFix = Annotated[
-    bool,
-    typer.Option(
-        "--exit-non-zero-on-fix",
-        help="Exit 1 when a fix was applied, even if no findings remain.",
-        metavar="",
-    ),
-]
-ShowFiles = Annotated[
-    bool,
-    typer.Option("--show-files", help="List the files that would be checked; check nothing.", metavar=""),
-]
-FollowImports = Annotated[
-    bool | None,
-    typer.Option(
-        "--follow-imports/--no-follow-imports",
-        help="Also check (and fix) the local modules the files import "
-        "(default: on; overrides `follow-imports` in the config).",
-        show_default=False,
-    ),
-]
-ForceExclude = Annotated[
-    bool,
-    typer.Option(
-        "--force-exclude", help="Apply exclude to files named on the command line too (for pre-commit).", metavar=""
-    ),
-]
-
-
-# Options as ruff's (issue 41): grouped here, their logic in engine/ modules.
-Exclude = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--exclude",
-        help="Globs of files and folders to leave out, replacing the config's `exclude`; comma-separated.",
-        metavar="FILE_PATTERN",
-    ),
-]
-OutputFile = Annotated[
-    Path | None,
-    typer.Option(
-        "--output-file", "-o", help="Write the report to this file (atomically) instead of stdout.", metavar="PATH"
-    ),
-]
-Isolated = Annotated[
-    bool, typer.Option("--isolated", help="Read no config file (the defaults and --config KEY=VALUE only).", metavar="")
-]
-Watch = Annotated[
-    bool,
-    typer.Option("--watch", "-w", help="Check again whenever a file changes (until Ctrl-C).", metavar=""),
-]
-
-
-class Invocation:
-    """What one check/fix run was asked to do."""
-
-    def __init__(
-        self,
-        *,
-        select,
-        ignore,
-        extend_select,
-        target_version,
-        config: Path | None,
-        need_rules=True,
-        unsafe_fixes: bool | None = None,
-        extend_exclude: list[str] | None = None,
-        exclude: list[str] | None = None,
-        isolated: bool = False,
-        target_runtime: str | None = None,
-    ):
-        self.need_rules = need_rules
-        self.overrides = {
-            "unsafe_fixes": unsafe_fixes,
-            "extend_exclude": _patterns(extend_exclude),
-            "exclude": _patterns(exclude),
-            "cwd": str(Path.cwd()),
-            # `--select ''` selects nothing, as `select = []` does: the same one message.
-            "select": () if select and not any(value.strip() for value in select) else _codes(select),
-            "ignore": _codes(ignore),
-            "extend_select": _codes(extend_select),
-            "target_version": parse_target_version(target_version, "--target-version") if target_version else None,
-            "target_runtime": parse_target_runtime(target_runtime, "--target-runtime") if target_runtime else None,
-        }
-        from xlalint.rules import rules_by_code
-
-        known = rules_by_code()
-        for key in ("select", "ignore", "extend_select"):
-            if self.overrides[key]:
-                validate_selectors(self.overrides[key], known, f"--{key.replace('_', '-')}")
-        self.known = known
-        config_file, inline = command_line_config(config)
-        self.finder = ConfigFinder(config_file, known, inline=inline, isolated=isolated)
-        self._with_overrides: dict[int, tuple[Settings, Settings]] = {}
-
-    def unsafe_fixes(self) -> bool | None:
-        """Whether unsafe fixes are applied (True), hinted at (None) or neither (False):
-        the command line's flag, else the config's ``unsafe-fixes`` where the command
-        runs (a run-wide setting, as in ruff)."""
-        if self.overrides["unsafe_fixes"] is not None:
-            return self.overrides["unsafe_fixes"]
-        return self.finder.for_path(Path.cwd()).unsafe_fixes
-
-    def settings(self, path: Path) -> Settings:
-        found = self.finder.for_path(path.absolute())
-        # One object per config file: the cache keys jobs that share it at the cost of one.
-        if id(found) not in self._with_overrides:
-            settings = found.with_overrides(**self.overrides)
-            if self.need_rules and not active_codes(settings, self.known):
-                raise ConfigError(no_rule_selected(settings))
-            self._with_overrides[id(found)] = (found, settings)
-        return self._with_overrides[id(found)][1]
-
-    def for_path(self, path: Path) -> Settings:
-        """As ``ConfigFinder.for_path``, with the command line on top: the walk then
-        honours ``--extend-exclude`` as it does the config's excludes."""
-        return self.settings(path)
-
-
-def no_rule_selected(settings: Settings) -> str:
-    """One message for a selection that enables no rule, wherever it was made: a check
-    of nothing must not pass as "All checks passed!" (CI would pass unchecked)."""
-    where = [settings.source] if settings.source else []
-    if settings.overrides:
-        where.append("the command line")
-    return f"no rule selected (by {' and '.join(where) or 'the settings'}): select `ALL` for every rule"
-
-
-def _run(
-    paths: list[str] | None,
-    *,
-    fix: bool,
-    unsafe: bool | None,
-    diff: bool,
-    select,
-    ignore,
-    extend_select,
-    output_format: OutputFormat | None,
-    statistics: bool,
-    exit_zero: bool,
-    show_fixes: bool,
-    stdin_filename: str | None,
-    target_version: str | None,
-    config: list[str] | None,
-    no_cache: bool,
-    quiet: bool,
-    force_exclude: bool,
-    add_noqa: bool = False,
-    extend_exclude: list[str] | None = None,
-    show_files: bool = False,
-    exit_non_zero_on_fix: bool = False,
-    follow_imports: bool | None = None,
-    exclude: list[str] | None = None,
-    output_file: Path | None = None,
-    isolated: bool = False,
-    watch: bool = False,
-    target_runtime: str | None = None,
-) -> None:
-    arguments = dict(locals())
-    if watch:
-        _watch({**arguments, "watch": False})
-        return
-    if output_file is not None:
-        _to_output_file(output_file, {**arguments, "output_file": None})
-        return
-    paths = paths or []
-    use_stdin = paths == ["-"] or (stdin_filename is not None and not paths)
-    try:
-        invocation = Invocation(
-            select=select,
-            ignore=ignore,
-            extend_select=extend_select,
-            target_version=target_version,
-            config=config,
-            unsafe_fixes=unsafe,
-            extend_exclude=extend_exclude,
-            exclude=exclude,
-            isolated=isolated,
-            target_runtime=target_runtime,
-        )
-        # Unsafe fixes: applied (True), hinted at (None, the default) or neither (False).
-        unsafe_setting = invocation.unsafe_fixes()
-        unsafe = bool(unsafe_setting)
-        if show_files:
-            _show_files(invocation, paths or ["."], force_exclude)
-            return
-        if "-" in paths and not use_stdin:
-            raise ConfigError("`-` (stdin) cannot be combined with other paths")
-        if add_noqa and (use_stdin or fix or diff):
-            raise ConfigError("--add-noqa writes the files it is given: not with stdin, --fix or --diff")
-        if use_stdin:
-            stdin_report, stdin_output = _stdin_report(
-                invocation, stdin_filename, fix=fix, unsafe=unsafe, force_exclude=force_exclude
-            )
-            reports = [stdin_report]
-        else:
-            with stopping.stop_on_signals():
-                reports = _file_reports(
-                    invocation,
-                    paths or ["."],
-                    fix=fix,
-                    unsafe=unsafe,
-                    write=not diff,
-                    no_cache=no_cache,
-                    force_exclude=force_exclude,
-                    add_noqa=add_noqa,
-                    follow_imports=follow_imports,
-                )
-    except ConfigError as exc:
-        if use_stdin and fix and not diff:
-            _give_back_stdin(b"")
-        raise fail(str(exc)) from None
-    except sourcefile.InputTooLarge as exc:
-        if fix and not diff:
-            _give_back_stdin(exc.head)
-        raise fail(f"stdin: {exc}") from None
-    except stopping.Interrupted as stop:
-        # Stopped at once: the gate is closed (nothing more is written), workers are gone.
-        stop.written = stopping.GATE.close()
-        typer.echo(stop.message(), err=True)
-        # Leave now: the interpreter's exit handlers would wake the process pool's manager
-        # thread through a pipe the killed workers' pool has closed, and print a traceback.
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):
-                stream.flush()
-        os._exit(stop.exit_code)
-    _warn_malformed_noqa(reports)
-    if add_noqa:
-        _report_add_noqa(reports)
-        return
-
-    # As ruff: a walk that found nothing says so (on stderr) rather than "All checks passed!".
-    nothing_found = not use_stdin and not reports
-    if nothing_found:
-        typer.echo("warning: No Python files found under the given path(s)", err=True)
-    findings = sorted((f for r in reports for f in r.findings), key=lambda f: f.sort_key())
-    fixed = [f for r in reports for f in r.fixed]
-    out = sys.stdout
-    if use_stdin and fix and not diff:
-        # As ruff: the fixed source goes to stdout (as bytes, in the input's encoding;
-        # the input itself whenever it is not fixed), the findings to stderr.
-        sys.stdout.flush()
-        sys.stdout.buffer.write(stdin_output)
-        sys.stdout.buffer.flush()
-        out = sys.stderr
-    fmt = output_format.value if output_format is not None else "full" if _is_terminal(out) else "concise"
-
-    def summary_text() -> str:
-        text = reporters.summary(
-            findings,
-            unsafe,
-            fixed=len(fixed),
-            command="fix" if fix else "check",
-            after_port=sum(f.after_port for f in fixed),
-            hint_unsafe=unsafe_setting is None,
-            checked=reporters.checked_count(reports) if fix else None,
-        )
-        return text_report.paint_summary(text, use_color(out))
-
-    if diff:
-        from xlalint.engine.fix_output import print_diffs  # here: a check prints no fixes
-
-        print_diffs(reports, out, quiet=quiet, unsafe=unsafe)
-    elif statistics:
-        print(reporters.statistics(findings, unsafe, as_json=fmt == "json"), file=out)
-        if fmt != "json" and not quiet and not nothing_found:
-            # As ruff's: the counts, then the summary (`Found N errors.`, what is fixable).
-            print(summary_text(), file=out)
-    else:
-        # Edits (and a notebook's positions in its file) are computed on the text the
-        # remaining findings were found in: after a fix, that is the fixed text.
-        sources = (
-            {
-                r.path: r.fixed_source if r.fixed_source is not None else r.source
-                for r in reports
-                if r.source is not None
-            }
-            if fmt in ("json", "json-lines", "sarif", "github", "full")
-            else None
-        )
-        if fmt == "full":
-            from xlalint.engine.full_format import render_full
-
-            out.flush()
-            render_full(findings, sources or {}, unsafe=unsafe, show_fixes=show_fixes, out=out, color=use_color(out))
-            if show_fixes and fix:
-                from xlalint.engine.fix_output import print_fixes
-
-                print_fixes(reports, fixed=True, unsafe=unsafe, out=out)
-        elif fmt in text_report.LINE_FORMATS:
-            rendered = text_report.render(fmt, findings, unsafe, color=use_color(out))
-            if rendered:
-                print(rendered, file=out)
-            if fmt != "pylint" and show_fixes:
-                from xlalint.engine.fix_output import print_fixes
-
-                print_fixes(reports, fixed=fix, unsafe=unsafe, out=out)
-        else:
-            rendered = reporters.render(fmt, findings, sources=sources, unsafe=unsafe)
-            if rendered:
-                print(rendered, file=out)
-        if fmt in ("full", "concise", "text", "grouped") and not quiet and not nothing_found:
-            print(summary_text(), file=out)
-            for note in (*reporters.withheld_notes(findings), *reporters.port_notes(findings, unsafe)):
-                print(note, file=out)
-            followed = sum(r.followed for r in reports)
-            if followed:
-                from xlalint.engine.follow import checked_too
-
-                print(checked_too(followed), file=out)
-    for report in reports:
-        if report.error:
-            typer.echo(f"xlalint: error: {report.path}: {report.error}", err=True)
-    _warn_not_written(reports)
-
-    if any(r.unreadable or r.error for r in reports):
-        raise typer.Exit(2)
-    if diff:
-        raise typer.Exit(1 if any(r.changed for r in reports) and not exit_zero else 0)
-    if findings and not exit_zero:
-        raise typer.Exit(1)
-    if exit_non_zero_on_fix and fixed and not exit_zero:
-        raise typer.Exit(1)
-
-
-def _to_output_file(path: Path, arguments: dict) -> None:
-    """``--output-file``: the run, with what it prints on stdout written to ``path``
-    (atomically, also when findings make it exit 1; not after a usage error)."""
-    from xlalint.engine import output_file as report_file
-
-    stdin = arguments["paths"] == ["-"] or (arguments["stdin_filename"] is not None and not arguments["paths"])
-    if stdin and arguments["fix"] and not arguments["diff"]:
-        raise fail("--output-file: `fix -` prints the fixed code on stdout; name a file to fix instead")
-    captured = report_file.Capture()
-    status = 0
-    try:
-        with contextlib.redirect_stdout(captured):
-            _run(**arguments)
-    except typer.Exit as exc:
-        status = exc.exit_code
-    if status == USAGE_EXIT and not captured.getvalue():
-        raise typer.Exit(status)
-    try:
-        report_file.write(path, captured.getvalue())
-    except report_file.OutputFileError as exc:
-        raise fail(str(exc)) from None
-    if status:
-        raise typer.Exit(status)
-
-
-def _watch(arguments: dict) -> None:
-    """``--watch``: the run, then again whenever a file it reads changes (engine/watch.py)."""
-    from xlalint.engine.files import discover
-    from xlalint.engine.watch import snapshot, watch
-
-    if arguments["fix"] or arguments["paths"] == ["-"] or arguments["stdin_filename"] is not None:
-        raise fail("--watch checks files: not with fixes or stdin")
-    paths = [Path(p) for p in arguments["paths"] or ["."]]
-
-    def run_once() -> None:
-        with contextlib.suppress(typer.Exit):
-            _run(**arguments)
-        sys.stdout.flush()
-
-    def take_snapshot():
-        try:
-            invocation = Invocation(
-                select=arguments["select"],
-                ignore=arguments["ignore"],
-                extend_select=arguments["extend_select"],
-                target_version=arguments["target_version"],
-                config=arguments["config"],
-                need_rules=False,
-                extend_exclude=arguments["extend_exclude"],
-                exclude=arguments["exclude"],
-                isolated=arguments["isolated"],
-                target_runtime=arguments["target_runtime"],
-            )
-            files = list(discover(paths, invocation, force_exclude=arguments["force_exclude"], unreadable={}))
-        except ConfigError:
-            files = []  # the run says what is wrong with the config; a fix of it is a change
-        return snapshot(files, [p if p.is_dir() else p.parent for p in paths])
-
-    try:
-        watch(run_once, take_snapshot, lambda line: typer.echo(line, err=True))
-    except KeyboardInterrupt:
-        raise typer.Exit(0) from None
-
-
-def _show_files(invocation: Invocation, paths: list[str], force_exclude: bool) -> None:
-    """As ``ruff check --show-files``: the files that would be checked, sorted, one a line."""
-    from xlalint.engine.files import discover
-
-    found = discover([Path(p) for p in paths], invocation, force_exclude=force_exclude, unreadable={})
-    for path in sorted(str(p.absolute()) for p in found):
-        typer.echo(printable(path))
-
-
-def _warn_malformed_noqa(reports: list[FileReport]) -> None:
-    """A malformed code in a ``# noqa:`` list (``XLA1O4``) suppresses nothing: said on
-    stderr, one line each, not a finding (as ruff warns)."""
-    from xlalint.engine.noqa import malformed_codes, unknown_file_directives
-
-    for report in reports:
-        if report.source is None or report.path.endswith(".ipynb"):
+    if any(name.startswith("_") and name.endswith("_COMPLETE") and value for name, value in environ.items()):
+        return None  # a shell's completion request, which click answers
+    chosen: dict[str, Any] = {}
+    lists: dict[str, list[str]] = {}
+    paths: list[str] = []
+    words = iter(args[1:])
+    for word in words:
+        if word == "--":
+            paths.extend(words)
+            break
+        if word == "-":
+            return None  # stdin
+        if not word.startswith("-"):
+            paths.append(word)
             continue
-        for line, comment in unknown_file_directives(report.source):
-            typer.echo(
-                f"warning: {printable(report.path)}:{line}: unknown directive `{printable(comment)}` "
-                "(the file-level ones are `# xlalint: noqa`, `# xlalint: noqa: CODES` and "
-                "`# xlalint: disable-file`): it suppresses nothing",
-                err=True,
-            )
-        for line, code in malformed_codes(report.source):
-            typer.echo(
-                f"warning: {printable(report.path)}:{line}: malformed code `{printable(code)}` in `# noqa` "
-                "(a code is letters then digits, e.g. `XLA104`): it suppresses nothing",
-                err=True,
-            )
+        if word in FLAGS:
+            key, value = FLAGS[word]
+            chosen[key] = value
+            continue
+        option, equals, value = word.partition("=")
+        if option not in LISTS and option not in VALUES:
+            return None
+        if not equals:
+            value = next(words, None)
+            if value is None or value.startswith("-"):
+                return None  # click takes such a word as the value; said by the app
+        if option in LISTS:
+            lists.setdefault(LISTS[option], []).append(value)
+        else:
+            chosen[VALUES[option]] = value
+    if "output_format" not in chosen and environ.get(OUTPUT_FORMAT_VARIABLE):
+        chosen["output_format"] = environ[OUTPUT_FORMAT_VARIABLE]
+    from xlalint.cli_run import OutputFormat  # here: what `--version` or `rule` runs needs none of it
 
-
-def _warn_not_written(reports: list[FileReport]) -> None:
-    for report in reports:
-        if report.not_written:
-            typer.echo(f"warning: {printable(report.path)}: checked, not fixed: {report.not_written}", err=True)
-
-
-def _is_terminal(stream) -> bool:
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
-
-
-def _file_reports(
-    invocation: Invocation,
-    paths: list[str],
-    *,
-    fix,
-    unsafe,
-    write,
-    no_cache,
-    force_exclude,
-    add_noqa=False,
-    follow_imports: bool | None = None,
-) -> list[FileReport]:
-    from xlalint.engine.files import discover, linked_outside
-    from xlalint.engine.lint import error_finding
-
-    cache_dir = None if no_cache or fix or add_noqa else _trusted_cache(cache_folder(invocation))
-    jobs, not_written, unreadable = [], {}, {}
-    found = discover([Path(p) for p in paths], invocation, force_exclude=force_exclude, unreadable=unreadable)
-    for path in found:
-        settings = invocation.settings(path)
-        target = linked_outside(path, settings) if (fix or add_noqa) and write else None
-        if target is not None:  # checked only
-            not_written[len(jobs)] = f"a link to a file outside the project ({printable(str(target))})"
-        fixing = target is None
-        jobs.append(
-            Job(
-                str(path),
-                settings,
-                fix=fix and fixing,
-                unsafe=unsafe,
-                write=write,
-                cache_dir=cache_dir,
-                add_noqa=add_noqa and fixing,
-                # `--add-noqa` edits only the files it is given.
-                follow=(settings.follow_imports if follow_imports is None else follow_imports) and not add_noqa,
-            )
-        )
-    reports = process_all(jobs)
-    for index, reason in not_written.items():
-        reports[index].not_written = reason
-    if any(job.follow for job in jobs):
-        from xlalint.engine.follow import cap_warning
-        from xlalint.engine.follow import follow_imports as follow
-
-        followed = follow(jobs, reports, invocation.settings)
-        if cap_warning(followed):
-            typer.echo(f"warning: {cap_warning(followed)}", err=True)
-        reports += followed.reports
-    # A folder that could not be read is reported as a file that could not be (XLA000, exit 2).
-    return reports + [
-        FileReport(str(folder), [error_finding(str(folder), f"cannot read the folder: {reason}")])
-        for folder, reason in unreadable.items()
-    ]
-
-
-def cache_folder(invocation: Invocation) -> Path:
-    """Where ``check`` keeps its cache: at the project root of the folder it runs in (the
-    config file's folder, else the git repository's root, else that folder)."""
-    from xlalint.engine.cache import FOLDER_NAME, project_root
-
-    return project_root(invocation.finder.for_path(Path.cwd()).root, Path.cwd()) / FOLDER_NAME
-
-
-def _trusted_cache(folder: Path) -> str | None:
-    """``folder`` unless another user owns it or may write in it (then one warning)."""
-    from xlalint.engine.cache import untrusted
-
-    reason = untrusted(folder)
-    if reason is None:
-        return str(folder)
-    typer.echo(
-        f"warning: the cache folder {printable(str(folder))} {reason}: checked without it (as --no-cache)", err=True
-    )
-    return None
-
-
-def _report_add_noqa(reports: list[FileReport]) -> None:
-    """As ruff: how many lines got a ``# noqa``; what could not be read is still an error."""
-    from xlalint.engine.lint import SYNTAX_ERROR
-
-    errors = [f for r in reports for f in r.findings if f.code == SYNTAX_ERROR[0]]
-    if errors:
-        print(reporters.render("text", errors), file=sys.stdout)
-    for report in reports:
-        if report.error:
-            typer.echo(f"xlalint: error: {report.path}: {report.error}", err=True)
-    _warn_not_written(reports)
-    added = sum(r.noqa_added for r in reports)
-    typer.echo(f"Added {added} noqa directive{'s' if added != 1 else ''}.", err=True)
-    if errors or any(r.error for r in reports):
-        raise typer.Exit(2)
-
-
-def _stdin_report(
-    invocation: Invocation, stdin_filename: str | None, *, fix, unsafe, force_exclude
-) -> tuple[FileReport, bytes]:
-    """The report on stdin, and what ``fix -`` prints: the fixed code encoded as the
-    input was (encoding, BOM), or the input's bytes unchanged when there is no fix or
-    anything went wrong, so that an editor's buffer is never blanked or re-encoded."""
-    name = stdin_filename or "-"
-    settings = invocation.settings(Path(stdin_filename) if stdin_filename else Path.cwd() / "-")
-    data = sourcefile.read_stream(sys.stdin.buffer)  # InputTooLarge: `_run` gives stdin back
-    try:
-        original = sourcefile.decode(data, name)
-    except sourcefile.SourceError as exc:
-        from xlalint.engine.lint import error_finding
-
-        return FileReport(name, [error_finding(name, str(exc), exc.line, exc.col)], source=None), data
-    if force_exclude and stdin_filename and settings.is_excluded(Path(stdin_filename)):
-        return FileReport(name, [], source=original.text, fixed_source=original.text), data
-    if name.endswith(".ipynb"):
-        from xlalint.engine.notebook import process_notebook
-
-        job = Job(name, settings, fix=fix, unsafe=unsafe, write=False)
-        return process_notebook(job, original, stdin=True), data
-    try:
-        report = process_text(Job(name, settings, fix=fix, unsafe=unsafe, write=False), original, stdin=True)
-    except Exception as exc:  # a bug in a rule: one clear line, exit 2
-        return internal_error(name, exc, original.text), data
-    if not report.changed or report.error or report.unreadable:
-        return report, data
-    try:
-        return report, original.encode(report.fixed_source or "")
-    except UnicodeEncodeError:
-        report.error = f"not fixed: the fixed code cannot be encoded in {original.encoding}"
-        report.fixed, report.fixed_source = [], report.source
-        return report, data
-
-
-def _give_back_stdin(head: bytes) -> None:
-    """`fix -` is a filter: when it cannot fix, the editor gets its buffer back
-    unchanged (``head``, what was read of it, then the rest of stdin streamed through
-    in chunks: memory stays bounded however long the input)."""
-    sys.stdout.flush()
-    out = sys.stdout.buffer
-    try:
-        out.write(head)
-        while chunk := sys.stdin.buffer.read(1 << 20):
-            out.write(chunk)
-        out.flush()
-    except BrokenPipeError:
-        # The reader is gone: nothing more to give back, and no second error at exit.
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-@app.command(cls=Command)
-def check(
-    paths: Paths = None,
-    select: Select = None,
-    ignore: Ignore = None,
-    extend_select: ExtendSelect = None,
-    output_format: Format = None,
-    statistics: Statistics = False,
-    exit_zero: ExitZero = False,
-    show_fixes: ShowFixes = False,
-    stdin_filename: StdinFilename = None,
-    target_version: TargetVersion = None,
-    target_runtime: TargetRuntime = None,
-    config: ConfigFile = None,
-    no_cache: NoCache = False,
-    quiet: Quiet = False,
-    unsafe_fixes: UnsafeFixes = None,
-    force_exclude: ForceExclude = False,
-    extend_exclude: ExtendExclude = None,
-    show_files: ShowFiles = False,
-    exit_non_zero_on_fix: ExitNonZeroOnFix = False,
-    follow_imports: FollowImports = None,
-    fix: Annotated[bool, typer.Option("--fix", help="Apply fixes (same as `xlalint fix`).", metavar="")] = False,
-    add_noqa: Annotated[
-        bool,
-        typer.Option(
-            "--add-noqa",
-            help="Add `# noqa: CODE` to every line with a finding (merged into an existing `# noqa:` list).",
-            metavar="",
-        ),
-    ] = False,
-    show_settings: Annotated[
-        bool,
-        typer.Option(
-            "--show-settings",
-            help="Print the configuration resolved for the file given (default: .; config file, rules, "
-            "options); check nothing.",
-            metavar="",
-        ),
-    ] = False,
-    diff: Annotated[
-        bool,
-        typer.Option("--diff", help="Print the fixes as a diff, write nothing (as `fix --diff`).", metavar=""),
-    ] = False,
-    exclude: Exclude = None,
-    output_file: OutputFile = None,
-    isolated: Isolated = False,
-    watch: Watch = False,
-) -> None:
-    """Check files and report findings."""
-    if show_settings:
-        _show_settings(
-            paths, select, ignore, extend_select, target_version, config, unsafe_fixes, extend_exclude,
-            exclude=exclude, isolated=isolated, target_runtime=target_runtime,
-        )  # fmt: skip
-        return
-    _run(
-        paths, fix=fix or diff, unsafe=unsafe_fixes, diff=diff, select=select, ignore=ignore,
-        extend_select=extend_select, output_format=output_format, statistics=statistics, exit_zero=exit_zero,
-        show_fixes=show_fixes, stdin_filename=stdin_filename, target_version=target_version, config=config,
-        no_cache=no_cache, quiet=quiet, force_exclude=force_exclude, add_noqa=add_noqa,
-        extend_exclude=extend_exclude, show_files=show_files, exit_non_zero_on_fix=exit_non_zero_on_fix,
-        follow_imports=follow_imports, exclude=exclude, output_file=output_file, isolated=isolated, watch=watch,
-        target_runtime=target_runtime,
-    )  # fmt: skip
-
-
-def _show_settings(
-    paths, select, ignore, extend_select, target_version, config, unsafe_fixes=None, extend_exclude=None, **more
-) -> None:
-    from xlalint.engine.settings_view import describe
-    from xlalint.rules import all_rules
-
-    paths = paths or ["."]  # as ruff's: the folder it runs in
-    if len(paths) != 1 or paths[0] == "-":
-        raise fail("--show-settings takes one file or folder")
-    try:
-        invocation = Invocation(
-            select=select,
-            ignore=ignore,
-            extend_select=extend_select,
-            target_version=target_version,
-            config=config,
-            need_rules=False,  # the settings are shown whatever they select
-            unsafe_fixes=unsafe_fixes,
-            extend_exclude=extend_exclude,
-            **more,
-        )
-        path = Path(paths[0])
-        typer.echo(describe(path, invocation.settings(path), list(all_rules()), cache=cache_folder(invocation)))
-    except ConfigError as exc:
-        raise fail(str(exc)) from None
-
-
-@app.command(cls=Command)
-def clean() -> None:
-    """Remove the check cache (.xlalint_cache) here, below here and at the project root."""
-    from xlalint.engine.cache import project_root
-    from xlalint.engine.cache_folders import cache_folders, remove
-    from xlalint.rules import rules_by_code
-
-    here = Path.cwd()
-    try:  # the folder `check` writes its cache to
-        root = project_root(ConfigFinder(None, rules_by_code()).for_path(here).root, here)
-    except ConfigError:
-        root = project_root(None, here)
-    failed = False
-    for folder in list(cache_folders(here, root.resolve())):
-        typer.echo(f"Removing cache at: {printable(str(folder))}")
+    output_format = None
+    if "output_format" in chosen:
         try:
-            remove(folder)
-        except OSError as exc:
-            typer.echo(f"xlalint: error: {printable(str(folder))}: {exc.strerror or exc}", err=True)
-            failed = True
-    if failed:
-        raise typer.Exit(2)
+            output_format = OutputFormat(chosen["output_format"])
+        except ValueError:
+            return None  # not a format: the app says which are
+    # Every keyword as the app's `check` passes it, unset ones at its defaults.
+    return {
+        "paths": paths or None,
+        "fix": False,
+        "unsafe": chosen.get("unsafe"),
+        "diff": False,
+        "select": lists.get("select"),
+        "ignore": lists.get("ignore"),
+        "extend_select": lists.get("extend_select"),
+        "output_format": output_format,
+        "statistics": chosen.get("statistics", False),
+        "exit_zero": chosen.get("exit_zero", False),
+        "show_fixes": chosen.get("show_fixes", False),
+        "stdin_filename": None,
+        "target_version": chosen.get("target_version"),
+        "config": lists.get("config"),
+        "no_cache": chosen.get("no_cache", False),
+        "quiet": chosen.get("quiet", False),
+        "force_exclude": chosen.get("force_exclude", False),
+        "add_noqa": False,
+        "extend_exclude": lists.get("extend_exclude"),
+        "show_files": False,
+        "exit_non_zero_on_fix": chosen.get("exit_non_zero_on_fix", False),
+        "follow_imports": chosen.get("follow_imports"),
+        "exclude": lists.get("exclude"),
+        "output_file": None,
+        "isolated": chosen.get("isolated", False),
+        "watch": False,
+        "target_runtime": chosen.get("target_runtime"),
+    }
 
 
-@app.command("fix", cls=Command)
-def fix_command(
-    paths: Paths = None,
-    unsafe_fixes: UnsafeFixes = None,
-    diff: Annotated[
-        bool, typer.Option("--diff", help="Print the changes as a diff; write nothing.", metavar="")
-    ] = False,
-    select: Select = None,
-    ignore: Ignore = None,
-    extend_select: ExtendSelect = None,
-    output_format: Format = None,
-    statistics: Statistics = False,
-    exit_zero: ExitZero = False,
-    show_fixes: ShowFixes = False,
-    stdin_filename: StdinFilename = None,
-    target_version: TargetVersion = None,
-    target_runtime: TargetRuntime = None,
-    config: ConfigFile = None,
-    no_cache: NoCache = False,
-    quiet: Quiet = False,
-    force_exclude: ForceExclude = False,
-    extend_exclude: ExtendExclude = None,
-    show_files: ShowFiles = False,
-    exit_non_zero_on_fix: ExitNonZeroOnFix = False,
-    follow_imports: FollowImports = None,
-    exclude: Exclude = None,
-    output_file: OutputFile = None,
-    isolated: Isolated = False,
-    verify: Annotated[
-        bool,
-        typer.Option(
-            "--verify",
-            help="Run the fixed copy of SCRIPT (as `run --bisect`: bounded by --steps), withdraw the fixes "
-            "that broke it, write the others: xlalint fix --verify train.py -- ARGS",
-        ),
-    ] = False,
-    steps: Annotated[
-        int | None, typer.Option("--steps", metavar="N", help="With --verify: optimizer steps per run (default 20).")
-    ] = None,
-) -> None:
-    """Apply fixes in place (safe ones; --unsafe-fixes adds the rest), then report what remains."""
-    if verify:
-        if target_runtime == "torch-tpu":
-            raise fail("--verify runs the fixed script on torch_xla: a TorchTPU port cannot be run here")
-        from xlalint.harness import verify as verify_fix
+class _PacifyFlush:
+    """A standard stream whose flush ignores a reader gone (click's ``PacifyFlushWrapper``)."""
 
-        json_output = output_format is not None and output_format.value == "json"
-        raise typer.Exit(verify_fix.command(paths, unsafe=bool(unsafe_fixes), steps=steps, json_output=json_output))
-    _run(
-        paths, fix=True, unsafe=unsafe_fixes, diff=diff, select=select, ignore=ignore, extend_select=extend_select,
-        output_format=output_format, statistics=statistics, exit_zero=exit_zero, show_fixes=show_fixes,
-        stdin_filename=stdin_filename, target_version=target_version, config=config, no_cache=no_cache,
-        quiet=quiet, force_exclude=force_exclude, extend_exclude=extend_exclude, show_files=show_files,
-        exit_non_zero_on_fix=exit_non_zero_on_fix, follow_imports=follow_imports, exclude=exclude,
-        output_file=output_file, isolated=isolated, target_runtime=target_runtime,
-    )  # fmt: skip
+    def __init__(self, wrapped: Any):
+        self.wrapped = wrapped
+
+    def flush(self) -> None:
+        try:
+            self.wrapped.flush()
+        except OSError as error:
+            if error.errno != errno.EPIPE:
+                raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
 
 
-class RuleFormat(str, Enum):
-    text = "text"
-    concise = "concise"
-    json = "json"
+def run_plain_check(arguments: dict[str, Any]) -> None:
+    """``cli_run.run(**arguments)``, ended as the app ends a command (click's main and
+    ``help_format.Group.main``): always by ``SystemExit``."""
+    from xlalint.cli_run import run
 
-
-@app.command(cls=Command)
-def rule(
-    code: Annotated[
-        str | None, typer.Argument(help="A rule code, e.g. XLA104.", show_default=False, metavar="[CODE]")
-    ] = None,
-    all_rules: Annotated[bool, typer.Option("--all", help="Explain every rule.", metavar="")] = False,
-    output_format: Annotated[
-        RuleFormat,
-        typer.Option(
-            "--output-format",
-            help="text (the explanation), concise (one line a rule: code, name, fix availability, summary) or json.",
-        ),
-    ] = RuleFormat.text,
-) -> None:
-    """Explain a rule: why it matters, what is flagged, the fix, an example."""
-    from xlalint.rules import all_rules as catalog
-    from xlalint.rules import rules_by_code
-
-    if all_rules == (code is not None):
-        raise fail(f"give a rule code or --all (`{RULE_LIST_COMMAND}` lists the rules)")
-    if code is not None and code.upper() == reporters.SYNTAX_ERROR_DOC["code"]:
-        _explain_syntax_error(output_format)
-        return
-    if code is not None:
-        found = rules_by_code().get(code.upper())
-        if found is None:
-            raise fail(
-                unknown_rule(
-                    "unknown rule",
-                    code.upper(),
-                    [*rules_by_code(), reporters.SYNTAX_ERROR_DOC["code"]],
-                    prefixes=False,
-                )
-            )
-        selected = [found]
-    else:
-        selected = list(catalog())
-    if output_format is RuleFormat.concise:
-        typer.echo(rule_lines(selected))
-        return
-    if output_format is RuleFormat.json:
-        docs = [
-            {
-                "code": r.code,
-                "name": r.name,
-                "summary": r.summary,
-                "fix": r.fix_availability,
-                "explanation": r.explanation.strip(),
-                "options": {k: {"default": o.default, "help": o.help} for k, o in r.options.items()},
-                "url": rule_url(r.name, r.code),
-            }
-            for r in selected
-        ]
-        typer.echo(json.dumps(docs if code is None else docs[0], indent=2))
-        return
-    typer.echo("\n\n".join(explain(r) for r in selected))
-
-
-def rule_lines(rules) -> str:
-    """One line a rule, columns aligned: code, name, fix availability, summary (what
-    ``rule --all --output-format concise`` prints; an unknown code points here)."""
-    name_width = max((len(r.name) for r in rules), default=0)
-    fix_width = max((len(r.fix_availability) for r in rules), default=0)
-    return "\n".join(
-        f"{r.code}  {r.name:<{name_width}}  fix: {r.fix_availability:<{fix_width}}  {r.summary}" for r in rules
-    )
-
-
-def _explain_syntax_error(output_format: RuleFormat) -> None:
-    """XLA000 is not a rule one selects: it is how a file that cannot be checked is reported."""
-    doc = reporters.SYNTAX_ERROR_DOC
-    if output_format is RuleFormat.concise:
-        typer.echo(f"{doc['code']}  {doc['name']}  fix: none  {doc['summary']}")
-        return
-    if output_format is RuleFormat.json:
-        typer.echo(
-            json.dumps({**doc, "fix": "none", "options": {}, "url": rule_url(doc["name"], doc["code"])}, indent=2)
-        )
-        return
-    from xlalint.docs import explain_syntax_error
-
-    typer.echo(explain_syntax_error())
-
-
-def explain(rule_class) -> str:
-    from xlalint.docs import explain as markdown
-
-    return markdown(rule_class)
-
-
-@app.command("version", cls=Command)
-def version_command(
-    output_format: Annotated[
-        RuleFormat, typer.Option("--output-format", help="text or json (concise is text).")
-    ] = RuleFormat.text,
-) -> None:
-    """Print xlalint's version and the torch / torch_xla versions it targets."""
-    from xlalint.engine.targets import describe_version
-
-    typer.echo(describe_version(as_json=output_format is RuleFormat.json))
-
-
-@app.command(cls=Command)
-def server() -> None:
-    """Run the language server (LSP over stdio) for editors; needs the `server` extra."""
-    import importlib.util
-
-    if importlib.util.find_spec("pygls") is None or importlib.util.find_spec("lsprotocol") is None:
-        from xlalint.install_hint import install_command
-
-        raise fail(f"the language server needs pygls and lsprotocol: {install_command('server')}")
-    from xlalint.server import start
-
-    start()
-
-
-def _register_harness() -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("xlalint.harness.command") is not None:
-        from xlalint.harness.command import register
-
-        register(app)
-
-
-_register_harness()
+    try:
+        run(**arguments)
+    except EOFError:
+        print(file=sys.stderr, flush=True)
+        print("Aborted!", file=sys.stderr)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except OSError as error:
+        if error.errno != errno.EPIPE:
+            raise
+        sys.stdout = _PacifyFlush(sys.stdout)  # type: ignore[assignment]
+        sys.stderr = _PacifyFlush(sys.stderr)  # type: ignore[assignment]
+        raise SystemExit(1) from None
+    raise SystemExit(0)
 
 
 def main() -> None:
-    from xlalint import output
-
     collect_less_often()
+    one_shot()
     output.watch_stdout()
     from xlalint.engine import memory
 
     try:
         memory.budget()  # every command's limits follow it: a bad one is a usage error first
     except memory.BudgetError as error:
-        typer.echo(error_line(str(error)), err=True)
-        sys.exit(USAGE_EXIT)
+        output.echo(output.error_line(str(error)), err=True)
+        sys.exit(output.USAGE_EXIT)
     try:
         try:
+            arguments = plain_check(sys.argv[1:], os.environ)
+            if arguments is not None:
+                run_plain_check(arguments)
+            from xlalint.cli_app import app
+
             app()
         finally:
             output.flush_stdout()  # a failed write must fail here, not at the interpreter's exit
     except KeyboardInterrupt:
-        typer.echo("xlalint: interrupted", err=True)
+        output.echo("xlalint: interrupted", err=True)
         sys.exit(130)
     except output.OutputError as error:
         # A full disk: one line and a usage-error status, not a traceback and exit 1
@@ -1093,8 +205,19 @@ def main() -> None:
         # no line for that.
         output.silence_stdout()
         if error.errno != errno.EPIPE:
-            typer.echo(error_line(output.message(error)), err=True)
-        sys.exit(USAGE_EXIT)
+            output.echo(output.error_line(output.message(error)), err=True)
+        sys.exit(output.USAGE_EXIT)
+
+
+def __getattr__(name: str) -> Any:
+    """The app and its commands (``from xlalint.cli import app``), imported on first use
+    (not for the import system's questions: ``__path__``, ``__spec__``...)."""
+    if not name.startswith("__"):
+        from xlalint import cli_app
+
+        if hasattr(cli_app, name):
+            return getattr(cli_app, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 if __name__ == "__main__":

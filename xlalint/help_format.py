@@ -22,15 +22,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.exceptions import Abort
 
 from xlalint.engine.config import did_you_mean
-
-ERROR_PREFIX = "xlalint: error: "
-USAGE_EXIT = 2
-
-
-def error_line(message: str) -> str:
-    """A user error as one line: ``xlalint: error: <message>``."""
-    return ERROR_PREFIX + " ".join(line.strip() for line in message.splitlines() if line.strip())
-
+from xlalint.output import USAGE_EXIT, error_line
 
 _INVALID_CHOICE = re.compile(r"^(['\"])(?P<value>.*?)\1 is not one of ")
 

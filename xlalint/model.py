@@ -268,3 +268,14 @@ class Finding:
 
     def sort_key(self) -> tuple:
         return (self.path, self.cell or 0, self.span.line, self.span.col, self.code)
+
+
+#: The code and name of a file that cannot be checked (read, decoded, parsed): not a rule.
+SYNTAX_ERROR = ("XLA000", "syntax-error")
+
+
+def error_finding(path: str, message: str, line: int = 1, col: int = 0) -> Finding:
+    """The finding of a file that cannot be checked, and why (``SYNTAX_ERROR``)."""
+    code, name = SYNTAX_ERROR
+    span = Span(line, col, line, col)
+    return Finding(code=code, name=name, message=message, path=path, span=span, noqa_row=line)

@@ -15,9 +15,37 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import stat
 import sys
 from pathlib import Path
+
+#: How every user error starts (``help_format`` prints click's usage errors so too).
+ERROR_PREFIX = "xlalint: error: "
+#: The exit status of a usage or configuration error.
+USAGE_EXIT = 2
+
+
+def error_line(message: str) -> str:
+    """A user error as one line: ``xlalint: error: <message>``."""
+    return ERROR_PREFIX + " ".join(line.strip() for line in message.splitlines() if line.strip())
+
+
+# What click strips from a line printed to anything but a terminal (``click.echo``).
+_ANSI = re.compile(r"\033\[[;?0-9]*[a-zA-Z]")
+
+
+def echo(message: str, *, err: bool = False) -> None:
+    """Print one line as ``typer.echo`` (click's) does: on stdout (``err``: stderr),
+    without ANSI escape sequences unless on a terminal, flushed."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:
+        return
+    text = message + "\n"
+    if not _is_terminal(stream) and not type(stream).__module__.startswith("ipykernel."):
+        text = _ANSI.sub("", text)
+    stream.write(text)
+    stream.flush()
 
 
 class OutputError(OSError):
@@ -113,3 +141,10 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except Exception:  # as click's: a stream that cannot say is not a terminal
+        return False

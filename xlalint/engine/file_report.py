@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xlalint.engine.lint import SYNTAX_ERROR, error_finding
-from xlalint.model import Finding
+from xlalint.model import SYNTAX_ERROR, Finding, error_finding
 
 
 @dataclass

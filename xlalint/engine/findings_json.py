@@ -62,7 +62,8 @@ def dumps(key: str, stamp: FileStamp, findings: list[Finding]) -> bytes:
     entry = {
         "format": FORMAT,
         "key": key,
-        "file": dataclasses.asdict(stamp),
+        # Its fields as they are (asdict copied every tuple of `imports` on the way).
+        "file": {field.name: getattr(stamp, field.name) for field in dataclasses.fields(stamp)},
         "findings": [_encode(f) for f in findings],
     }
     return json.dumps(entry, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")

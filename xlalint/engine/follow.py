@@ -39,7 +39,6 @@ from xlalint.engine import source as sourcefile
 from xlalint.engine.config import Settings
 from xlalint.engine.escaping import printable
 from xlalint.engine.file_report import FileReport
-from xlalint.engine.lint import iterated_imports
 from xlalint.engine.runner import Job, imports_torch_xla, makes_xla_program, process_all
 
 # How many imports away from a checked file a module is still checked: the script, the
@@ -237,6 +236,8 @@ def told_by(source: str, path: str, settings: Settings, script: str | None = Non
     language server; :func:`program_settings` does both): the union of what the
     program's scripts tell a module, passed to ``in_program``, gives the settings to
     check it with (``lint_source``)."""
+    from xlalint.engine.lint import iterated_imports  # here: a warm check lints nothing
+
     specs = iterated_imports(source, path, settings)
     return project.resolve_functions(specs, path, script, settings.root)
 

@@ -27,6 +27,7 @@ from xlalint.engine.context import Context
 from xlalint.engine.rule import Rule
 from xlalint.engine.runtimes import TORCH_TPU, active_codes, writes_torch_xla
 from xlalint.model import (
+    SYNTAX_ERROR,  # noqa: F401  (its place before: the server and the fix loop import it here)
     AppendToBody,
     Finding,
     Fix,
@@ -34,20 +35,14 @@ from xlalint.model import (
     MoveStatement,
     ReplaceExpr,
     Span,
+    error_finding,
     split_lines,
 )
 
-SYNTAX_ERROR = ("XLA000", "syntax-error")
 # The rule about the noqa comments themselves: it reads them after the other rules.
 UNUSED_NOQA = "XLA100"
 # Cheap pre-filter: a file that never mentions a scope root is not parsed at all.
 _MENTIONS_SCOPE = re.compile("|".join(sorted(SCOPE_ROOTS)))
-
-
-def error_finding(path: str, message: str, line: int = 1, col: int = 0) -> Finding:
-    code, name = SYNTAX_ERROR
-    span = Span(line, col, line, col)
-    return Finding(code=code, name=name, message=message, path=path, span=span, noqa_row=line)
 
 
 # The last module parsed and its text: the runner asks what a file imports right after
@@ -142,13 +137,12 @@ def selected_rules(settings: Settings, path: str | None, select: Iterable[str] |
 
 @functools.lru_cache(maxsize=64)
 def _selected_rules(settings: Settings, path: str | None, wanted: tuple[str, ...] | None) -> tuple[type[Rule], ...]:
-    from xlalint.rules import all_rules
+    from xlalint.rules import rules_by_code, rules_for
 
-    rules = all_rules()
-    enabled = active_codes(settings, (r.code for r in rules), path)
+    enabled = active_codes(settings, rules_by_code(), path)
     if wanted is not None:
         enabled = {code for code in enabled if any(code.startswith(s) or s == "ALL" for s in wanted)}
-    return tuple(rule for rule in rules if rule.code in enabled)
+    return rules_for(enabled)  # only their modules are imported
 
 
 def lint_source(
@@ -261,9 +255,9 @@ PORT_CODE = "XLA104"
 
 @functools.cache
 def _port_rule() -> type[Rule]:
-    from xlalint.rules import all_rules
+    from xlalint.rules import rules_by_code
 
-    return next(rule for rule in all_rules() if rule.code == PORT_CODE)
+    return rules_by_code()[PORT_CODE]
 
 
 def _imports_torch_xla(fix: Fix | None) -> bool:

@@ -4,6 +4,7 @@ pool when there are enough files to pay for it."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import re
 import stat
@@ -12,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xlalint.analysis import project
-from xlalint.engine import cache, memory, stopping
+from xlalint.engine import cache, collector, memory, stopping
 from xlalint.engine import source as sourcefile
 from xlalint.engine.config import Settings
 from xlalint.engine.file_report import FileReport, internal_error
-from xlalint.engine.lint import error_finding, iterated_imports, lint_source, parsed_tree, recording_exports
+from xlalint.model import error_finding
 
 # Below this many files a process pool costs more to start than it saves.
 PARALLEL_THRESHOLD = 12
@@ -47,13 +48,29 @@ def process(job: Job) -> FileReport:
         original = sourcefile.read(path)
     except sourcefile.SourceError as exc:
         return FileReport(job.path, [error_finding(job.path, str(exc), exc.line, exc.col)])
+    # The cyclic collector waits until the file is done, then collects what the check
+    # left (the tree and the analyses over it, which hold cycles) at once, while it is
+    # young. Left to its thresholds it ran while the tree was still held (for the
+    # imports read after the check) and traversed it again as it aged: a sixth of a cold
+    # check's time.
+    from xlalint.engine.lint import forget_parsed  # here: a warm check reads only the cache
+
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return process_text(job, original)
     except Exception as exc:  # a bug in a rule costs one file, not the run
         return internal_error(job.path, exc, original.text)
+    finally:
+        forget_parsed()
+        if collecting:
+            gc.enable()
+            gc.collect(0)
 
 
 def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False) -> FileReport:
+    from xlalint.engine.lint import lint_source
+
     text = original.text
     if job.add_noqa:
         return _add_noqa(job, original)
@@ -93,7 +110,11 @@ def process_text(job: Job, original: sourcefile.SourceFile, stdin: bool = False)
 
 def _exporting(job: Job) -> contextlib.AbstractContextManager[list | None]:
     """Record what the file tells the modules it imports, when the run follows imports."""
-    return recording_exports() if job.follow else contextlib.nullcontext()
+    if not job.follow:
+        return contextlib.nullcontext()
+    from xlalint.engine.lint import recording_exports  # here: a warm check lints nothing
+
+    return recording_exports()
 
 
 def _with_told(
@@ -111,6 +132,8 @@ def _with_told(
     elif exports[0] is text and not job.settings.iterated_by_importers:
         specs = []  # not analysed: it has no step loop, and was told nothing to tell on
     else:
+        from xlalint.engine.lint import iterated_imports
+
         specs = iterated_imports(text, job.path, job.settings)
     report.told = project.resolve_functions(specs, job.path, job.follow_from, job.settings.root)
     return tuple(specs)
@@ -122,6 +145,8 @@ def _with_imports(job: Job, report: FileReport, text: str) -> tuple[project.Impo
     nothing) and give what the file imports (None otherwise), for the cache."""
     if not job.follow:
         return None
+    from xlalint.engine.lint import parsed_tree
+
     # The check parsed the text just before (when it mentions the scope at all).
     specs = tuple(project.import_specs(text, job.path, parsed_tree(text)))
     report.imports = resolved_imports(job, specs)
@@ -146,7 +171,8 @@ def makes_xla_program(report: FileReport) -> bool:
 
 def imports_torch_xla(text: str) -> bool:
     """A line of ``text`` imports torch_xla."""
-    return _IMPORTS_TORCH_XLA.search(text) is not None
+    # The substring first: a search for the line costs a twentieth of the file's check.
+    return "torch_xla" in text and _IMPORTS_TORCH_XLA.search(text) is not None
 
 
 def resolved_imports(job: Job, specs: Sequence[project.ImportSpec]) -> list[str]:
@@ -156,6 +182,7 @@ def resolved_imports(job: Job, specs: Sequence[project.ImportSpec]) -> list[str]
 
 
 def _add_noqa(job: Job, original: sourcefile.SourceFile) -> FileReport:
+    from xlalint.engine.lint import lint_source
     from xlalint.engine.noqa import add_noqa_until_clean
 
     new, findings, count = add_noqa_until_clean(original.text, lambda text: lint_source(text, job.path, job.settings))
@@ -212,16 +239,22 @@ def process_all(jobs: Sequence[Job], *, continuing: bool = False) -> list[FileRe
     writing = {Path(os.path.realpath(job.path)).parent for job in jobs if job.fix and job.write}
     if writing:
         sourcefile.remove_stale_temps(sorted(writing))
+    collector.settle()
     # Cached files first, here: a warm rerun then starts no process pool.
-    reports: list[FileReport | None] = [cached_report(job) for job in jobs]
+    with project.one_run():
+        reports: list[FileReport | None] = [cached_report(job) for job in jobs]
     pending = [job for job, report in zip(jobs, reports) if report is None]
+    if pending:
+        _import_checking(pending[0])
+        collector.settle()
     cores = available_cores()
     if len(pending) >= PARALLEL_THRESHOLD and cores >= 2:
         # No more workers than the memory budget holds, each with the largest file.
         cores = memory.workers(cores, _largest(pending), fix=any(job.fix for job in pending))
     try:
         if len(pending) < PARALLEL_THRESHOLD or cores < 2:
-            done = [process(job) for job in pending]
+            with project.one_run():
+                done = [process(job) for job in pending]
         else:
             done = _in_pool(pending, cores)
     except stopping.Interrupted as stop:
@@ -230,6 +263,17 @@ def process_all(jobs: Sequence[Job], *, continuing: bool = False) -> list[FileRe
         raise
     computed = iter(done)
     return [report if report is not None else next(computed) for report in reports]
+
+
+def _import_checking(job: Job) -> None:
+    """Import what checking ``job`` runs (the walk, its rules), before the files are:
+    what a pool's workers find imported when they fork, and what ``collector.settle``
+    keeps out of the collector's way."""
+    from xlalint.engine import lint
+    from xlalint.rules import rules_by_code
+
+    lint.selected_rules(job.settings, job.path)
+    rules_by_code()[lint.PORT_CODE]  # it runs on every file that does not import torch_xla
 
 
 def _largest(jobs: Sequence[Job]) -> int:
@@ -253,17 +297,26 @@ def available_cores() -> int:
 
 
 def _process_chunk(jobs: Sequence[Job]) -> list[FileReport]:
-    return [process(job) for job in jobs]
+    with project.one_run():
+        return [process(job) for job in jobs]
 
 
 def _in_pool(jobs: Sequence[Job], cores: int) -> list[FileReport]:
     from concurrent.futures import ProcessPoolExecutor  # only when there is work to share
 
+    # What every worker runs, imported once here, before they fork from this process.
+    from xlalint.engine import lint  # noqa: F401
+    from xlalint.rules import all_rules
+
+    all_rules()
+    collector.settle()
     pool = ProcessPoolExecutor(max_workers=cores, initializer=stopping.worker_init, initargs=stopping.GATE.share())
     try:
         # Chunks submitted one by one rather than pool.map, whose iterator cancels the
         # pending futures when interrupted, which the pool then fails to mark broken.
-        size = max(1, len(jobs) // (4 * cores))
+        # Small chunks, taken by whichever worker is free: the last ones end together
+        # (with four chunks a worker, one of large files kept the other core idle).
+        size = max(1, len(jobs) // (16 * cores))
         chunks = [pool.submit(_process_chunk, jobs[i : i + size]) for i in range(0, len(jobs), size)]
         results = [report for chunk in chunks for report in chunk.result()]
     except stopping.Interrupted:
