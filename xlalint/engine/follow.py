@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 
 from xlalint.analysis import project
@@ -37,7 +37,7 @@ from xlalint.engine.config import Settings
 from xlalint.engine.escaping import printable
 from xlalint.engine.file_report import FileReport
 from xlalint.engine.lint import iterated_imports
-from xlalint.engine.runner import Job, imports_torch_xla, makes_xla_program, process_all
+from xlalint.engine.runner import Job, makes_xla_program, process_all
 
 # How many imports away from a checked file a module is still checked: the script, the
 # package it imports, the module the package re-exports, what that module uses.
@@ -231,32 +231,11 @@ def told_by(source: str, path: str, settings: Settings, script: str | None = Non
     when None) tells the local modules it imports, as ``FileReport.told``: module (real
     path) -> its functions whose results a step loop of ``source`` iterates. With
     :func:`in_program`, the engine API for a caller that checks one module at a time (the
-    language server; :func:`program_settings` does both): the union of what the
-    program's scripts tell a module, passed to ``in_program``, gives the settings to
-    check it with (``lint_source``)."""
+    language server's ``server_program.py``): the union of what the program's files tell
+    a module, passed to ``in_program``, gives the settings to check it with
+    (``lint_source``)."""
     specs = iterated_imports(source, path, settings)
     return project.resolve_functions(specs, path, script, settings.root)
-
-
-def program_settings(path: str, settings: Settings, importers: Iterable[tuple[str, str]]) -> Settings:
-    """The settings to check the module at ``path`` with (``lint_source``) as part of the
-    programs of ``importers``: the ``(path, text)`` of scripts that may import it (the
-    documents open in an editor, as they are, saved or not). Those that import torch_xla
-    and import the module make it part of an XLA program, and tell it what their step
-    loops iterate of its functions (``told_by``). One analysis of each importer: the
-    caller keeps the answer until an importer or the module's imports change."""
-    real = os.path.realpath(path)
-    xla_program, names = settings.xla_program, set(settings.iterated_by_importers)
-    for importer, text in importers:
-        if os.path.realpath(importer) == real or not imports_torch_xla(text):
-            continue
-        imported = {os.path.realpath(found) for found in project.local_imports(text, importer, None, settings.root)}
-        if real in imported:
-            xla_program = True
-            names.update(told_by(text, importer, settings).get(real, ()))
-    if xla_program == settings.xla_program and tuple(sorted(names)) == settings.iterated_by_importers:
-        return settings
-    return in_program(settings, tuple(sorted(names)), xla_program)
 
 
 def _check_again(jobs: list[Job], reports: list[FileReport], again: list[tuple[int, Settings]]) -> None:
