@@ -269,9 +269,15 @@ def notebook_edits(module: CellText, fixed: str, uris: dict[int, str]) -> dict[s
 
 def _utf16(lines: list[str], line: int, col: int) -> types.Position:
     """A 1-based line and 0-based character column as an LSP position."""
+    return types.Position(*_utf16_json(lines, line, col))
+
+
+def _utf16_json(lines: list[str], line: int, col: int) -> tuple[int, int]:
+    """``_utf16`` as (line, character): thousands of diagnostics need no lsprotocol objects."""
     text = lines[line - 1] if 0 < line <= len(lines) else ""
     prefix = text[:col]
-    return types.Position(line=max(line - 1, 0), character=len(prefix.encode("utf-16-le")) // 2)
+    # An ASCII prefix is one UTF-16 code unit a character (most code): not encoded.
+    return max(line - 1, 0), len(prefix) if prefix.isascii() else len(prefix.encode("utf-16-le")) // 2
 
 
 def diagnostic_message(finding: Finding) -> str:
@@ -285,11 +291,12 @@ def diagnostic_message(finding: Finding) -> str:
 def diagnostic_json(finding: Finding, lines: list[str]) -> dict:
     """``diagnostic`` as LSP's JSON."""
     s = finding.span
-    start, end = _utf16(lines, s.line, s.col), _utf16(lines, s.end_line, s.end_col)
+    line, character = _utf16_json(lines, s.line, s.col)
+    end_line, end_character = _utf16_json(lines, s.end_line, s.end_col)
     return {
         "range": {
-            "start": {"line": start.line, "character": start.character},
-            "end": {"line": end.line, "character": end.character},
+            "start": {"line": line, "character": character},
+            "end": {"line": end_line, "character": end_character},
         },
         "message": diagnostic_message(finding),
         "severity": 1 if finding.code == SYNTAX_ERROR[0] else 2,  # Error, Warning
