@@ -181,6 +181,18 @@ def test_the_engine_api_a_language_server_calls(program):
     findings = lint_source(DATA, str(program / "data.py"), module_settings, select=["XLA301"])
     assert [(f.span.line, f.span.col + 1) for f in findings] == [(14, 12)]
     assert lint_source(DATA, str(program / "data.py"), settings, select=["XLA301"]) == []
+    # Both in one call, from the (path, text) of the documents that may import it.
+    data_path = str(program / "data.py")
+    documents = [(str(program / "train.py"), TRAIN), (data_path, DATA), (str(program / "other.py"), "import torch\n")]
+    told_settings = follow.program_settings(data_path, settings, documents)
+    assert (told_settings.xla_program, told_settings.iterated_by_importers) == (True, ("prepare_dataloader",))
+    assert lint_source(DATA, data_path, told_settings, select=["XLA301"]) == findings
+    # A script that no longer iterates it: part of the XLA program, told nothing.
+    quiet = follow.program_settings(
+        data_path, settings, [(str(program / "train.py"), TRAIN.replace("in loader", "in []"))]
+    )
+    assert (quiet.xla_program, quiet.iterated_by_importers) == (True, ())
+    assert follow.program_settings(data_path, settings, documents[1:]) is settings
 
 
 def test_what_a_file_tells_survives_the_cache_entry_and_nothing_else_does():

@@ -11,9 +11,9 @@ as ``check`` resolves it), and whether it makes an XLA program (it imports torch
 its port adds the import: ``runner.makes_xla_program``). The modules such a file imports,
 transitively, are the program's. What the program's step loops iterate of their functions
 (``loader = prepare_dataloader(32)`` in ``train.py``, ``from data import
-prepare_dataloader``) is told to them as ``check .`` tells it (``follow.told_by``): each
-member is linted with ``follow.in_program(settings, iterated)``, and XLA301 reports the
-loader ``data.py`` builds. Each file's facts are kept by its size and modification time,
+prepare_dataloader``) is told to them as ``check .`` tells it (``follow.told_by``, joined
+by ``follow.program_told``): each member is linted with ``follow.in_program(settings,
+iterated)``, and XLA301 reports the loader ``data.py`` builds. Each file's facts are kept by its size and modification time,
 so a new computation (the server asks for one when a file is saved, never per keystroke)
 reads only what changed.
 """
@@ -32,7 +32,7 @@ from xlalint.engine import files
 from xlalint.engine import source as sourcefile
 from xlalint.engine.config import ConfigError, ConfigFinder
 from xlalint.engine.file_report import FileReport
-from xlalint.engine.follow import MAX_DEPTH, in_program, told_by
+from xlalint.engine.follow import in_program, program_told, told_by
 from xlalint.engine.lint import lint_source
 from xlalint.engine.runner import imports_torch_xla, makes_xla_program
 from xlalint.rules import rules_by_code
@@ -100,28 +100,8 @@ def xla_program_modules(
                 reached.add(imported)
                 if imported in facts:
                     pending.append(imported)
-    return (_told(scripts, reached, facts, finder), facts), messages
-
-
-def _told(scripts: list[str], members: set[str], facts: dict[str, FileFacts], finder: ConfigFinder) -> Programs:
-    """What the program's files tell its ``members`` (``follow._join_programs`` for a
-    run): the union of what the step loops of its XLA ``scripts`` and of its members
-    iterate of each member's functions. A member told something may tell the modules it
-    imports more (a helper returning another module's loader): again, until nothing
-    changes, at most ``MAX_DEPTH`` more times (as ``check .``)."""
-    told: dict[str, tuple[str, ...]] = dict.fromkeys(members, ())
-    for _round in range(MAX_DEPTH + 2):
-        now: dict[str, set[str]] = {real: set() for real in members}
-        for real in {*scripts, *members}:
-            if real in facts:
-                for module, names in _tells(facts[real], told.get(real), finder).items():
-                    if module in now:
-                        now[module].update(names)
-        found = {real: tuple(sorted(names)) for real, names in now.items()}
-        if found == told:
-            break
-        told = found
-    return told
+    told = program_told(scripts, reached, lambda real, told: _tells(facts[real], told, finder) if real in facts else {})
+    return (told, facts), messages
 
 
 def _tells(facts: FileFacts, told: tuple[str, ...] | None, finder: ConfigFinder) -> dict[str, tuple[str, ...]]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from xlalint.analysis import project
@@ -37,7 +37,7 @@ from xlalint.engine.config import Settings
 from xlalint.engine.escaping import printable
 from xlalint.engine.file_report import FileReport
 from xlalint.engine.lint import iterated_imports
-from xlalint.engine.runner import Job, makes_xla_program, process_all
+from xlalint.engine.runner import Job, imports_torch_xla, makes_xla_program, process_all
 
 # How many imports away from a checked file a module is still checked: the script, the
 # package it imports, the module the package re-exports, what that module uses.
@@ -230,12 +230,72 @@ def told_by(source: str, path: str, settings: Settings, script: str | None = Non
     """What the module ``source`` (at ``path``, part of the program ``script``: itself
     when None) tells the local modules it imports, as ``FileReport.told``: module (real
     path) -> its functions whose results a step loop of ``source`` iterates. With
-    :func:`in_program`, the engine API for a caller that checks one module at a time (the
-    language server's ``server_program.py``): the union of what the program's files tell
-    a module, passed to ``in_program``, gives the settings to check it with
+    :func:`in_program` and :func:`program_told`, the engine API for a caller that checks
+    one module at a time (the language server's ``server_program.py``;
+    :func:`program_settings` from open documents): the union of what the program's files
+    tell a module, passed to ``in_program``, gives the settings to check it with
     (``lint_source``)."""
     specs = iterated_imports(source, path, settings)
     return project.resolve_functions(specs, path, script, settings.root)
+
+
+def program_told(
+    scripts: Iterable[str],
+    members: Iterable[str],
+    tells: Callable[[str, tuple[str, ...] | None], dict[str, tuple[str, ...]]],
+) -> dict[str, tuple[str, ...]]:
+    """What a program's files tell its ``members`` (real paths; the modules its XLA
+    ``scripts`` import), for a caller that checks one module at a time: the union of what
+    the step loops of the scripts and of the members iterate of each member's functions,
+    sorted. ``tells(real, told)``: what the file ``real`` tells the modules it imports
+    (``told_by``), as a script (``told`` None) or as a member told ``told``. A member
+    told something may tell the modules it imports more (a helper returning another
+    module's loader): again until nothing changes, at most ``MAX_DEPTH`` more times (as
+    ``_join_programs`` for a run)."""
+    members = set(members)
+    files = {*scripts, *members}
+    told: dict[str, tuple[str, ...]] = dict.fromkeys(members, ())
+    for _round in range(MAX_DEPTH + 2):
+        now: dict[str, set[str]] = {real: set() for real in members}
+        for real in files:
+            for module, names in tells(real, told.get(real)).items():
+                if module in now:
+                    now[module].update(names)
+        found = {real: tuple(sorted(names)) for real, names in now.items()}
+        if found == told:
+            break
+        told = found
+    return told
+
+
+def program_settings(path: str, settings: Settings, importers: Iterable[tuple[str, str]]) -> Settings:
+    """The settings to check the module at ``path`` with (``lint_source``) as part of the
+    programs of ``importers``: the ``(path, text)`` of files that may import it (open
+    documents, saved or not). Those that import torch_xla and import the module make it
+    part of an XLA program and tell it what their step loops iterate of its functions
+    (``program_told`` over ``told_by``). The language server finds a module's programs
+    from its workspace folder (``server_program.py``, the same ``program_told``)."""
+    real = os.path.realpath(path)
+    texts = {os.path.realpath(importer): (importer, text) for importer, text in importers}
+    scripts = [
+        other
+        for other, (importer, text) in texts.items()
+        if other != real
+        and imports_torch_xla(text)
+        and real in {os.path.realpath(found) for found in project.local_imports(text, importer, None, settings.root)}
+    ]
+
+    def tells(file: str, told: tuple[str, ...] | None) -> dict[str, tuple[str, ...]]:
+        if file not in texts:
+            return {}
+        importer, text = texts[file]
+        return told_by(text, importer, settings if told is None else in_program(settings, told))
+
+    xla_program = settings.xla_program or bool(scripts)
+    names = tuple(sorted({*settings.iterated_by_importers, *program_told(scripts, [real], tells)[real]}))
+    if xla_program == settings.xla_program and names == settings.iterated_by_importers:
+        return settings
+    return in_program(settings, names, xla_program)
 
 
 def _check_again(jobs: list[Job], reports: list[FileReport], again: list[tuple[int, Settings]]) -> None:
