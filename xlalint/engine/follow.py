@@ -230,11 +230,10 @@ def told_by(source: str, path: str, settings: Settings, script: str | None = Non
     """What the module ``source`` (at ``path``, part of the program ``script``: itself
     when None) tells the local modules it imports, as ``FileReport.told``: module (real
     path) -> its functions whose results a step loop of ``source`` iterates. With
-    :func:`in_program` and :func:`program_told`, the engine API for a caller that checks
-    one module at a time (the language server's ``server_program.py``;
-    :func:`program_settings` from open documents): the union of what the program's files
-    tell a module, passed to ``in_program``, gives the settings to check it with
-    (``lint_source``)."""
+    :func:`in_program`, the engine API for a caller that checks one module at a time (the
+    language server; :func:`program_settings` does both): the union of what the
+    program's scripts tell a module, passed to ``in_program``, gives the settings to
+    check it with (``lint_source``)."""
     specs = iterated_imports(source, path, settings)
     return project.resolve_functions(specs, path, script, settings.root)
 
