@@ -13,9 +13,9 @@ transitively, are the program's. What the program's step loops iterate of their 
 (``loader = prepare_dataloader(32)`` in ``train.py``, ``from data import
 prepare_dataloader``) is told to them as ``check .`` tells it (``follow.told_by``, joined
 by ``follow.program_told``): each member is linted with ``follow.in_program(settings,
-iterated)``, and XLA301 reports the loader ``data.py`` builds. Each file's facts are kept by its size and modification time,
-so a new computation (the server asks for one when a file is saved, never per keystroke)
-reads only what changed.
+iterated)``, and XLA301 reports the loader ``data.py`` builds. Each file's facts are kept
+by its size and modification time, so a new computation (the server asks for one when a
+file is saved, never per keystroke) reads only what changed.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ class FileFacts:
     imports: tuple[str, ...]  # real paths of the local modules it imports
     xla: bool  # it makes an XLA program
     #: What its step loops tell the local modules it imports (``follow.told_by``: real
-    #: path -> function names), by what it is told itself: () for an XLA script, the
-    #: names its importers' loops iterate for a module of a program. Found when a
-    #: program asks (``_tells``), kept with the rest.
+    #: path -> function names), by what it is told itself: None as an XLA script, the
+    #: names its program's loops iterate as a module of a program. Found when a program
+    #: asks (``_tells``), kept with the rest.
     tells: dict[tuple[str, ...] | None, dict[str, tuple[str, ...]]] = field(default_factory=dict)
 
 
