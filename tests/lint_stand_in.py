@@ -25,14 +25,14 @@ COMMAND = (
 )
 
 
-def analyze_document(uri: str, source: str, language_id: str | None = None, xla_program: bool = False):
+def analyze_document(uri: str, source: str, language_id: str | None = None, program: tuple[str, ...] | None = None):
     held = HOLD.search(source)
     if held is not None:
         gate = Path(held.group(1))
         Path(f"{gate}.pid").write_text(str(os.getpid()))
         while not gate.exists():
             time.sleep(0.02)
-    return _analyze_document(uri, source, language_id, xla_program)
+    return _analyze_document(uri, source, language_id, program)
 
 
 _lint = server_lint.lint

@@ -1,5 +1,6 @@
-"""`xlalint server` checks a module as a part of its program (issue 38), and answers
-code actions at once with fix-all resolved later (issue 39), driven by pygls' client."""
+"""`xlalint server` checks a module as a part of its program (issue 38), told what the
+program's step loops iterate of it, and answers code actions at once with fix-all
+resolved later (issue 39), driven by pygls' client."""
 
 from __future__ import annotations
 
@@ -12,7 +13,12 @@ from lint_stand_in import COMMAND
 from lsprotocol import types
 from test_server import ROOT, Client, apply
 
+from xlalint import server_program
 from xlalint.server import FIX_ALL
+
+HELPER = Path(__file__).parent / "fixtures" / "XLA301" / "helper_module"
+DATA = (HELPER / "data.py").read_text()
+TRAIN = (HELPER / "train.py").read_text()
 
 GENERATE_MODULE = """\
 import torch
@@ -113,6 +119,84 @@ async def program_session(tmp_path: Path) -> None:
 
 def test_a_module_imported_by_an_xla_script_is_checked_as_a_part_of_its_program(tmp_path):
     asyncio.run(program_session(tmp_path))
+
+
+async def told_session(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "data.py").write_text(DATA)
+    (tmp_path / "train.py").write_text(TRAIN)
+    client = await started(tmp_path)
+    data = open_file(client, tmp_path / "data.py")
+    # train.py's step loop iterates what prepare_dataloader returns: its DataLoader is a
+    # training loader, as `xlalint check .` reports it (published alone first if the
+    # program took longer than the server waits for it).
+    while (found := await codes(client, data)) == []:
+        pass
+    assert found == ["XLA301"]
+    # The loop no longer iterates it, saved: data.py is checked again, told nothing.
+    (tmp_path / "train.py").write_text(TRAIN.replace("loader = prepare_dataloader(32)", "loader = [(x, x)]"))
+    train = open_file(client, tmp_path / "train.py")
+    client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(train)))
+    await codes(client, train)
+    assert await codes(client, data) == []
+    await stopped(client)
+
+
+def test_a_module_is_told_what_its_importers_step_loops_iterate(tmp_path):
+    asyncio.run(told_session(tmp_path))
+
+
+def programs(folder: Path, known: dict | None = None) -> tuple[dict, dict]:
+    (found, facts), messages = server_program.xla_program_modules(str(folder), known or {})
+    assert messages == []
+    return {os.path.relpath(real, folder): names for real, names in found.items()}, facts
+
+
+def test_the_folder_index_tells_each_module_what_the_program_iterates(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "data.py").write_text(DATA)
+    (tmp_path / "train.py").write_text(TRAIN)
+    # A CPU script's step loop tells nothing: its program is no XLA one.
+    (tmp_path / "other.py").write_text(
+        "import torch\nimport data\n\nopt = torch.optim.SGD([], lr=0.1)\n"
+        "for x, y in data.prepare_eval_loader(1):\n    x.sum().backward()\n    opt.step()\n"
+    )
+    assert programs(tmp_path)[0] == {"data.py": ("prepare_dataloader",)}
+    # The script no longer iterates it: part of the XLA program, told nothing.
+    (tmp_path / "train.py").write_text(TRAIN.replace("in loader:", "in []:"))
+    assert programs(tmp_path)[0] == {"data.py": ()}
+    # No XLA script imports it: not part of a program.
+    (tmp_path / "train.py").unlink()
+    assert programs(tmp_path)[0] == {}
+
+
+def test_a_told_module_tells_on_and_unchanged_files_are_not_read_again(tmp_path, monkeypatch):
+    """`prepare_dataloader` returns what `loaders.make_loader` builds: `data.py`, told by
+    `train.py`, tells `loaders.py` in turn; `check .` reports the loader there too."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "train.py").write_text(TRAIN)
+    (tmp_path / "loaders.py").write_text(
+        "from torch.utils.data import DataLoader\n\n\n"
+        "def make_loader(ds, bs):\n"
+        "    return DataLoader(ds, batch_size=bs, shuffle=True)\n"
+    )
+    (tmp_path / "data.py").write_text(
+        "import torch\nfrom torch.utils.data import TensorDataset\nfrom loaders import make_loader\n\n\n"
+        "def prepare_dataloader(batch_size):\n"
+        "    return make_loader(TensorDataset(torch.randn(100, 4)), batch_size)\n\n\n"
+        "def prepare_eval_loader(batch_size):\n"
+        "    return make_loader(TensorDataset(torch.randn(10, 4)), batch_size)\n"
+    )
+    found, facts = programs(tmp_path)
+    assert found == {"data.py": ("prepare_dataloader",), "loaders.py": ("make_loader",)}
+    # Nothing changed: the files' facts, with what they tell, answer without a read.
+    from xlalint.engine import source as sourcefile
+
+    def no_read(path):
+        raise AssertionError(f"{path} read again")
+
+    monkeypatch.setattr(sourcefile, "read", no_read)
+    assert programs(tmp_path, facts)[0] == found
 
 
 async def alone_session(tmp_path: Path) -> None:

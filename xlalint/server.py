@@ -13,7 +13,9 @@ actions (``textDocument.codeAction.resolveSupport`` with ``edit``), fix-all come
 without its edit, computed on ``codeAction/resolve``; others get it with the action.
 
 A document of a workspace folder is linted as a part of an XLA program when an XLA
-script of the folder imports it (``server_program.py``), as ``xlalint check .`` lints it.
+script of the folder imports it (``server_program.py``), as ``xlalint check .`` lints it,
+told what the program's step loops iterate of its functions (``data.py``'s
+``prepare_dataloader``, whose ``DataLoader`` XLA301 then reports).
 The folder's program facts are found in a lint process when one of its documents is
 first opened (its documents wait for them, ``PROGRAM_WAIT_S`` at most) and again when a
 file is saved; a document whose part in a program changed is linted again.
@@ -389,12 +391,13 @@ class XlalintServer(LanguageServer):
         self.unsafe_fixes = False
         #: The client resolves code actions (``codeAction/resolve`` for their edits).
         self.resolve_edits = False
-        #: Text document URI -> (version, part of an XLA program, its lint): each version
-        #: is linted once, and its code actions use that lint.
-        self.linted: dict[str, tuple[int | None, bool, DocumentLint]] = {}
-        #: Workspace folder -> the real paths of its modules that an XLA program imports
-        #: (``server_program.py``); None while they are first computed.
-        self.programs: dict[str, frozenset[str] | None] = {}
+        #: Text document URI -> (version, its part in an XLA program (``program_of``), its
+        #: lint): each version is linted once, and its code actions use that lint.
+        self.linted: dict[str, tuple[int | None, tuple[str, ...] | None, DocumentLint]] = {}
+        #: Workspace folder -> its modules that an XLA program imports, by real path, each
+        #: with what the program tells it (``server_program.py``); None while they are
+        #: first computed.
+        self.programs: dict[str, server_program.Programs | None] = {}
         #: Workspace folder -> its files' facts, kept by the last computation.
         self.program_facts: dict[str, dict[str, server_program.FileFacts]] = {}
         #: Workspace folder -> the documents waiting for its first program facts.
@@ -476,36 +479,38 @@ class XlalintServer(LanguageServer):
             # after PROGRAM_WAIT_S (a large folder), and again if it is a part of one.
             self.waiting.setdefault(folder, set()).add(uri)
             return
-        xla_program = self.in_xla_program(uri)
+        program = self.program_of(uri)
         if server_lint.too_large(document.source) is not None:  # said here, not sent to the lint process
             self.linter.cancel(uri)  # an earlier version's lint is stale
             linted, messages = server_lint.analyze_document(uri, document.source, document.language_id)
             self.tell(messages)
-            self.publish_current(uri, document.version, xla_program, linted)
+            self.publish_current(uri, document.version, program, linted)
             return
         cached = self.current_lint(uri)
         if cached is not None:
             self.linter.cancel(uri)  # a lint of another version is stale
-            self.publish_current(uri, document.version, xla_program, cached)
+            self.publish_current(uri, document.version, program, cached)
             return
-        then = partial(self.publish_current, uri, document.version, xla_program)
-        args = (uri, document.source, document.language_id, xla_program)
+        then = partial(self.publish_current, uri, document.version, program)
+        args = (uri, document.source, document.language_id, program)
         self.lint(uri, server_lint.analyze_document, args, then)
 
     def current_lint(self, uri: str) -> DocumentLint | None:
         """The lint of the document's current version, if it was linted."""
         document = self.open_document(uri)
-        version, xla_program, linted = self.linted.get(uri, (None, False, None))
+        version, program, linted = self.linted.get(uri, (None, None, None))
         if document is None or linted is None or version != document.version:
             return None
-        return linted if xla_program == self.in_xla_program(uri) else None
+        return linted if program == self.program_of(uri) else None
 
-    def in_xla_program(self, uri: str) -> bool:
-        """The document is a module of an XLA program of its workspace folder."""
+    def program_of(self, uri: str) -> tuple[str, ...] | None:
+        """What an XLA program of its workspace folder tells the document (its functions
+        whose results the program's step loops iterate), when it is a module of one;
+        None when it is not (``server_program.py``)."""
         folder = self.folder_of(uri)
         members = self.programs.get(folder) if folder is not None else None
         path = server_lint.document_path(uri) if members else None
-        return path is not None and os.path.realpath(path) in members
+        return None if path is None else members.get(os.path.realpath(path))
 
     def folder_of(self, uri: str) -> str | None:
         """The workspace folder (the innermost) that holds the document's file."""
@@ -527,7 +532,7 @@ class XlalintServer(LanguageServer):
         def done(reply, failure: str | None) -> None:
             if failure is not None:
                 self.in_loop(self.tell, [Message(types.MessageType.Error, f"xlalint: {failure}")])
-                self.in_loop(self.programs_found, folder, frozenset(), {})
+                self.in_loop(self.programs_found, folder, {}, {})
                 return
             (members, facts), messages = reply
             self.in_loop(self.tell, messages)
@@ -544,24 +549,26 @@ class XlalintServer(LanguageServer):
             for uri in sorted(self.waiting.pop(folder, set())):
                 self.publish(uri)
 
-    def programs_found(self, folder: str, members: frozenset[str], facts: dict) -> None:
-        before = {uri: self.in_xla_program(uri) for uri in self.linted if self.folder_of(uri) == folder}
+    def programs_found(self, folder: str, members: server_program.Programs, facts: dict) -> None:
+        before = {uri: self.program_of(uri) for uri in self.linted if self.folder_of(uri) == folder}
         self.programs[folder], self.program_facts[folder] = members, facts
         for uri in sorted(self.waiting.pop(folder, set())):
             self.publish(uri)
         for uri, was in before.items():
-            if self.in_xla_program(uri) != was:
+            if self.program_of(uri) != was:
                 self.linted.pop(uri, None)
                 self.publish(uri)
 
-    def publish_current(self, uri: str, version: int | None, xla_program: bool, linted: DocumentLint) -> None:
+    def publish_current(
+        self, uri: str, version: int | None, program: tuple[str, ...] | None, linted: DocumentLint
+    ) -> None:
         document = self.open_document(uri)
         if self.shutting_down or document is None or document.version != version:
             return  # stale: closed, or a newer version is on its way
-        if xla_program != self.in_xla_program(uri):
+        if program != self.program_of(uri):
             self.publish(uri)  # linted with program facts that changed since: again with the new ones
             return
-        self.linted[uri] = (version, xla_program, linted)
+        self.linted[uri] = (version, program, linted)
         params = {"uri": uri, "diagnostics": linted.diagnostics}
         if version is not None:
             params["version"] = version
@@ -708,7 +715,7 @@ def create_server() -> XlalintServer:
                 ls.unsafe_fixes,
                 None if (linted := ls.current_lint(uri)) is None else linted.near(params.range),
                 ls.resolve_edits,
-                ls.in_xla_program(uri),
+                ls.program_of(uri),
             )
         except LintFailed as exc:  # an error answer, not a traceback
             raise JsonRpcInternalError(f"xlalint: {exc}") from None
@@ -744,7 +751,7 @@ def create_server() -> XlalintServer:
                 action,
                 ls.unsafe_fixes,
                 linted,
-                ls.in_xla_program(uri),
+                ls.program_of(uri),
             )
         except LintFailed as exc:
             raise JsonRpcInternalError(f"xlalint: {exc}") from None

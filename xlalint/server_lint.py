@@ -29,6 +29,7 @@ from pygls.uris import to_fs_path
 from xlalint.engine.collector import collect_less_often
 from xlalint.engine.config import ConfigError, ConfigFinder, Settings
 from xlalint.engine.fixing import describe, fix_source
+from xlalint.engine.follow import in_program
 from xlalint.engine.lint import SYNTAX_ERROR, lint_source
 from xlalint.engine.notebook import CellText, NotebookError, code_cell, split_module
 from xlalint.engine.reporters import AFTER_PORT
@@ -146,11 +147,12 @@ def is_notebook_json(uri: str, language_id: str | None) -> bool:
     return uri.endswith(".ipynb") and language_id != "python"
 
 
-def settings_for(uri: str, messages: list[Message], xla_program: bool = False) -> Settings | None:
+def settings_for(uri: str, messages: list[Message], program: tuple[str, ...] | None = None) -> Settings | None:
     """The settings for the document's path (a fresh lookup, so edits to the config count
     at once); None, with a message, when the config is broken or excludes the file.
-    ``xla_program``: the document is a module of an XLA program (an XLA script of the
-    workspace imports it: ``server_program.py``), as ``xlalint check .`` checks it."""
+    ``program``: the document is a module of an XLA program (an XLA script of the
+    workspace imports it: ``server_program.py``), and these are its functions whose
+    results the program's step loops iterate, as ``xlalint check .`` checks it."""
     path = Path(document_path(uri) or Path.cwd() / "untitled.py")
     try:
         settings = ConfigFinder(None, rules_by_code()).for_path(path.absolute())
@@ -159,17 +161,17 @@ def settings_for(uri: str, messages: list[Message], xla_program: bool = False) -
         return None
     if settings.is_excluded(path):
         return None
-    return dataclasses.replace(settings, xla_program=True) if xla_program else settings
+    return settings if program is None else in_program(settings, program)
 
 
 def lint(
-    source: str, uri: str, messages: list[Message], xla_program: bool = False
+    source: str, uri: str, messages: list[Message], program: tuple[str, ...] | None = None
 ) -> tuple[list[Finding], Settings | None]:
     reason = too_large(source)
     if reason is not None:
         messages.append(Message(types.MessageType.Warning, f"xlalint: {uri} not checked: {reason}"))
         return [], None
-    settings = settings_for(uri, messages, xla_program)
+    settings = settings_for(uri, messages, program)
     if settings is None:
         return [], None
     try:
@@ -191,7 +193,7 @@ def not_checked(reason: str) -> types.Diagnostic:
 
 
 def analyze_document(
-    uri: str, source: str, language_id: str | None = None, xla_program: bool = False
+    uri: str, source: str, language_id: str | None = None, program: tuple[str, ...] | None = None
 ) -> tuple[DocumentLint, list[Message]]:
     """The lint of a text document: its diagnostics (one saying why when it is not
     checked) and its findings with a fix."""
@@ -203,7 +205,7 @@ def analyze_document(
         messages.append(Message(types.MessageType.Warning, f"xlalint: {uri} not checked: {reason}"))
         return DocumentLint([not_checked_json(reason)]), messages
     lines = split_lines(source)
-    findings, settings = lint(source, uri, messages, xla_program)
+    findings, settings = lint(source, uri, messages, program)
     diagnostics = [diagnostic_json(f, lines) for f in findings]
     fixable = tuple(f for f in findings if f.fix is not None)
     applicabilities = frozenset(f.fix.applicability for f in fixable if f.fix is not None)
@@ -211,11 +213,11 @@ def analyze_document(
 
 
 def lint_document(
-    uri: str, source: str, language_id: str | None = None, xla_program: bool = False
+    uri: str, source: str, language_id: str | None = None, program: tuple[str, ...] | None = None
 ) -> tuple[list[types.Diagnostic], list[Message]]:
     """The diagnostics of a text document (lsprotocol objects); one saying why when it
     is not checked."""
-    linted, messages = analyze_document(uri, source, language_id, xla_program)
+    linted, messages = analyze_document(uri, source, language_id, program)
     return [_CONVERTER.structure(d, types.Diagnostic) for d in linted.diagnostics], messages
 
 
@@ -267,9 +269,15 @@ def notebook_edits(module: CellText, fixed: str, uris: dict[int, str]) -> dict[s
 
 def _utf16(lines: list[str], line: int, col: int) -> types.Position:
     """A 1-based line and 0-based character column as an LSP position."""
+    return types.Position(*_utf16_json(lines, line, col))
+
+
+def _utf16_json(lines: list[str], line: int, col: int) -> tuple[int, int]:
+    """``_utf16`` as (line, character): thousands of diagnostics need no lsprotocol objects."""
     text = lines[line - 1] if 0 < line <= len(lines) else ""
     prefix = text[:col]
-    return types.Position(line=max(line - 1, 0), character=len(prefix.encode("utf-16-le")) // 2)
+    # An ASCII prefix is one UTF-16 code unit a character (most code): not encoded.
+    return max(line - 1, 0), len(prefix) if prefix.isascii() else len(prefix.encode("utf-16-le")) // 2
 
 
 def diagnostic_message(finding: Finding) -> str:
@@ -283,11 +291,12 @@ def diagnostic_message(finding: Finding) -> str:
 def diagnostic_json(finding: Finding, lines: list[str]) -> dict:
     """``diagnostic`` as LSP's JSON."""
     s = finding.span
-    start, end = _utf16(lines, s.line, s.col), _utf16(lines, s.end_line, s.end_col)
+    line, character = _utf16_json(lines, s.line, s.col)
+    end_line, end_character = _utf16_json(lines, s.end_line, s.end_col)
     return {
         "range": {
-            "start": {"line": start.line, "character": start.character},
-            "end": {"line": end.line, "character": end.character},
+            "start": {"line": line, "character": character},
+            "end": {"line": end_line, "character": end_character},
         },
         "message": diagnostic_message(finding),
         "severity": 1 if finding.code == SYNTAX_ERROR[0] else 2,  # Error, Warning
@@ -351,7 +360,7 @@ def document_code_actions(
     unsafe: bool,
     linted: DocumentLint | None = None,
     resolve: bool = False,
-    xla_program: bool = False,
+    program: tuple[str, ...] | None = None,
 ) -> tuple[list[types.CodeAction], list[Message]]:
     """The code actions on a text document: a quick fix per fixable finding in the
     range, and fix-all. ``linted``: the lint of this version of the document, when the
@@ -365,7 +374,7 @@ def document_code_actions(
     if is_notebook_json(uri, language_id):
         return [], messages
     if linted is None:
-        linted, messages = analyze_document(uri, source, language_id, xla_program)
+        linted, messages = analyze_document(uri, source, language_id, program)
     findings = [f for f in linted.fixable if _wanted(f, unsafe)]
     if not ((unsafe and linted.applicabilities) or "safe" in linted.applicabilities):
         return [], messages  # nothing in the document to fix
@@ -396,7 +405,7 @@ def document_code_actions(
         if resolve:
             actions.append(_fix_all(FIX_ALL, None, {"uri": uri, "fix": "all"}))
         else:
-            changes = _fix_all_changes(uri, source, unsafe, messages, xla_program)
+            changes = _fix_all_changes(uri, source, unsafe, messages, program)
             if changes:
                 actions.append(_fix_all(FIX_ALL, changes))
     return actions, messages
@@ -415,7 +424,7 @@ def resolve_code_action(
     action: types.CodeAction,
     unsafe: bool,
     linted: DocumentLint | None = None,
-    xla_program: bool = False,
+    program: tuple[str, ...] | None = None,
 ) -> tuple[types.CodeAction, list[Message]]:
     """The code action with its edit, for ``codeAction/resolve``: fix-all, or a quick fix
     whose edit needed the whole file (``document_code_actions``), on the document as it
@@ -423,11 +432,11 @@ def resolve_code_action(
     messages: list[Message] = []
     data = action.data if isinstance(action.data, dict) else {}
     if data.get("fix") == "all":
-        changes = _fix_all_changes(uri, source, unsafe, messages, xla_program)
+        changes = _fix_all_changes(uri, source, unsafe, messages, program)
         return attrs.evolve(action, edit=types.WorkspaceEdit(changes=changes)), messages
     wanted = data.get("fix")
     if linted is None:
-        linted, messages = analyze_document(uri, source, "python", xla_program)
+        linted, messages = analyze_document(uri, source, "python", program)
     for finding in linted.fixable:
         if [finding.code, *dataclasses.astuple(finding.span)] == wanted and finding.fix is not None:
             lines = split_lines(source)
@@ -442,9 +451,9 @@ def _resolve_data(uri: str, finding: Finding) -> dict:
 
 
 def _fix_all_changes(
-    uri: str, source: str, unsafe: bool, messages: list[Message], xla_program: bool
+    uri: str, source: str, unsafe: bool, messages: list[Message], program: tuple[str, ...] | None
 ) -> dict[str, list[types.TextEdit]]:
-    settings = settings_for(uri, messages, xla_program)
+    settings = settings_for(uri, messages, program)
     if settings is None:
         return {}
     result = fix_source(source, document_path(uri) or "<stdin>", settings, unsafe=unsafe)

@@ -15,7 +15,7 @@ from rules.fixture_checks import assert_fixture_fixes, fixture_positions
 from xlalint.engine.config import Settings
 from xlalint.engine.fixing import fix_source
 from xlalint.engine.lint import lint_source
-from xlalint.rules._api_versions import API_CHANGES, parse_version
+from xlalint.rules._api_versions import API_CHANGES, TRACKED_ROOTS, parse_version
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "XLA402"
 CODE = "XLA402"
@@ -98,6 +98,33 @@ def test_table_rows_are_consistent():
             assert parse_version(change.deprecated) <= parse_version(change.removed), change.name
         if change.rename_when is not None:
             assert change.replacement is not None, change.name
+
+    # A name is a tracked row only through an import of these packages (the rules skip
+    # the per-name work of a file that binds none).
+    assert all(change.name.split(".")[0] in TRACKED_ROOTS for change in API_CHANGES if change.kind == "object")
+
+
+def test_a_file_taken_as_importing_torch_xla_binds_no_tracked_name():
+    """The check of what the port makes a CUDA script takes torch_xla as imported (the
+    findings after the port): no name of it is torch_xla's, so no name is looked up."""
+    import ast
+
+    from xlalint.analysis.semantic import attach_parents
+    from xlalint.engine.context import Context
+    from xlalint.rules.xla401_deprecated_api import DeprecatedApi
+
+    source = "import torch\nx = torch.ones(2).cuda()\n"
+    tree = ast.parse(source)
+    ctx = Context(source, "t.py", tree, Settings(), attach_parents(tree))
+    ctx.semantic.imports.imported_modules.add("torch_xla")
+    rule = DeprecatedApi(ctx)
+    rule.begin()
+    assert {ast.Name, ast.Attribute} <= rule.skipped_visits
+    source = "import torch_xla.core.xla_model as xm\nxm.mark_step()\n"
+    tree = ast.parse(source)
+    rule = DeprecatedApi(Context(source, "t.py", tree, Settings(), attach_parents(tree)))
+    rule.begin()
+    assert ast.Name not in rule.skipped_visits
 
 
 _PROBE = r"""

@@ -19,11 +19,11 @@ loaders, step closures, training loops), never the rule context.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from xlalint.analysis.semantic import Semantic, child_nodes, dotted_name, method_name, parent, string_value
+from xlalint.analysis.semantic import Semantic, child_nodes, dotted_name, method_name, parent, string_value, subtree
 from xlalint.analysis.steps import HOST_FETCH_METHODS, StepAnalysis, is_step_closure
 from xlalint.analysis.values import FUNCTIONS, self_and_ancestors, target_names
 
@@ -60,6 +60,16 @@ class LoopStateAnalysis:
     def __init__(self, semantic: Semantic, steps: StepAnalysis):
         self.semantic = semantic
         self.steps = steps
+        self._read_names: dict[int, frozenset[str]] = {}
+
+    def _reads_names(self, expr: ast.AST) -> frozenset[str]:
+        """``_dotted_names(expr)``, found once per expression: a loop's analysis asks it
+        of the same values again and again (its updates, its fresh names, its derived
+        names, each round of a fixed point)."""
+        found = self._read_names.get(id(expr))
+        if found is None:
+            found = self._read_names[id(expr)] = frozenset(_dotted_names(expr))
+        return found
 
     @cached_property
     def loops(self) -> list[CarriedState]:
@@ -93,7 +103,7 @@ class LoopStateAnalysis:
     def _state(self, node: Loop) -> CarriedState | None:
         nodes = list(self._region(node.body))
         devices = self._device_names(nodes)
-        carried = self._carried(nodes, devices) - _fresh_names(node, nodes)
+        carried = self._carried(nodes, devices) - _fresh_names(node, nodes, self._reads_names)
         if not carried:
             return None
         derived = self._derived(nodes, carried)
@@ -226,7 +236,7 @@ class LoopStateAnalysis:
                 target = dotted_name(node.targets[0])
                 if (
                     target is not None
-                    and target in _dotted_names(node.value)
+                    and target in self._reads_names(node.value)
                     and self.is_device(node.value, devices)
                     and not self._grows(node.value)
                 ):
@@ -234,7 +244,7 @@ class LoopStateAnalysis:
         return carried
 
     def _grows(self, value: ast.AST) -> bool:
-        return any(isinstance(n, ast.Call) and self.semantic.call_name(n) in GROWING_CALLS for n in ast.walk(value))
+        return any(isinstance(n, ast.Call) and self.semantic.call_name(n) in GROWING_CALLS for n in subtree(value))
 
     def _derived(self, nodes: list[ast.AST], carried: set[str]) -> set[str]:
         """The carried names and the names the loop computes from them (``avg = total / n``)."""
@@ -242,7 +252,7 @@ class LoopStateAnalysis:
         for _ in range(8):
             before = len(derived)
             for node in nodes:
-                if isinstance(node, ast.Assign) and _dotted_names(node.value) & derived:
+                if isinstance(node, ast.Assign) and self._reads_names(node.value) & derived:
                     for target in node.targets:
                         derived.update(target_names(target))
             if len(derived) == before:
@@ -269,7 +279,7 @@ class LoopStateAnalysis:
         return False
 
 
-def _fresh_names(loop: Loop, nodes: list[ast.AST]) -> set[str]:
+def _fresh_names(loop: Loop, nodes: list[ast.AST], reads_names: Callable[[ast.AST], frozenset[str]]) -> set[str]:
     """Names each iteration binds anew before it updates them: the ``for`` target, and a
     name assigned a value that does not read it (``h = init(); h = model(h)``) before
     the first update that does. Their values do not come from the previous iteration."""
@@ -280,7 +290,7 @@ def _fresh_names(loop: Loop, nodes: list[ast.AST]) -> set[str]:
         key=lambda n: (n.lineno, n.col_offset),
     ):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        reads = _dotted_names(node.value) if node.value is not None else set()
+        reads = reads_names(node.value) if node.value is not None else frozenset()
         for name in set().union(*(target_names(t) for t in targets)):
             if isinstance(node, ast.AugAssign) or name in reads:
                 updated.add(name)
@@ -305,7 +315,7 @@ def _dotted_names(expr: ast.AST) -> set[str]:
                 found.add(dotted)
                 if isinstance(node, ast.Name):
                     continue
-        stack.extend(ast.iter_child_nodes(node))
+        stack.extend(child_nodes(node))  # the contexts and operators it leaves out are no names
     return found
 
 

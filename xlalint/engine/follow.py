@@ -242,25 +242,63 @@ def told_by(source: str, path: str, settings: Settings, script: str | None = Non
     return project.resolve_functions(specs, path, script, settings.root)
 
 
+def program_told(
+    scripts: Iterable[str],
+    members: Iterable[str],
+    tells: Callable[[str, tuple[str, ...] | None], dict[str, tuple[str, ...]]],
+) -> dict[str, tuple[str, ...]]:
+    """What a program's files tell its ``members`` (real paths; the modules its XLA
+    ``scripts`` import), for a caller that checks one module at a time: the union of what
+    the step loops of the scripts and of the members iterate of each member's functions,
+    sorted. ``tells(real, told)``: what the file ``real`` tells the modules it imports
+    (``told_by``), as a script (``told`` None) or as a member told ``told``. A member
+    told something may tell the modules it imports more (a helper returning another
+    module's loader): again until nothing changes, at most ``MAX_DEPTH`` more times (as
+    ``_join_programs`` for a run)."""
+    members = set(members)
+    files = {*scripts, *members}
+    told: dict[str, tuple[str, ...]] = dict.fromkeys(members, ())
+    for _round in range(MAX_DEPTH + 2):
+        now: dict[str, set[str]] = {real: set() for real in members}
+        for real in files:
+            for module, names in tells(real, told.get(real)).items():
+                if module in now:
+                    now[module].update(names)
+        found = {real: tuple(sorted(names)) for real, names in now.items()}
+        if found == told:
+            break
+        told = found
+    return told
+
+
 def program_settings(path: str, settings: Settings, importers: Iterable[tuple[str, str]]) -> Settings:
     """The settings to check the module at ``path`` with (``lint_source``) as part of the
-    programs of ``importers``: the ``(path, text)`` of scripts that may import it (the
-    documents open in an editor, as they are, saved or not). Those that import torch_xla
-    and import the module make it part of an XLA program, and tell it what their step
-    loops iterate of its functions (``told_by``). One analysis of each importer: the
-    caller keeps the answer until an importer or the module's imports change."""
+    programs of ``importers``: the ``(path, text)`` of files that may import it (open
+    documents, saved or not). Those that import torch_xla and import the module make it
+    part of an XLA program and tell it what their step loops iterate of its functions
+    (``program_told`` over ``told_by``). The language server finds a module's programs
+    from its workspace folder (``server_program.py``, the same ``program_told``)."""
     real = os.path.realpath(path)
-    xla_program, names = settings.xla_program, set(settings.iterated_by_importers)
-    for importer, text in importers:
-        if os.path.realpath(importer) == real or not imports_torch_xla(text):
-            continue
-        imported = {os.path.realpath(found) for found in project.local_imports(text, importer, None, settings.root)}
-        if real in imported:
-            xla_program = True
-            names.update(told_by(text, importer, settings).get(real, ()))
-    if xla_program == settings.xla_program and tuple(sorted(names)) == settings.iterated_by_importers:
+    texts = {os.path.realpath(importer): (importer, text) for importer, text in importers}
+    scripts = [
+        other
+        for other, (importer, text) in texts.items()
+        if other != real
+        and imports_torch_xla(text)
+        and real in {os.path.realpath(found) for found in project.local_imports(text, importer, None, settings.root)}
+    ]
+
+    def tells(file: str, told: tuple[str, ...] | None) -> dict[str, tuple[str, ...]]:
+        if file not in texts:
+            return {}
+        importer, text = texts[file]
+        return told_by(text, importer, settings if told is None else in_program(settings, told))
+
+    xla_program = settings.xla_program or bool(scripts)
+    names = tuple(sorted({*settings.iterated_by_importers, *program_told(scripts, [real], tells)[real]}))
+    if xla_program == settings.xla_program and names == settings.iterated_by_importers:
         return settings
-    return in_program(settings, tuple(sorted(names)), xla_program)
+    return in_program(settings, names, xla_program)
 
 
 def _check_again(jobs: list[Job], reports: list[FileReport], again: list[tuple[int, Settings]]) -> None:

@@ -338,9 +338,10 @@ def _applicable_fixes(findings: list[Finding], source: str) -> list[Finding]:
     for finding in findings:
         fix = finding.fix
         if fix is not None:
-            if fix not in verdicts:
-                verdicts[fix] = _fix_applies(fix, lines, parses)
-            if not verdicts[fix]:
+            applies = verdicts.get(fix)  # a fix's hash walks all of it: taken once
+            if applies is None:
+                applies = verdicts[fix] = _fix_applies(fix, lines, parses)
+            if not applies:
                 finding = dataclasses.replace(finding, fix=None)
         out.append(finding)
     return out

@@ -318,6 +318,8 @@ def env_uses(node: ast.AST, semantic: Semantic) -> list[Use]:
 
 # -- the rule logic XLA401 and XLA402 share -------------------------------------------------
 
+# The packages of the tracked functions and classes.
+TRACKED_ROOTS = frozenset({"torch_xla", "torch_xla_py"})
 # Aliases the fixes prefer when they must import a replacement's module.
 _PREFERRED_ALIASES = {XM: "xm", "torch_xla.runtime": "xr"}
 
@@ -342,9 +344,11 @@ class ApiVersionRule(Rule):
 
     def begin(self) -> None:
         # Every tracked function and class is torch_xla's, and only `os` sets variables
-        # (bar a dict literal): files that import neither skip the per-name work.
+        # (bar a dict literal): files that import neither skip the per-name work. A name
+        # is torch_xla's through an import that binds it (``Semantic.qualified_name``):
+        # a file taken as importing torch_xla, as the port makes it, binds none.
         imports = self.ctx.semantic.imports
-        if not imports.imports_any(frozenset({"torch_xla", "torch_xla_py"})):
+        if not any(target.split(".", 1)[0] in TRACKED_ROOTS for target in imports.bindings.values()):
             self.skipped_visits |= {ast.Name, ast.Attribute}
         if not imports.imports_any(frozenset({"os"})):
             self.skipped_visits |= {ast.Assign, ast.Call}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from xlalint.analysis.accelerator_tests import Remaining, assume, is_elif, test_root
 from xlalint.analysis.device_reads import DeviceReads
 from xlalint.analysis.options import CommandLineOptions
-from xlalint.analysis.semantic import keyword, parent, string_value
+from xlalint.analysis.semantic import keyword, parent, string_value, subtree
 from xlalint.analysis.syntax import is_alone_on_its_lines, whole_statement
 from xlalint.model import Fix, Import, InsertStatement, Operation, RemoveStatement, ReplaceExpr, Span
 
@@ -47,8 +47,10 @@ class Writer:
         it (but ``keep``: the receiver of ``.cuda()`` may hold findings of its own)."""
         if id(node) in self.claimed:
             return
-        kept = {id(n) for n in ast.walk(keep)} if keep is not None else set()
-        self.claimed.update(id(n) for n in ast.walk(node) if id(n) not in kept)
+        # `subtree`, not `ast.walk`: a set in any order, and no finding is made at the
+        # shared contexts and operators it leaves out (a third of a check's XLA104 time).
+        kept = {id(n) for n in subtree(keep)} if keep is not None else set()
+        self.claimed.update(id(n) for n in subtree(node) if id(n) not in kept)
         self.rule.report(node, message, fix)
 
     def report_device(
