@@ -169,6 +169,9 @@ for x, y in loader:
         ),
     ]
 
+    def begin(self) -> None:
+        self._assignments: dict[int, dict[str, list[ast.expr]]] = {}
+
     def visit_Call(self, node: ast.Call) -> None:
         steps = self.ctx.steps
         if not steps.loops:
@@ -243,15 +246,24 @@ for x, y in loader:
     def _assigned(self, name: ast.Name) -> list[ast.expr]:
         """Values assigned to ``name`` by plain assignments in its function (or the module)."""
         scope: ast.AST = enclosing_function(name) or self.ctx.tree
-        values: list[ast.expr] = []
-        for stmt in ast.walk(scope):
-            if (
-                isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name.id for t in stmt.targets)
-            ) or (
-                isinstance(stmt, (ast.AnnAssign, ast.NamedExpr))
-                and isinstance(stmt.target, ast.Name)
-                and stmt.target.id == name.id
-                and stmt.value is not None
-            ):
-                values.append(stmt.value)
-        return values
+        found = self._assignments.get(id(scope))
+        if found is None:
+            found = self._assignments[id(scope)] = _assignments(scope)
+        return found.get(name.id, [])
+
+
+def _assignments(scope: ast.AST) -> dict[str, list[ast.expr]]:
+    """The values plain assignments in ``scope`` (nested definitions included) give each
+    name, in the order of ``ast.walk`` (one walk per scope, not one per use)."""
+    found: dict[str, list[ast.expr]] = {}
+    for stmt in ast.walk(scope):
+        if isinstance(stmt, ast.Assign):
+            for target in dict.fromkeys(t.id for t in stmt.targets if isinstance(t, ast.Name)):
+                found.setdefault(target, []).append(stmt.value)
+        elif (
+            isinstance(stmt, (ast.AnnAssign, ast.NamedExpr))
+            and isinstance(stmt.target, ast.Name)
+            and stmt.value is not None
+        ):
+            found.setdefault(stmt.target.id, []).append(stmt.value)
+    return found
