@@ -44,7 +44,7 @@ from functools import cached_property
 from xlalint.analysis import told
 from xlalint.analysis.device_loaders import DeviceLoaders, is_device_loader
 from xlalint.analysis.options import CommandLineOptions
-from xlalint.analysis.semantic import Semantic, ancestors, dotted_name, keyword, parent
+from xlalint.analysis.semantic import Semantic, ancestors, child_nodes, dotted_name, keyword, parent
 from xlalint.analysis.step_apis import (
     ADD_STEP_CLOSURE,
     AUTOGRAD_BACKWARD,
@@ -119,6 +119,8 @@ Loop = ast.For | ast.AsyncFor | ast.While
 # How many parameters a callable passed on from caller to callee is followed through.
 PASSED_ON_DEPTH = 8
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
+# How deep ``_marks`` reuses the lists of nested statements (deeper, it walks them inline).
+_MARKS_DEPTH = 50
 
 # --- the analysis ----------------------------------------------------------------------
 
@@ -139,6 +141,7 @@ class StepAnalysis:
         self._callable_kinds: dict[int, str | None] = {}
         self._binding_depth = 0
         self._attributes: dict[int, dict[str, list[ast.expr]]] = {}
+        self._region_marks: dict[int, list[ast.AST]] = {}
         self._loaders = DeviceLoaders(self.semantic)
         self._synced = SyncedValues(self.is_sync_call, self.is_step_context)
         # Most modules call no backward at all: then no loop trains, and no loop or
@@ -328,10 +331,11 @@ class StepAnalysis:
         return self._any_backward and self._region_reaches_backward(statements, set())
 
     def _region_reaches_backward(self, statements: list[ast.stmt], visiting: set[int]) -> bool:
-        for call in self.region_calls(statements):
+        calls = list(self.region_calls(statements))
+        for call in calls:
             if is_backward_call(call, self.semantic):
                 return True
-        for call in self.region_calls(statements):
+        for call in calls:
             func = self.resolve(call)
             if func is not None and self._function_reaches_backward(func, visiting):
                 return True
@@ -356,7 +360,7 @@ class StepAnalysis:
         while pending:
             statements = pending.pop()
             for stmt in statements:
-                for node in walk_region(stmt, self.semantic, include_self=True):
+                for node in self._marks(stmt):
                     if isinstance(node, _LOOPS) and node is not loop and self.is_training_loop(node):
                         return True
             for call in self.region_calls(statements):
@@ -369,9 +373,35 @@ class StepAnalysis:
     def region_calls(self, statements: Iterable[ast.stmt]) -> Iterator[ast.Call]:
         """The calls that run when ``statements`` run (not in nested definitions or step closures)."""
         for stmt in statements:
-            for node in walk_region(stmt, self.semantic, include_self=True):
+            for node in self._marks(stmt):
                 if isinstance(node, ast.Call):
                     yield node
+
+    def _marks(self, stmt: ast.stmt, depth: int = 0) -> list[ast.AST]:
+        """The calls and loops of ``walk_region(stmt, include_self=True)``, in its order,
+        found once per statement: each loop around a statement (and each function that
+        runs it) asks again, and a nested statement's list is reused in its parent's."""
+        found = self._region_marks.get(id(stmt))
+        if found is not None:
+            return found
+        found = []
+        stack: list[ast.AST] = [stmt]
+        while stack:
+            node = stack.pop()
+            if node is not stmt and isinstance(node, ast.stmt) and depth < _MARKS_DEPTH:
+                found.extend(self._marks(node, depth + 1))
+                continue
+            if isinstance(node, (ast.Call, *_LOOPS)):
+                found.append(node)
+            if isinstance(node, (*FUNCTIONS, ast.ClassDef)):
+                # Decorators run where the definition stands; the body does not.
+                stack.extend(reversed(node.decorator_list))
+                continue
+            if isinstance(node, ast.Lambda) and is_closure_function(node, self.semantic):
+                continue
+            stack.extend(reversed(child_nodes(node)))
+        self._region_marks[id(stmt)] = found
+        return found
 
     def resolve(self, call: ast.Call) -> Function | None:
         """The same-module function a call calls: ``f(...)`` (a module-level function,
