@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from functools import cached_property
-from typing import Protocol
+from typing import Any, Protocol
 
 from xlalint.analysis.reaching import reaching_values
 from xlalint.analysis.semantic import Semantic, dotted_name, method_name, string_value
@@ -152,6 +152,28 @@ class StepTensors:
         if self.loop.iterates_device_loader():
             names.update(_batch_names(self.loop.node.target, self.loop.node.iter))  # type: ignore[union-attr]
         helper_by_id = {id(h): h for h in self.loop.helpers}
+        # What can make a tensor, found once (each round asks again), in the order of
+        # the nodes: (what, target or helper, value or call, the names it would bind).
+        work: list[tuple[str, Any, Any, set[str]]] = []
+        for node in nodes:
+            if isinstance(node, ast.Assign):
+                work.extend(("assign", t, node.value, target_names(t)) for t in node.targets)
+            elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                work.append(("assign", node.target, node.value, target_names(node.target)))
+            elif isinstance(node, ast.AugAssign):
+                dotted = dotted_name(node.target)
+                if dotted:
+                    work.append(("update", node.target, node.value, {dotted}))
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                work.append(("update", node.target, node.iter, target_names(node.target)))
+            elif isinstance(node, ast.Return) and node.value is not None:
+                func = enclosing(node, FUNCTIONS)
+                if func is not None and id(func) in helper_by_id:
+                    work.append(("return", func, node.value, set()))
+            elif isinstance(node, ast.Call):
+                func = analysis.resolve(node)
+                if func is not None and id(func) in helper_by_id:
+                    work.append(("call", func, node, set()))
         for _ in range(8):
             before = (len(names), len(returns))
             state = (frozenset(names), frozenset(returns))
@@ -159,27 +181,19 @@ class StepTensors:
             def is_tensor(e: ast.AST, state=state) -> bool:
                 return self._is_tensor(e, state)
 
-            for node in nodes:
-                if isinstance(node, ast.Assign):
-                    for target in node.targets:
-                        _bind(target, node.value, is_tensor, names)
-                elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
-                    _bind(node.target, node.value, is_tensor, names)
-                elif isinstance(node, ast.AugAssign) and self._is_tensor(node.value, state):
-                    dotted = dotted_name(node.target)
-                    if dotted:
-                        names.add(dotted)
-                elif isinstance(node, (ast.For, ast.AsyncFor)) and self._is_tensor(node.iter, state):
-                    names.update(target_names(node.target))
-                elif isinstance(node, ast.Return) and node.value is not None and self._is_tensor(node.value, state):
-                    func = enclosing(node, FUNCTIONS)
-                    if func is not None and id(func) in helper_by_id:
-                        returns.add(id(func))
-                elif isinstance(node, ast.Call):
+            for what, target, value, bound in work:
+                if what == "call":
                     # Tensor arguments make tensor parameters of the helper called.
-                    func = analysis.resolve(node)
-                    if func is not None and id(func) in helper_by_id:
-                        _bind_arguments(func, node, is_tensor, names)
+                    _bind_arguments(target, value, is_tensor, names)
+                elif what == "return":
+                    if id(target) not in returns and self._is_tensor(value, state):
+                        returns.add(id(target))
+                elif bound <= names:
+                    continue  # all of them tensors already (names only grow): not asked again
+                elif what == "assign":
+                    _bind(target, value, is_tensor, names)
+                elif self._is_tensor(value, state):
+                    names.update(bound)
             if (len(names), len(returns)) == before:
                 break
         return frozenset(names), frozenset(returns)
