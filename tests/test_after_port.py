@@ -151,3 +151,22 @@ def test_the_cli_and_the_config_report_the_findings_after_the_port(tmp_path, cli
     assert reported("--ignore", "XLA104") == ["XLA301", "XLA201"]
     (tmp_path / "xlalint.toml").write_text('ignore = ["XLA104"]\n')
     assert reported() == ["XLA301", "XLA201"]
+
+
+def test_the_ported_context_takes_torch_xla_as_imported_and_shares_the_step_analysis():
+    import ast
+
+    from xlalint.analysis.semantic import attach_parents
+    from xlalint.engine.context import Context
+
+    tree = ast.parse(CUDA_SAVE)
+    nodes = attach_parents(tree)
+    ctx = Context(CUDA_SAVE, "train.py", tree, Settings(), nodes)
+    assert not ctx.semantic.imports.imports_module("torch_xla")
+    assert "steps" not in ctx.ported(nodes).__dict__  # not built here: built there on first use
+    steps = ctx.steps
+    ported = ctx.ported(nodes)
+    assert ported.semantic.imports.imports_module("torch_xla")
+    assert not ctx.semantic.imports.imports_module("torch_xla")
+    # Built once: what the step analysis finds does not depend on the import of torch_xla.
+    assert ported.steps is steps and len(steps.loops) == 1

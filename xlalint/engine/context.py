@@ -46,6 +46,18 @@ class Context:
         self.settings = settings
         self.semantic = Semantic(tree, nodes, settings.iterated_by_importers)
 
+    def ported(self, nodes: list[ast.AST] | None = None) -> Context:
+        """The context of this module once the port imports torch_xla (the fact that
+        makes a file an XLA script; see ``engine.lint``'s findings after the port). The
+        step analysis built here is shared, not built again: nothing it finds depends
+        on what the module imports but ``timm`` (``step_apis``), and the port adds only
+        ``torch_xla`` (its names are bound as they were)."""
+        ported = Context(self.source, self.path, self.tree, self.settings, nodes)
+        ported.semantic.imports.imported_modules.add("torch_xla")
+        if "steps" in self.__dict__:  # built on first use (a cached_property)
+            ported.__dict__["steps"] = self.steps
+        return ported
+
     @cached_property
     def lines(self) -> list[str]:
         """The physical lines of the source, split on first use: most modules report

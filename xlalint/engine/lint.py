@@ -217,7 +217,7 @@ def _lint_source(
             for group in (active, hidden)
         )
         if port_rule is not None and _ports(findings + port_findings):
-            ported = Context(source, path, tree, settings, nodes)
+            ported = ctx.ported(nodes)
             findings += [
                 # Not porting (XLA104 not selected), a fix written for the ported code is not offered.
                 finding if port_selected else dataclasses.replace(finding, fix=None)
@@ -273,11 +273,11 @@ def _after_port(
     ported: Context, nodes: list[ast.AST], chosen: list[type[Rule]], findings: list[Finding]
 ) -> list[Finding]:
     """The findings the rules make once the file imports torch_xla, that they do not
-    make now, marked ``after_port``. The rules run again with torch_xla taken as
-    imported (the fact that makes a file an XLA script); a finding on code the port
+    make now, marked ``after_port``. The rules run again on ``ported``
+    (``Context.ported``: torch_xla taken as imported, the fact that makes a file an XLA
+    script); a finding on code the port
     rewrites is left out (that code will not be there), and its fix is unsafe when the
     port is: it belongs with the port."""
-    ported.semantic.imports.imported_modules.add("torch_xla")
     active = [rule(ported) for rule in chosen if rule.code != PORT_CODE]
     _dispatch(nodes, active)
     known = {(f.code, f.span) for f in findings}
