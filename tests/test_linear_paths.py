@@ -275,3 +275,36 @@ def test_the_arguments_of_a_function_are_bound_in_one_pass_over_its_calls(monkey
     found = [f.code for f in lint_source(source, "t.py", Settings(), select=["XLA102", "XLA103"])]
     assert found == ["XLA103", "XLA102"]
     assert passes.count("train") == 1
+
+
+def test_the_values_of_one_name_in_each_scope_are_grouped_once_not_walked_per_scope(monkeypatch):
+    """Issue 39: a file of many functions, each with its own `device`, walked every
+    function for what it assigns to find the values of that one name."""
+    from xlalint.analysis import values
+    from xlalint.analysis.values import ScopeValues, assigned_values_by_name
+
+    source = "import torch\n" + "".join(
+        f"def f{i}(m):\n    device = torch.device('cuda')\n    a, (b, device) = 1, (2, 3)\n"
+        f"    with open(p) as device:\n        g = lambda: (device := 4)\n    return m.cuda()\n"
+        for i in range(30)
+    )
+    tree = ast.parse(source)
+    nodes = attach_parents(tree)
+    semantic = Semantic(tree, nodes)
+    scopes = [tree, *(n for n in nodes if isinstance(n, (ast.FunctionDef, ast.Lambda)))]
+    expected = {
+        id(s): [ast.unparse(v) for v in assigned_values_by_name(s, shallow=True).get("device", [])] for s in scopes
+    }
+    walks = []
+    original = values.walk_scope
+    monkeypatch.setattr(values, "walk_scope", lambda *a, **k: walks.append(1) or original(*a, **k))
+    found = ScopeValues(semantic)
+    for scope in scopes:
+        assert sorted(ast.unparse(v) for v in found.of(scope, "device")) == sorted(expected[id(scope)])
+    assert sorted(expected[id(scopes[1])]) == ["3", "open(p)", "torch.device('cuda')"] and expected[id(scopes[2])] == [
+        "4"
+    ]
+    assert walks == []
+    findings = lint_source(source, "t.py", Settings())
+    # Each function's `device` is assigned other things too: no fix writes it.
+    assert sum(f.code == "XLA104" for f in findings) >= 30

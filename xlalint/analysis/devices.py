@@ -18,6 +18,7 @@ from functools import cached_property
 from xlalint.analysis.semantic import Semantic, ancestors, method_name, parent, string_value, subtree
 from xlalint.analysis.syntax import argument, is_self_attribute
 from xlalint.analysis.values import (
+    ScopeValues,
     assigned_values,
     assigned_values_by_name,
     call_sites,
@@ -154,6 +155,7 @@ class DeviceAnalysis:
         self._locals: dict[int, set[str]] = {}
         self._uses_by_scope: dict[str, dict[int, list[ast.Name]]] = {}
         self._device_variables: dict[int, ast.Assign | None] = {}
+        self._scope_values = ScopeValues(semantic)
         self._device_parameters: dict[int, str | None] = {}
         self._device_attributes: dict[int, tuple[str, ast.stmt] | None] = {}
 
@@ -479,7 +481,6 @@ class DeviceAnalysis:
         if id(scope) in self._device_variables:
             return self._device_variables[id(scope)]
         found = None
-        values: dict[str, list[ast.expr]] | None = None
         bound: frozenset[str] | None = None
         for stmt in scope.body:  # type: ignore[attr-defined]
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
@@ -487,9 +488,10 @@ class DeviceAnalysis:
             target = stmt.targets[0]
             if not self._is_xla_device_after_port(stmt.value) or self.scope_of(target) is not scope:
                 continue
-            if values is None or bound is None:
-                values, bound = assigned_values_by_name(scope, shallow=True), self._bound_otherwise(scope)
-            if target.id not in bound and all(self._is_xla_device_after_port(v) for v in values.get(target.id, ())):
+            if bound is None:
+                bound = self._bound_otherwise(scope)
+            values = self._scope_values.of(scope, target.id)
+            if target.id not in bound and all(self._is_xla_device_after_port(v) for v in values):
                 found = stmt
                 break
         self._device_variables[id(scope)] = found

@@ -44,6 +44,50 @@ def assigned_values_by_name(scope: ast.AST, shallow: bool = False) -> dict[str, 
     return found
 
 
+class ScopeValues:
+    """``assigned_values_by_name(scope, shallow=True).get(name, [])`` for a question about
+    one name of many scopes (in no promised order): found from the ``Name`` nodes of that
+    spelling (``Semantic.names_with_id``), grouped by scope once per spelling, not by a
+    walk of each scope (a module of many functions asked about each one's ``device``)."""
+
+    def __init__(self, semantic: Semantic):
+        self.semantic = semantic
+        self._by_name: dict[str, dict[int, list[ast.AST]]] = {}
+
+    def of(self, scope: ast.AST, name: str) -> list[ast.expr]:
+        by_scope = self._by_name.get(name)
+        if by_scope is None:
+            by_scope = self._by_name[name] = {}
+            for node in self.semantic.names_with_id(name):
+                binding = _binding_of(node) if isinstance(node.ctx, ast.Store) else None
+                if binding is not None:
+                    found = by_scope.setdefault(id(_shallow_scope(binding)), [])
+                    if binding not in found:  # `a, a = 1, 2`: one statement
+                        found.append(binding)
+        return [value for node in by_scope.get(id(scope), ()) for n, value in _name_values(node) if n == name]
+
+
+# What lies between a bound name and its binding statement (``_BINDINGS``).
+_TARGET_PARTS = (ast.Tuple, ast.List, ast.Starred, ast.withitem)
+
+
+def _binding_of(name: ast.Name) -> ast.AST | None:
+    """The assignment or ``with`` whose target holds ``name``, else None."""
+    node = parent(name)
+    while isinstance(node, _TARGET_PARTS):
+        node = parent(node)
+    return node if isinstance(node, _BINDINGS) else None
+
+
+def _shallow_scope(node: ast.AST) -> ast.AST | None:
+    """The scope whose ``walk_scope(..., shallow=True)`` reaches ``node``: the nearest
+    definition (or lambda) around it, else the module."""
+    current = parent(node)
+    while current is not None and not isinstance(current, (*DEFINITIONS, ast.Module)):
+        current = parent(current)
+    return current
+
+
 def _name_values(node: ast.AST) -> Iterator[tuple[str, ast.expr]]:
     """Each plain name ``node`` binds, with its value as ``assigned_values`` pairs them."""
     matched: list[str] = []  # the name matched last: `_match_targets` yields its value next
