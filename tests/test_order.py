@@ -383,3 +383,14 @@ def test_events_keep_their_innermost_statement():
     clips = [e for path in analysis.paths(loop.body) for e in path if e.kind is Kind.CLIP]
     assert clips
     assert all(isinstance(e.stmt, ast.Expr) and e.stmt.value is e.call for e in clips)
+
+
+def test_a_conditions_key_is_dumped_once_per_test_however_many_paths_ask(monkeypatch):
+    from xlalint.analysis import reaching
+
+    test = ast.parse("if not (x is None): pass").body[0].test
+    dumps = []
+    original = ast.dump
+    monkeypatch.setattr(reaching.ast, "dump", lambda node: dumps.append(node) or original(node))
+    assert reaching.condition_key(test) == reaching.condition_key(test) == ("Name(id='x', ctx=Load())", True)
+    assert len(dumps) == 1

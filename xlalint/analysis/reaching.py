@@ -252,7 +252,17 @@ Facts = dict[str, tuple[bool, ast.If | ast.IfExp]]
 
 def condition_key(test: ast.expr) -> tuple[str, bool]:
     """A key naming what a condition tests, and whether the ``if`` body runs when that
-    is true: ``not x`` and ``x is None`` -> (x, False); ``x is not None`` -> (x, True)."""
+    is true: ``not x`` and ``x is None`` -> (x, False); ``x is not None`` -> (x, True).
+    Kept on the node (it is the node's text, as ``ast.dump`` gives it): the order of a
+    step's events asks it of each ``if`` on each path through it."""
+    found = getattr(test, "_xlalint_condition_key", None)
+    if found is None:
+        found = _condition_key(test)
+        test._xlalint_condition_key = found  # type: ignore[attr-defined]
+    return found
+
+
+def _condition_key(test: ast.expr) -> tuple[str, bool]:
     positive = True
     while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, positive = test.operand, not positive
