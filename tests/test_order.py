@@ -394,3 +394,12 @@ def test_a_conditions_key_is_dumped_once_per_test_however_many_paths_ask(monkeyp
     monkeypatch.setattr(reaching.ast, "dump", lambda node: dumps.append(node) or original(node))
     assert reaching.condition_key(test) == reaching.condition_key(test) == ("Name(id='x', ctx=Load())", True)
     assert len(dumps) == 1
+
+
+def test_the_order_walk_is_ast_walks_order_without_the_shared_contexts_and_operators():
+    from xlalint.analysis.order import _walk
+
+    tree = ast.parse("for x in y:\n    if a and not b:\n        z = f(x) + g(-x)[0]\n    else:\n        break\n")
+    shared = (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+    expected = [n for n in ast.walk(tree) if not isinstance(n, shared)]
+    assert list(_walk(tree)) == expected and len(expected) > 20

@@ -41,6 +41,7 @@ from xlalint.analysis.reaching import condition_key
 from xlalint.analysis.semantic import (
     Semantic,
     ancestors,
+    child_nodes,
     dotted_name,
     enclosing_statement,
     keyword_value,
@@ -443,7 +444,7 @@ class OrderAnalysis:
                         self.finder.event(node, _statement_of(node)) is not None or self._summary(node, ()) is not None
                     )
                 )
-                for node in ast.walk(stmt)
+                for node in _walk(stmt)
             )
             self._inert_cache[id(stmt)] = cached
         return cached
@@ -514,6 +515,18 @@ def _expression_children(stmt: ast.stmt) -> list[ast.AST]:
     return [child for child in ast.iter_child_nodes(stmt) if not isinstance(child, ast.stmt)]
 
 
+def _walk(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` (breadth first, in the same order) without the shared contexts and
+    operators: ``_inert`` asks it of each statement on a step's paths."""
+    todo = [node]
+    index = 0
+    while index < len(todo):
+        current = todo[index]
+        index += 1
+        todo.extend(child_nodes(current))
+        yield current
+
+
 def _statement_of(node: ast.AST) -> ast.stmt:
     return next(a for a in ancestors(node) if isinstance(a, ast.stmt))
 
@@ -530,7 +543,7 @@ def _calls_in_order(semantic: Semantic, exprs: Iterable[ast.AST]) -> list[ast.Ca
             if semantic.call_name(node) in STEP_CLOSURE:
                 return
             found.append(node)
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):
             visit(child)
 
     for expr in exprs:
