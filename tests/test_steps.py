@@ -602,3 +602,36 @@ def test_a_read_outside_a_step_is_not_asked():
     steps = analysis("import torch_xla\ntorch_xla.sync()\nprint(loss.item())\n")
     read = next(n for n in ast.walk(steps.tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "item")
     assert steps.sync_before_read(read, read.func.value) is None
+
+
+def test_the_functions_of_each_scope_come_from_one_pass_not_a_walk_per_scope(monkeypatch):
+    """Issue 39: each function asked about walked its body for the functions defined there."""
+    from xlalint.analysis import steps as steps_module
+    from xlalint.analysis.semantic import Semantic, attach_parents
+
+    source = (
+        "def f():\n    def g(): pass\n    if x:\n        def g(): return 1\n    async def h(): pass\n"
+        "    class C:\n        def m(self): pass\n    lam = lambda: 0\n"
+        "if y:\n    def top(): pass\ndef top(): return 2\n"
+    )
+    tree = ast.parse(source)
+    semantic = Semantic(tree, attach_parents(tree))
+    analysis = steps_module.StepAnalysis(semantic)
+    walks = []
+    monkeypatch.setattr(steps_module, "walk_scope", lambda *a, **k: walks.append(1) or iter(()))
+    f = tree.body[0]
+    cls = next(n for n in ast.walk(f) if isinstance(n, ast.ClassDef))
+    lam = next(n for n in ast.walk(f) if isinstance(n, ast.Lambda))
+
+    def names(scope):
+        return {name: ast.unparse(node).splitlines()[0] for name, node in analysis._local_functions(scope).items()}
+
+    # Of a name defined twice in a scope, the last (the walk from the end found it first).
+    assert names(f) == {"g": "def g():", "h": "async def h():"}
+    assert analysis._local_functions(f)["g"].body[0].__class__ is ast.Return
+    assert (
+        names(tree) == {"f": "def f():", "top": "def top():"}
+        and tree.body[-1] is analysis._local_functions(tree)["top"]
+    )
+    assert names(cls) == {"m": "def m(self):"} and names(lam) == {}
+    assert walks == []

@@ -87,6 +87,7 @@ from xlalint.analysis.values import (
     enclosing_scopes,
     parameter_names,
     self_and_ancestors,
+    shallow_scope,
     walk_scope,
 )
 
@@ -134,7 +135,6 @@ class StepAnalysis:
         self._reaches_backward: dict[int, bool] = {}
         self._training: dict[int, bool] = {}
         self._resolved: dict[int, Function | None] = {}
-        self._locals: dict[int, dict[str, Function]] = {}
         self._values: dict[int, dict[str, list[ast.expr]]] = {}
         self._reached: dict[int, dict[int, Function]] = {}
         self._bound: dict[tuple[int, str], Function | None] = {}
@@ -621,14 +621,18 @@ class StepAnalysis:
 
     def _local_functions(self, scope: ast.AST) -> dict[str, Function]:
         """The functions defined in ``scope``'s own body (not in nested functions)."""
-        key = id(scope)
-        if key not in self._locals:
-            found: dict[str, Function] = {}
-            for node in walk_scope(scope, shallow=True):
-                if isinstance(node, FUNCTIONS):
-                    found.setdefault(node.name, node)
-            self._locals[key] = found
-        return self._locals[key]
+        return self._functions_by_scope.get(id(scope), {})
+
+    @cached_property
+    def _functions_by_scope(self) -> dict[int, dict[str, Function]]:
+        """``_local_functions`` of every scope, from one pass over the module's functions
+        (not a walk of each scope): of a name defined twice in a scope, the last, as the
+        walk (from the end) found it first."""
+        found: dict[int, dict[str, Function]] = {}
+        functions = sorted(self.semantic.nodes_of(*FUNCTIONS), key=lambda n: (n.lineno, n.col_offset))
+        for node in functions:
+            found.setdefault(id(shallow_scope(node)), {})[node.name] = node
+        return found
 
     def _module_class(self, base: ast.expr) -> ast.ClassDef | None:
         return self._module_classes.get(base.id) if isinstance(base, ast.Name) else None

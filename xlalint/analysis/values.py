@@ -61,7 +61,7 @@ class ScopeValues:
             for node in self.semantic.names_with_id(name):
                 binding = _binding_of(node) if isinstance(node.ctx, ast.Store) else None
                 if binding is not None:
-                    found = by_scope.setdefault(id(_shallow_scope(binding)), [])
+                    found = by_scope.setdefault(id(shallow_scope(binding)), [])
                     if binding not in found:  # `a, a = 1, 2`: one statement
                         found.append(binding)
         return [value for node in by_scope.get(id(scope), ()) for n, value in _name_values(node) if n == name]
@@ -79,9 +79,9 @@ def _binding_of(name: ast.Name) -> ast.AST | None:
     return node if isinstance(node, _BINDINGS) else None
 
 
-def _shallow_scope(node: ast.AST) -> ast.AST | None:
+def shallow_scope(node: ast.AST) -> ast.AST | None:
     """The scope whose ``walk_scope(..., shallow=True)`` reaches ``node``: the nearest
-    definition (or lambda) around it, else the module."""
+    definition (or lambda) around it, else the module (None for the module itself)."""
     current = parent(node)
     while current is not None and not isinstance(current, (*DEFINITIONS, ast.Module)):
         current = parent(current)
