@@ -618,7 +618,7 @@ def test_the_functions_of_each_scope_come_from_one_pass_not_a_walk_per_scope(mon
     semantic = Semantic(tree, attach_parents(tree))
     analysis = steps_module.StepAnalysis(semantic)
     walks = []
-    monkeypatch.setattr(steps_module, "walk_scope", lambda *a, **k: walks.append(1) or iter(()))
+    monkeypatch.setattr(steps_module, "walk_scope", lambda *a, **k: walks.append(1) or iter(()), raising=False)
     f = tree.body[0]
     cls = next(n for n in ast.walk(f) if isinstance(n, ast.ClassDef))
     lam = next(n for n in ast.walk(f) if isinstance(n, ast.Lambda))
@@ -635,3 +635,25 @@ def test_the_functions_of_each_scope_come_from_one_pass_not_a_walk_per_scope(mon
     )
     assert names(cls) == {"m": "def m(self):"} and names(lam) == {}
     assert walks == []
+
+
+def test_the_self_attributes_of_every_class_come_from_one_pass_last_assignment_first():
+    from xlalint.analysis.semantic import Semantic
+    from xlalint.analysis.steps import StepAnalysis
+
+    source = (
+        "class Outer:\n    def __init__(self, s):\n        self.scaler = A()\n        self.opt: T = B()\n"
+        "        self.n: int\n    class Inner:\n        def m(self):\n            self.scaler = C()\n"
+        "    def later(self):\n        self.scaler, other = D(), 1\n        self.scaler = self.x = E()\n"
+    )
+    tree = ast.parse(source)
+    analysis = StepAnalysis(Semantic(tree, attach_parents(tree)))
+    outer, inner = (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef))
+
+    def attributes(cls):
+        return {attr: [ast.unparse(v) for v in values] for attr, values in analysis._self_attributes(cls).items()}
+
+    # As a walk of the class from its end met them (the first one found is the one used).
+    assert attributes(outer) == {"scaler": ["E()", "C()", "A()"], "x": ["E()"], "opt": ["B()"]}
+    assert attributes(inner) == {"scaler": ["C()"]}
+    assert "_self_attributes_by_class" in analysis.__dict__  # one index for every class

@@ -88,7 +88,6 @@ from xlalint.analysis.values import (
     parameter_names,
     self_and_ancestors,
     shallow_scope,
-    walk_scope,
 )
 
 # The names other modules import from here (the analysis's public interface).
@@ -140,7 +139,6 @@ class StepAnalysis:
         self._bound: dict[tuple[int, str], Function | None] = {}
         self._callable_kinds: dict[int, str | None] = {}
         self._binding_depth = 0
-        self._attributes: dict[int, dict[str, list[ast.expr]]] = {}
         self._region_marks: dict[int, list[ast.AST]] = {}
         self._loaders = DeviceLoaders(self.semantic)
         self._synced = SyncedValues(self.is_sync_call, self.is_step_context)
@@ -447,26 +445,38 @@ class StepAnalysis:
         return None
 
     def _self_attributes(self, cls: ast.ClassDef) -> dict[str, list[ast.expr]]:
-        """The values the class's methods assign to each ``self.<attr>`` (one walk per class)."""
-        key = id(cls)
-        found = self._attributes.get(key)
-        if found is None:
-            found = {}
-            for node in walk_scope(cls):
-                if isinstance(node, ast.Assign):
-                    targets, value = node.targets, node.value
-                elif isinstance(node, ast.AnnAssign) and node.value is not None:
-                    targets, value = [node.target], node.value
-                else:
-                    continue
-                for target in targets:
-                    if (
-                        isinstance(target, ast.Attribute)
-                        and isinstance(target.value, ast.Name)
-                        and target.value.id == "self"
-                    ):
-                        found.setdefault(target.attr, []).append(value)
-            self._attributes[key] = found
+        """The values the class's methods assign to each ``self.<attr>``."""
+        return self._self_attributes_by_class.get(id(cls), {})
+
+    @cached_property
+    def _self_attributes_by_class(self) -> dict[int, dict[str, list[ast.expr]]]:
+        """``_self_attributes`` of every class, from one pass over the module's
+        assignments (not a walk of each class), each given to every class around it; in
+        the order a walk of the class (from the end) met them: the last first."""
+        found: dict[int, dict[str, list[ast.expr]]] = {}
+        assignments = sorted(
+            self.semantic.nodes_of(ast.Assign, ast.AnnAssign), key=lambda n: (n.lineno, n.col_offset), reverse=True
+        )
+        for node in assignments:
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif node.value is not None:
+                targets, value = [node.target], node.value
+            else:
+                continue
+            attrs = [
+                target.attr
+                for target in targets
+                if isinstance(target, ast.Attribute)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == "self"
+            ]
+            if attrs:
+                for cls in ancestors(node):
+                    if isinstance(cls, ast.ClassDef):
+                        by_attr = found.setdefault(id(cls), {})
+                        for attr in attrs:
+                            by_attr.setdefault(attr, []).append(value)
         return found
 
     def _function_named(self, name: str, at: ast.AST) -> Function | None:
