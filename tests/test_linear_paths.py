@@ -308,3 +308,17 @@ def test_the_values_of_one_name_in_each_scope_are_grouped_once_not_walked_per_sc
     findings = lint_source(source, "t.py", Settings())
     # Each function's `device` is assigned other things too: no fix writes it.
     assert sum(f.code == "XLA104" for f in findings) >= 30
+
+
+def test_the_xla_device_of_a_cuda_call_is_found_once_for_its_message_and_its_fix(monkeypatch):
+    from xlalint.analysis.devices import DeviceAnalysis
+
+    asked = []
+    original = DeviceAnalysis.xla_device_variable
+    monkeypatch.setattr(
+        DeviceAnalysis, "xla_device_variable", lambda self, node: asked.append(node) or original(self, node)
+    )
+    source = "import torch\ndef f(x):\n    device = torch.device('cuda')\n" + "    y = x.cuda()\n" * 5
+    findings = lint_source(source, "t.py", Settings(), select=["XLA104"])
+    assert [f.fix.operations[0].template for f in findings if ".cuda()" in f.message] == ["{receiver}.to(device)"] * 5
+    assert len(asked) == len({id(node) for node in asked})

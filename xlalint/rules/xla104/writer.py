@@ -38,6 +38,7 @@ class Writer:
         self.map_locations: set[int] = set()
         # The statement before each statement of the blocks indexed so far.
         self._previous: dict[int, ast.stmt | None] = {}
+        self._xla_devices: dict[int, tuple[str, tuple[Import, ...]]] = {}
 
     def fix(self, *args, **kwargs) -> Fix:
         return self.rule.fix(*args, **kwargs)
@@ -112,7 +113,16 @@ class Writer:
     def xla_device(self, node: ast.AST | None = None) -> tuple[str, tuple[Import, ...]]:
         """The XLA device as a fix writes it at ``node``: ``torch_xla.device()`` (``xm.xla_device()``
         before 2.4), or, where it would be evaluated at import time, ``torch.device("xla")``:
-        the default XLA device of whichever process uses it, which starts no runtime."""
+        the default XLA device of whichever process uses it, which starts no runtime.
+        Found once per node: a ``.cuda()`` asks for its message and again for its fix."""
+        if node is None:
+            return self._xla_device(None)
+        found = self._xla_devices.get(id(node))
+        if found is None:
+            found = self._xla_devices[id(node)] = self._xla_device(node)
+        return found
+
+    def _xla_device(self, node: ast.AST | None) -> tuple[str, tuple[Import, ...]]:
         if node is not None and self.devices.evaluated_at_import(node):
             torch, imports = self.ctx.reference("torch")
             _, backend = self.ctx.reference("torch_xla")  # `import torch_xla` registers the "xla" device
