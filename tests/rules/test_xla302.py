@@ -66,3 +66,21 @@ def test_methods_need_a_tensor_receiver():
         "    picked = x.nonzero()\n"
     )
     assert [(f.span.line, f.message.split("`")[1]) for f in findings(source)] == [(9, ".nonzero()")]
+
+
+def test_the_assignments_of_a_scope_are_indexed_once_not_walked_per_masked_name(monkeypatch):
+    """Issue 39: each masked name (`x[mask]`) walked its whole function for what it is assigned."""
+    from xlalint.rules import xla302_dynamic_shape_op as rule
+
+    walks = []
+    original = rule.subtree
+    monkeypatch.setattr(rule, "subtree", lambda node: walks.append(node) or original(node), raising=False)
+    uses = 20
+    source = (
+        "import torch\n\ndef train(model, opt, loader):\n    for x, y in loader:\n"
+        "        out = model(x)\n        mask = y > 0\n        keep = mask\n"
+        + "".join(f"        a{i} = out[keep]\n" for i in range(uses))
+        + "        out.sum().backward()\n        opt.step()\n"
+    )
+    assert len(findings(source)) == uses
+    assert len(walks) == 1  # the function's assignments, once

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from xlalint.analysis.semantic import enclosing_function, method_name
+from xlalint.analysis.semantic import enclosing_function, method_name, subtree
 from xlalint.analysis.steps import StepLoop
 from xlalint.engine.rule import Invalid, Rule, Valid
 
@@ -254,9 +254,9 @@ for x, y in loader:
 
 def _assignments(scope: ast.AST) -> dict[str, list[ast.expr]]:
     """The values plain assignments in ``scope`` (nested definitions included) give each
-    name, in the order of ``ast.walk`` (one walk per scope, not one per use)."""
+    name, in no promised order (one walk per scope, not one per use)."""
     found: dict[str, list[ast.expr]] = {}
-    for stmt in ast.walk(scope):
+    for stmt in subtree(scope):
         if isinstance(stmt, ast.Assign):
             for target in dict.fromkeys(t.id for t in stmt.targets if isinstance(t, ast.Name)):
                 found.setdefault(target, []).append(stmt.value)
