@@ -452,3 +452,29 @@ def test_a_read_under_a_guard_of_period_1_is_in_the_step(period):
     assert lines(source.replace("default=1)", "default=50)").replace("log_every = 1", "log_every = 50")) == (
         [12] if period == "1" else []
     )
+
+
+@pytest.mark.parametrize("code", ["XLA102", "XLA302"])
+def test_a_module_without_a_training_step_skips_the_step_rules_visits(code):
+    """Issue 39: each call, `if` and f-string of a module without a step loop was asked
+    which step it runs in."""
+    import ast
+
+    from xlalint.analysis.semantic import attach_parents
+    from xlalint.engine.context import Context
+    from xlalint.rules import rules_by_code
+
+    def skipped(source: str) -> set[type]:
+        tree = ast.parse(source)
+        rule = rules_by_code()[code](Context(source, "t.py", tree, Settings(), attach_parents(tree)))
+        rule.begin()
+        return rule.skipped_visits
+
+    no_step = "import torch\nfor x in loader:\n    y = model(x)\n    z = y[y > 0]\n    if y.sum() > 0:\n        print(y.item())\n"
+    step = no_step + "    y.sum().backward()\n"
+    assert ast.Call in skipped(no_step) and not skipped(step)
+    assert findings_of(code, no_step) == [] and findings_of(code, step) != []
+
+
+def findings_of(code: str, source: str) -> list[str]:
+    return [f.code for f in lint_source(source, "t.py", Settings(), select=[code]) if f.code == code]

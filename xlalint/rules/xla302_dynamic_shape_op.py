@@ -171,6 +171,8 @@ for x, y in loader:
 
     def begin(self) -> None:
         self._assignments: dict[int, dict[str, list[ast.expr]]] = {}
+        if not self.ctx.steps.loops:
+            self.skipped_visits |= {ast.Call, ast.Subscript}  # no step for an op to run in
 
     def visit_Call(self, node: ast.Call) -> None:
         steps = self.ctx.steps
