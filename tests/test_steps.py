@@ -657,3 +657,58 @@ def test_the_self_attributes_of_every_class_come_from_one_pass_last_assignment_f
     assert attributes(outer) == {"scaler": ["E()", "C()", "A()"], "x": ["E()"], "opt": ["B()"]}
     assert attributes(inner) == {"scaler": ["C()"]}
     assert "_self_attributes_by_class" in analysis.__dict__  # one index for every class
+
+
+def test_nested_loops_walk_each_node_of_their_regions_once(monkeypatch):
+    """Issue 39: each loop walked its whole body for its calls (twice), and each enclosing
+    loop walked the inner loops' bodies again."""
+    from xlalint.analysis import steps as steps_module
+
+    walked = []
+    original = steps_module.child_nodes
+    monkeypatch.setattr(
+        steps_module, "child_nodes", lambda node: walked.append(id(node)) or original(node), raising=False
+    )
+    steps = analysis(
+        """
+        for epoch in range(3):
+            log(epoch)
+            for batch in loader:
+                for micro in split(batch):
+                    loss = model(micro)
+                    loss.backward()
+                opt.step()
+        """
+    )
+    assert [ast.unparse(loop.node.target) for loop in steps.loops] == ["micro"]
+    assert walked and len(walked) == len(set(walked))
+
+
+def test_the_step_tensors_ask_each_binding_until_its_names_are_tensors(monkeypatch):
+    """Issue 39: every round of the fixed point asked every assignment again."""
+    from xlalint.analysis.step_tensors import StepTensors
+
+    steps = analysis(
+        """
+        for x, y in loader:
+            out = model(x)
+            d = c
+            c = b
+            b = a
+            a = out + 1
+            d.backward()
+        """
+    )
+    asked = []
+    original = StepTensors._is_tensor
+    monkeypatch.setattr(
+        StepTensors,
+        "_is_tensor",
+        lambda self, e, state, depth=0: asked.append((id(e), depth)) or original(self, e, state, depth),
+    )
+    loop = steps.loops[0]
+    assert all(loop.is_tensor(expr(name)) for name in ("a", "b", "c", "d", "out"))
+    value = find(steps, "out + 1")
+    # Five rounds (`out`, then `a`, `b`, `c`, then nothing new): `a = out + 1` is asked
+    # until `a` is a tensor (twice: `out` is one from the second round), not in each.
+    assert asked.count((id(value), 0)) == 2
