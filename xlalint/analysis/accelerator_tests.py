@@ -82,12 +82,6 @@ def _assume(node: ast.expr, decided: Callable[[ast.AST], bool], known: bool) -> 
     return node
 
 
-def if_statement_tested(root: ast.expr) -> ast.If | None:
-    """The ``if`` statement whose whole test is ``root``."""
-    holder = parent(root)
-    return holder if isinstance(holder, ast.If) and holder.test is root else None
-
-
 def block_of(stmt: ast.stmt) -> list[ast.stmt] | None:
     """The block (a body, an ``else``, ...) that holds ``stmt``."""
     owner = parent(stmt)
