@@ -249,6 +249,24 @@ def test_carried_state_in_a_cuda_script_is_reported_as_following_from_the_port()
     assert findings(source.replace('"cuda"', '"cpu"')) == []  # no port, no XLA script
 
 
+def test_an_attribute_of_the_loop_variable_is_not_carried_state():
+    # Each iteration binds its own `p`: `p.data` does not come from the previous one.
+    source = textwrap.dedent("""
+        import torch
+        import torch_xla
+        device = torch_xla.device()
+        model = Net().to(device)
+        for p in model.parameters():
+            p.data = p.data.to(device)
+            print(p.data.sum().item())
+        total = 0
+        for x in loader:
+            total = total + model(x.to(device))
+            print(total.item())
+    """)
+    assert [(f.span.line, f.message.split("(")[1].split(")")[0]) for f in findings(source)] == [(10, "`total`")]
+
+
 def test_carried_state_fix_syncs_before_a_return_after_the_work():
     fixed = fixed_body("""
         import torch

@@ -102,8 +102,11 @@ class LoopStateAnalysis:
 
     def _state(self, node: Loop) -> CarriedState | None:
         nodes = list(self._region(node.body))
+        fresh = _fresh_names(node, nodes, self._reads_names)
+        if not any(_carried_from(name, fresh) for name in self._updated(nodes)):
+            return None  # nothing updated from its own value (most loops): no device analysis
         devices = self._device_names(nodes)
-        carried = self._carried(nodes, devices) - _fresh_names(node, nodes, self._reads_names)
+        carried = {name for name in self._carried(nodes, devices) if _carried_from(name, fresh)}
         if not carried:
             return None
         derived = self._derived(nodes, carried)
@@ -243,6 +246,19 @@ class LoopStateAnalysis:
                     carried.add(target)
         return carried
 
+    def _updated(self, nodes: list[ast.AST]) -> Iterator[str]:
+        """The names ``_carried`` may find, whatever is on the device: those updated from
+        their own value (``total += x``, ``total = total + x``)."""
+        for node in nodes:
+            if isinstance(node, ast.AugAssign) and not isinstance(node.target, ast.Subscript):
+                target = dotted_name(node.target)
+                if target is not None:
+                    yield target
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = dotted_name(node.targets[0])
+                if target is not None and target in self._reads_names(node.value):
+                    yield target
+
     def _grows(self, value: ast.AST) -> bool:
         return any(isinstance(n, ast.Call) and self.semantic.call_name(n) in GROWING_CALLS for n in subtree(value))
 
@@ -297,6 +313,13 @@ def _fresh_names(loop: Loop, nodes: list[ast.AST], reads_names: Callable[[ast.AS
             elif name not in updated:
                 fresh.add(name)
     return fresh
+
+
+def _carried_from(name: str, fresh: set[str]) -> bool:
+    """``name`` keeps its value from the previous iteration: neither it nor the object it
+    is an attribute of is bound anew (``for p in params: p.data = p.data.cuda()`` carries
+    nothing: each iteration has its own ``p``)."""
+    return name not in fresh and name.split(".", 1)[0] not in fresh
 
 
 def _arguments(call: ast.Call) -> list[ast.expr]:
