@@ -252,7 +252,9 @@ def server_runs(source: str) -> tuple[Callable[[], int], Callable[[], int], Call
     from lsprotocol import types
 
     from xlalint import server_lint
+    from xlalint.engine.collector import collect_less_often
 
+    collect_less_often()  # the collector's thresholds of the server's lint process (`server_lint.serve`)
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as file:
         file.write(source)
     uri = Path(file.name).as_uri()

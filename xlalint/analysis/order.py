@@ -535,19 +535,16 @@ def _calls_in_order(semantic: Semantic, exprs: Iterable[ast.AST]) -> list[ast.Ca
     """The calls in ``exprs`` in source order, outer before inner at the same start;
     not inside lambdas, comprehensions' deferred code or step closures."""
     found: list[ast.Call] = []
-
-    def visit(node: ast.AST) -> None:
+    pending = list(exprs)[::-1]
+    while pending:
+        node = pending.pop()
         if isinstance(node, ast.Lambda):
-            return
+            continue
         if isinstance(node, ast.Call):
             if semantic.call_name(node) in STEP_CLOSURE:
-                return
+                continue
             found.append(node)
-        for child in child_nodes(node):
-            visit(child)
-
-    for expr in exprs:
-        visit(expr)
+        pending.extend(reversed(child_nodes(node)))
     # An event's own inner calls (`scaler.scale(loss)` in `.backward()`) are not events;
     # arguments run before the call, so order by end position.
     return sorted(found, key=lambda c: (c.end_lineno or 0, c.end_col_offset or 0))

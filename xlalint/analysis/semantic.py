@@ -394,9 +394,11 @@ class _BoundAnywhere(Mapping):
     names, and reading the bindings of every function for them was a tenth of the
     check of a large file."""
 
-    def __init__(self, semantic: Semantic):
+    def __init__(self, semantic: Semantic, found: dict[str, str | None]):
         self._semantic = semantic
-        self._found: dict[str, str | None] = {}
+        # The semantic layer's, which does not keep this view: a cycle would hold the
+        # tree until the cyclic collector traverses it (``Context.release``).
+        self._found = found
 
     def _meaning(self, name: object) -> str | None:
         if not isinstance(name, str):
@@ -440,13 +442,14 @@ class Semantic:
             stmt.name: stmt for stmt in tree.body if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
         }
         self._scope_cache: dict[int, dict[str, str]] = {}
+        self._bound_anywhere: dict[str, str | None] = {}  # ``_BoundAnywhere``'s answers
         self._qualified: dict[ast.AST, str | None] = {}
 
     def names_at(self, node: ast.AST | None) -> ScopeNames:
         """The names bound where code at ``node`` runs (module and enclosing scopes); for
         ``None``, every name bound anywhere in the file. See :class:`ScopeNames`."""
         if node is None:
-            return self._names_anywhere
+            return self._names_anywhere()
         scopes = [a for a in ancestors(node) if isinstance(a, _SCOPES)]
         # Innermost first, so inner bindings win; a class body is seen only from itself.
         # Chained, not merged: a copy of the module's names per fix made a module's
@@ -456,11 +459,10 @@ class Semantic:
         ]
         return ScopeNames(ChainMap(*inner, self._module_bindings), self._every_name)
 
-    @cached_property
     def _names_anywhere(self) -> ScopeNames:
         if self.tree.body and parent(self.tree.body[0]) is None:  # no parent links: every scope is read
             return ScopeNames(self._all_bound_anywhere, self._every_name)
-        return ScopeNames(_BoundAnywhere(self), self._every_name)
+        return ScopeNames(_BoundAnywhere(self, self._bound_anywhere), self._every_name)
 
     @cached_property
     def _all_bound_anywhere(self) -> dict[str, str]:

@@ -291,30 +291,32 @@ def module_names(semantic: Semantic) -> frozenset[str]:
     classes = _module_classes(semantic)
     names: set[str] = set()
 
-    def is_module_expr(value: ast.AST, depth: int = 0) -> bool:
-        if depth > 5:
-            return False
-        if isinstance(value, (ast.Name, ast.Attribute)):
-            dotted = dotted_name(value)
-            return dotted is not None and dotted in names
-        if not isinstance(value, ast.Call):
-            return False
-        qualified = semantic.call_name(value) or ""
-        if qualified.startswith(("torch.nn.", "torch_xla.distributed.fsdp.")) and not qualified.startswith(
-            ("torch.nn.functional.", "torch.nn.utils.", "torch.nn.init.")
-        ):
-            return True
-        if qualified.startswith("transformers.") and not any(word in qualified for word in _NOT_MODULES):
-            return "Model" in qualified or "For" in qualified
-        if isinstance(value.func, ast.Name) and value.func.id in classes:
-            return True
-        attr = method_name(value)
-        if attr == "from_pretrained":
-            owner = dotted_name(value.func.value) or ""  # type: ignore[union-attr]
-            qualified_owner = semantic.qualified_name(value.func.value) or owner  # type: ignore[union-attr]
-            return "Model" in qualified_owner and not any(w in qualified_owner for w in _NOT_MODULES)
-        if attr in _MODULE_METHODS:
-            return is_module_expr(value.func.value, depth + 1)  # type: ignore[union-attr]
+    def is_module_expr(value: ast.AST) -> bool:
+        # Through at most five `.to(...)`-like calls; a loop, not recursion: a closure
+        # that calls itself is a reference cycle (``Context.release``).
+        for _ in range(6):
+            if isinstance(value, (ast.Name, ast.Attribute)):
+                dotted = dotted_name(value)
+                return dotted is not None and dotted in names
+            if not isinstance(value, ast.Call):
+                return False
+            qualified = semantic.call_name(value) or ""
+            if qualified.startswith(("torch.nn.", "torch_xla.distributed.fsdp.")) and not qualified.startswith(
+                ("torch.nn.functional.", "torch.nn.utils.", "torch.nn.init.")
+            ):
+                return True
+            if qualified.startswith("transformers.") and not any(word in qualified for word in _NOT_MODULES):
+                return "Model" in qualified or "For" in qualified
+            if isinstance(value.func, ast.Name) and value.func.id in classes:
+                return True
+            attr = method_name(value)
+            if attr == "from_pretrained":
+                owner = dotted_name(value.func.value) or ""  # type: ignore[union-attr]
+                qualified_owner = semantic.qualified_name(value.func.value) or owner  # type: ignore[union-attr]
+                return "Model" in qualified_owner and not any(w in qualified_owner for w in _NOT_MODULES)
+            if attr not in _MODULE_METHODS:
+                return False
+            value = value.func.value  # type: ignore[union-attr]
         return False
 
     for call in semantic.calls:

@@ -169,6 +169,14 @@ class StepAnalysis:
             loop.optimizer_loop = self._optimizer_loops[id(outer)]
             loop.optimizer_loop.micro_step_loops.append(loop)
 
+    def release(self) -> None:
+        """Let go of the loops once the module is checked (``Context.release``): they
+        refer back to the analysis and to each other, cycles that would keep the tree
+        until the cyclic collector traversed all of it."""
+        for loop in (*self.loops, *self._optimizer_loops.values()):
+            loop.__dict__.clear()
+        self.__dict__.clear()
+
     # -- queries ------------------------------------------------------------------
     def loop_of(self, node: ast.AST) -> StepLoop | None:
         """The step loop whose step holds ``node`` (its body, a helper it calls, also

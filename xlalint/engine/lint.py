@@ -95,11 +95,13 @@ def iterated_imports(source: str, path: str, settings: Settings) -> list[tuple[i
     if isinstance(tree, Finding):
         return []
     nodes = attach_parents(tree)
+    ctx = Context(source, path, tree, settings, nodes)
     try:
-        return Context(source, path, tree, settings, nodes).iterated_imports()
+        return ctx.iterated_imports()
     except RecursionError:
         return []
     finally:
+        ctx.release()
         for node in nodes:
             del node.parent
 
@@ -193,9 +195,14 @@ def _lint_source(
     exempt = noqa.file_exemptions(source)  # `# xlalint: noqa: XLA104` lines
     chosen = rules if rules is not None else selected_rules(settings, path, select)
     nodes: list[ast.AST] = []
+    # What the check builds, let go of at the end (``Context.release``).
+    contexts: list[Context] = []
+    active: list[Rule] = []
+    hidden: list[Rule] = []
     try:
         nodes = attach_parents(tree)
         ctx = Context(source, path, tree, settings, nodes)
+        contexts.append(ctx)
         if not ctx.semantic.imports.imports_any():
             return []
         active = [rule(ctx) for rule in chosen]
@@ -218,6 +225,7 @@ def _lint_source(
         )
         if port_rule is not None and _ports(findings + port_findings):
             ported = ctx.ported(nodes)
+            contexts.append(ported)
             findings += [
                 # Not porting (XLA104 not selected), a fix written for the ported code is not offered.
                 finding if port_selected else dataclasses.replace(finding, fix=None)
@@ -236,7 +244,12 @@ def _lint_source(
         # Code that parses but is too deep for the analysis is reported, not a crash.
         return [error_finding(path, "cannot check: the code is nested too deeply")]
     finally:
-        # Without its parent links the tree is freed as soon as the analyses are.
+        # Without its parent links, and with the cycles through the context and the
+        # rules cut, the tree is freed as soon as the check returns.
+        for rule in active + hidden:
+            rule.release()
+        for made in contexts:
+            made.release()
         for node in nodes:
             del node.parent
     if exempt:
@@ -279,7 +292,17 @@ def _after_port(
     rewrites is left out (that code will not be there), and its fix is unsafe when the
     port is: it belongs with the port."""
     active = [rule(ported) for rule in chosen if rule.code != PORT_CODE]
-    _dispatch(nodes, active)
+    try:
+        _dispatch(nodes, active)
+        return _new_after_port(active, findings)
+    finally:
+        for rule in active:
+            rule.release()
+
+
+def _new_after_port(active: list[Rule], findings: list[Finding]) -> list[Finding]:
+    """The findings of ``active`` (the rules run again on the ported module) that the
+    port does not rewrite and that ``findings`` (made before the port) do not hold."""
     known = {(f.code, f.span) for f in findings}
     porting = [f.fix for f in findings if f.fix is not None and (f.code == PORT_CODE or _imports_torch_xla(f.fix))]
     rewritten = [op.span for fix in porting for op in fix.operations]

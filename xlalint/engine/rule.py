@@ -122,6 +122,12 @@ class Rule:
         (``suppressions.used`` says which hid one), with the codes checked here. For a
         rule about the comments themselves (XLA100); its findings are not suppressed again."""
 
+    def release(self) -> None:
+        """Let go of the context and what the rule built, once its findings are taken: a
+        rule and its helpers refer to each other, a cycle that would keep the module's
+        tree for the cyclic collector (see ``Context.release``)."""
+        self.__dict__.clear()
+
     # -- helpers for subclasses ---------------------------------------------------
     def option(self, key: str) -> Any:
         return self.option_values[key]
