@@ -170,3 +170,49 @@ def test_the_ported_context_takes_torch_xla_as_imported_and_shares_the_step_anal
     assert not ctx.semantic.imports.imports_module("torch_xla")
     # Built once: what the step analysis finds does not depend on the import of torch_xla.
     assert ported.steps is steps and len(steps.loops) == 1
+
+
+def _walked(rule_class, ctx, nodes) -> list[tuple]:
+    """What one rule reports in ``ctx``, by the engine's walk (each node to its visit)."""
+    rule = rule_class(ctx)
+    rule.begin()
+    for node in nodes:
+        visit = getattr(rule, f"visit_{type(node).__name__}", None)
+        if visit is not None:
+            visit(node)
+    rule.finish()
+    return [(f.code, f.span, f.message) for f in rule.findings]
+
+
+SCRIPTS = sorted(
+    [
+        *(Path(__file__).resolve().parent / "fixtures").rglob("*.py"),
+        *EXAMPLES.glob("*.py"),
+        *(Path(__file__).resolve().parent / "port_corpus").rglob("*.py"),
+    ]
+)
+
+
+def test_a_rule_said_to_report_the_same_after_the_port_does_on_every_fixture():
+    import ast
+
+    from xlalint.analysis.semantic import attach_parents
+    from xlalint.engine.context import Context
+    from xlalint.rules import all_rules
+
+    same = [rule for rule in all_rules() if rule.same_after_port]
+    assert {rule.code for rule in same} >= {"XLA101", "XLA303"}
+    compared = 0
+    for path in SCRIPTS:
+        source = path.read_text()
+        tree = ast.parse(source)
+        nodes = attach_parents(tree)
+        ctx = Context(source, str(path), tree, Settings(), nodes)
+        if ctx.semantic.imports.imports_module("torch_xla"):
+            continue  # ported already
+        ported = ctx.ported(nodes)
+        for rule in same:
+            found = _walked(rule, ctx, nodes)
+            assert _walked(rule, ported, nodes) == found, f"{rule.code} on {path}"
+            compared += bool(found)
+    assert compared >= 5  # findings were made, on CUDA scripts

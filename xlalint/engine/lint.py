@@ -291,7 +291,7 @@ def _after_port(
     script); a finding on code the port
     rewrites is left out (that code will not be there), and its fix is unsafe when the
     port is: it belongs with the port."""
-    active = [rule(ported) for rule in chosen if rule.code != PORT_CODE]
+    active = [rule(ported) for rule in chosen if rule.code != PORT_CODE and not rule.same_after_port]
     try:
         _dispatch(nodes, active)
         return _new_after_port(active, findings)

@@ -101,6 +101,11 @@ class Rule:
     options: ClassVar[dict[str, Option]] = {}
     VALID: ClassVar[list[Valid]] = []
     INVALID: ClassVar[list[Invalid]] = []
+    #: What the rule reports does not depend on whether the module imports torch_xla
+    #: (nor does any analysis it asks): the engine does not run it again on the ported
+    #: module for the findings after the port (``engine.lint``). Held to on every
+    #: fixture by tests/test_after_port.py.
+    same_after_port: ClassVar[bool] = False
 
     def __init__(self, ctx: Context):
         self.ctx = ctx

@@ -190,6 +190,8 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
 ```
 """
     fix_availability = "sometimes"
+    # Tokenizer calls and collators, in a CUDA script as in an XLA one.
+    same_after_port = True
     # At most 2**20 tokens (the longest contexts models have): a larger one pads every batch out of memory.
     options = {
         "max-length": Option(

@@ -82,6 +82,8 @@ os.environ["GPU_NUM_DEVICES"] = str(torch.cuda.device_count())
 ```
 """
     fix_availability = "sometimes"
+    # The environment a spawning script sets, whatever it imports.
+    same_after_port = True
 
     VALID = [
         Valid(

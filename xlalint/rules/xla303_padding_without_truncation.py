@@ -31,6 +31,8 @@ class PaddingWithoutTruncation(Rule):
     name = "padding-without-truncation"
     summary = 'padding="max_length" without truncation=True: longer inputs keep their length'
     fix_availability = "unsafe"
+    # Tokenizer calls, in a CUDA script as in an XLA one.
+    same_after_port = True
     explanation = """
 ## Why
 `padding="max_length"` gives every batch one shape only if no input is longer than
