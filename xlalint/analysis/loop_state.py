@@ -19,7 +19,7 @@ loaders, step closures, training loops), never the rule context.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -101,10 +101,16 @@ class LoopStateAnalysis:
         return False
 
     def _state(self, node: Loop) -> CarriedState | None:
+        # Most loops update nothing from its own value, or only what the loop target
+        # binds anew (`p.data = p.data.cuda()`): their statements say so, and they need
+        # no device analysis.
+        targets = target_names(node.target) if isinstance(node, (ast.For, ast.AsyncFor)) else set()
+        if not any(_carried_from(name, targets) for name in self._updated(_statements(node.body))):
+            return None
         nodes = list(self._region(node.body))
         fresh = _fresh_names(node, nodes, self._reads_names)
         if not any(_carried_from(name, fresh) for name in self._updated(nodes)):
-            return None  # nothing updated from its own value (most loops): no device analysis
+            return None
         devices = self._device_names(nodes)
         carried = {name for name in self._carried(nodes, devices) if _carried_from(name, fresh)}
         if not carried:
@@ -246,7 +252,7 @@ class LoopStateAnalysis:
                     carried.add(target)
         return carried
 
-    def _updated(self, nodes: list[ast.AST]) -> Iterator[str]:
+    def _updated(self, nodes: Iterable[ast.AST]) -> Iterator[str]:
         """The names ``_carried`` may find, whatever is on the device: those updated from
         their own value (``total += x``, ``total = total + x``)."""
         for node in nodes:
@@ -313,6 +319,26 @@ def _fresh_names(loop: Loop, nodes: list[ast.AST], reads_names: Callable[[ast.AS
             elif name not in updated:
                 fresh.add(name)
     return fresh
+
+
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of ``_region(body)``: those of the blocks within, not of nested
+    definitions."""
+    stack: list[ast.stmt] = list(reversed(body))
+    while stack:
+        stmt = stack.pop()
+        if isinstance(stmt, (*FUNCTIONS, ast.ClassDef)):
+            continue
+        yield stmt
+        inner: list[ast.stmt] = []
+        for field in _BLOCKS:
+            for item in getattr(stmt, field, ()):
+                # An `except` handler and a `match` case hold a block of their own.
+                inner.extend(item.body if isinstance(item, (ast.ExceptHandler, ast.match_case)) else (item,))
+        stack.extend(reversed(inner))
+
+
+_BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")
 
 
 def _carried_from(name: str, fresh: set[str]) -> bool:

@@ -325,10 +325,13 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
     return children
 
 
-def subtree(node: ast.AST) -> list[ast.AST]:
+def subtree(node: ast.AST, without: ast.AST | None = None) -> list[ast.AST]:
     """``node`` and every node below it (in no promised order), like ``ast.walk``
     without the shared contexts and operators; for set-like questions asked of a whole
-    function, several times faster than ``ast.walk``."""
+    function, several times faster than ``ast.walk``. ``without``: a node below
+    ``node`` left out, with what is below it."""
+    if without is not None:
+        return list(_subtree_without(node, without))
     found = [node]
     stack = [node]
     node_type = ast.AST
@@ -349,6 +352,15 @@ def subtree(node: ast.AST) -> list[ast.AST]:
                 found.append(value)
                 stack.append(value)
     return found
+
+
+def _subtree_without(node: ast.AST, without: ast.AST) -> Iterator[ast.AST]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current is not without:
+            yield current
+            stack.extend(child_nodes(current))
 
 
 def parent(node: ast.AST) -> ast.AST | None:

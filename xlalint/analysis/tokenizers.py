@@ -26,13 +26,22 @@ FIXED, DYNAMIC, NONE, UNKNOWN = "fixed", "dynamic", "none", "unknown"
 #: The tokenizer methods that encode text (and take ``padding=``, ``truncation=``).
 ENCODE_METHODS = frozenset({"__call__", "encode", "encode_plus", "batch_encode_plus"})
 TOKENIZER_NAME = re.compile(r"^(tok|([a-z_][a-z0-9_]*)?tokenizer)$")
+#: The packages whose tokenizers a module may build (``builds_tokenizer``).
+TOKENIZER_PACKAGES = frozenset({"transformers", "tokenizers"})
+
+
+def may_hold_tokenizers(source: str, semantic: Semantic) -> bool:
+    """Whether the module can hold a tokenizer at all: a name with ``tok`` in it, or
+    one that transformers or tokenizers builds (imported). Most modules cannot, and
+    then no call of theirs need be asked about."""
+    return "tok" in source or semantic.imports.imports_any(TOKENIZER_PACKAGES)
 
 
 def builds_tokenizer(qualified: str | None) -> bool:
     """``qualified`` (a call's qualified name) builds a tokenizer: ``AutoTokenizer.from_pretrained``,
     ``BertTokenizerFast(...)``, ... from transformers/tokenizers."""
     parts = (qualified or "").split(".")
-    if parts[0] not in {"transformers", "tokenizers"}:
+    if parts[0] not in TOKENIZER_PACKAGES:
         return False
     if parts[-1] == "from_pretrained":
         return len(parts) > 1 and "Tokenizer" in parts[-2]

@@ -29,7 +29,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from xlalint.analysis.semantic import ancestors
+from xlalint.analysis.semantic import parent
 from xlalint.engine.context import Context
 from xlalint.engine.noqa import Suppressions
 from xlalint.model import Applicability, Finding, Fix, Import, Operation, Span
@@ -202,14 +202,18 @@ def _is_compound(node: ast.AST) -> bool:
 
 def _noqa_lines(ctx: Context, node: ast.AST, span: Span) -> tuple[int, ...]:
     """The reported lines, and the last line of the statement (or header) that holds the node."""
-    lines = {span.line, span.end_line}
-    stmt = node if isinstance(node, ast.stmt) else next((a for a in ancestors(node) if isinstance(a, ast.stmt)), None)
-    if stmt is not None:
-        if _is_compound(stmt):
-            lines.add(_header_end_line(ctx, stmt))
-        else:
-            lines.add(stmt.end_lineno or stmt.lineno)
-    return tuple(sorted(lines))
+    stmt: ast.AST | None = node
+    while stmt is not None and not isinstance(stmt, ast.stmt):
+        stmt = parent(stmt)
+    if stmt is None:
+        last = span.end_line
+    elif isinstance(stmt, _COMPOUND):
+        last = _header_end_line(ctx, stmt)
+    else:
+        last = stmt.end_lineno or stmt.lineno
+    if span.line == span.end_line == last:  # most findings: one line, one statement
+        return (last,)
+    return tuple(sorted({span.line, span.end_line, last}))
 
 
 def _header_end_line(ctx: Context, stmt: ast.stmt) -> int:

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from functools import cached_property
 
 from xlalint.analysis.semantic import ancestors, dotted_name, enclosing_function, keyword, scope_bindings
-from xlalint.analysis.tokenizers import DYNAMIC, FIXED, NONE, encodes_one_text, padding_kinds
+from xlalint.analysis.tokenizers import DYNAMIC, FIXED, NONE, encodes_one_text, may_hold_tokenizers, padding_kinds
 from xlalint.engine.rule import Invalid, Option, Rule, Valid
 from xlalint.model import Import, ReplaceExpr, SetKeyword
 
@@ -529,6 +529,10 @@ enc = tokenizer(texts, padding="max_length", max_length=512, truncation=True)
     def begin(self) -> None:
         self.trainer_classes: set[str] = set(TRAINERS)
         self.calls: list[ast.Call] = []
+        # Padding needs a tokenizer, a transformers collator or Trainer (transformers is
+        # one of the tokenizers' packages) or `pad_sequence`: without any, no call is asked.
+        if not (may_hold_tokenizers(self.ctx.source, self.ctx.semantic) or "pad_sequence" in self.ctx.source):
+            self.skipped_visits.add(ast.Call)
         self.defs: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef] = []
         self._unpadded: bool | None = None
         self._assigned: dict[ast.AST, dict[str, list[ast.AST]]] = {}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 
 from xlalint.analysis.semantic import enclosing_function, keyword
-from xlalint.analysis.tokenizers import FIXED, padding_kinds
+from xlalint.analysis.tokenizers import FIXED, may_hold_tokenizers, padding_kinds
 from xlalint.engine.rule import Invalid, Rule, Valid
 from xlalint.model import SetKeyword
 from xlalint.rules.xla101_dynamic_padding import on_non_xla_path
@@ -141,6 +141,8 @@ enc = tokenizer(texts, padding="max_length", max_length=128, truncation=True)
     def begin(self) -> None:
         self.calls: list[ast.Call] = []
         self._assigned: dict[ast.AST, dict[str, list[ast.AST]]] = {}
+        if not may_hold_tokenizers(self.ctx.source, self.ctx.semantic):
+            self.skipped_visits.add(ast.Call)  # no call encodes text
 
     def visit_Call(self, node: ast.Call) -> None:
         self.calls.append(node)

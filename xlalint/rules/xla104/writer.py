@@ -50,8 +50,7 @@ class Writer:
             return
         # `subtree`, not `ast.walk`: a set in any order, and no finding is made at the
         # shared contexts and operators it leaves out (a third of a check's XLA104 time).
-        kept = {id(n) for n in subtree(keep)} if keep is not None else set()
-        self.claimed.update(id(n) for n in subtree(node) if id(n) not in kept)
+        self.claimed.update(map(id, subtree(node, keep)))
         self.rule.report(node, message, fix)
 
     def report_device(
