@@ -77,7 +77,7 @@ class LoopStateAnalysis:
         within a training step, a ``torch_xla.compile``d function or a step context."""
         found: list[CarriedState] = []
         for node in sorted(self.semantic.nodes_of(*LOOPS), key=lambda n: (n.lineno, n.col_offset)):
-            if self._delimited(node) or self.steps.is_training_loop(node):
+            if not self._may_carry(node) or self._delimited(node) or self.steps.is_training_loop(node):
                 continue
             state = self._state(node)
             if state is not None:
@@ -100,13 +100,14 @@ class LoopStateAnalysis:
                 return False  # an evaluation loop run from a training loop, outside its step
         return False
 
-    def _state(self, node: Loop) -> CarriedState | None:
-        # Most loops update nothing from its own value, or only what the loop target
-        # binds anew (`p.data = p.data.cuda()`): their statements say so, and they need
-        # no device analysis.
+    def _may_carry(self, node: Loop) -> bool:
+        """Most loops update nothing from its own value, or only what the loop target
+        binds anew (`p.data = p.data.cuda()`): their statements say so, and they need
+        no other analysis."""
         targets = target_names(node.target) if isinstance(node, (ast.For, ast.AsyncFor)) else set()
-        if not any(_carried_from(name, targets) for name in self._updated(_statements(node.body))):
-            return None
+        return any(_carried_from(name, targets) for name in self._updated(_statements(node.body)))
+
+    def _state(self, node: Loop) -> CarriedState | None:
         nodes = list(self._region(node.body))
         fresh = _fresh_names(node, nodes, self._reads_names)
         if not any(_carried_from(name, fresh) for name in self._updated(nodes)):

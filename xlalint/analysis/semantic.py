@@ -63,6 +63,12 @@ class ImportTable:
     def imports_module(self, prefix: str) -> bool:
         return any(m == prefix or m.startswith(prefix + ".") for m in self.imported_modules)
 
+    def binds_any(self, roots: frozenset[str]) -> bool:
+        """A name here is bound to a module (or what it holds) under one of ``roots``:
+        only then can a call's qualified name start with one of them. Unlike
+        ``imports_any``, not changed by the port taking torch_xla as imported."""
+        return any(target.split(".", 1)[0] in roots for target in self.bindings.values())
+
     def alias_for(self, qualified: str, names: ScopeNames | None = None) -> str | None:
         """A local name already bound to ``qualified`` (a module or object), if any,
         and (given ``names``) not rebound to something else where the code goes."""

@@ -51,6 +51,9 @@ HF_TRAINERS = frozenset(
 INDEX_NAMES = frozenset({"index", "idx", "rank", "ordinal", "process_index", "local_rank", "device_index", "i"})
 FunctionDef = ast.FunctionDef | ast.AsyncFunctionDef
 
+# The packages of the launchers: a module that binds nothing of them calls none.
+SPAWN_ROOTS = frozenset(name.split(".", 1)[0] for name in SPAWN)
+
 
 def _positional_count(func: FunctionDef | ast.Lambda) -> int | None:
     """How many positional arguments ``func`` accepts (None: any number, ``*args``)."""
@@ -401,6 +404,8 @@ needs other arguments there is no fix: write `_mp_fn` by hand.
         # (a) function -> how many positional arguments the launcher passes it; a
         # function may be both `_mp_fn` and spawned, so it is judged once, in finish().
         self.entries: dict[FunctionDef, int] = {}
+        if not self.ctx.semantic.imports.binds_any(SPAWN_ROOTS):
+            self.skipped_visits.add(ast.Call)  # no call can be a launcher
 
     def finish(self) -> None:
         for func, needed in self.entries.items():
