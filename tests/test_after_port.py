@@ -163,9 +163,9 @@ def test_the_ported_context_takes_torch_xla_as_imported_and_shares_the_step_anal
     nodes = attach_parents(tree)
     ctx = Context(CUDA_SAVE, "train.py", tree, Settings(), nodes)
     assert not ctx.semantic.imports.imports_module("torch_xla")
-    assert "steps" not in ctx.ported(nodes).__dict__  # not built here: built there on first use
+    assert "steps" not in ctx.ported().__dict__  # not built here: built there on first use
     steps = ctx.steps
-    ported = ctx.ported(nodes)
+    ported = ctx.ported()
     assert ported.semantic.imports.imports_module("torch_xla")
     assert not ctx.semantic.imports.imports_module("torch_xla")
     # Built once: what the step analysis finds does not depend on the import of torch_xla.
@@ -210,7 +210,7 @@ def test_a_rule_said_to_report_the_same_after_the_port_does_on_every_fixture():
         ctx = Context(source, str(path), tree, Settings(), nodes)
         if ctx.semantic.imports.imports_module("torch_xla"):
             continue  # ported already
-        ported = ctx.ported(nodes)
+        ported = ctx.ported()
         for rule in same:
             found = _walked(rule, ctx, nodes)
             assert _walked(rule, ported, nodes) == found, f"{rule.code} on {path}"

@@ -8,6 +8,8 @@ what keeps a check instant while still resolving ``xm.mark_step`` to
 from __future__ import annotations
 
 import ast
+import copy
+import dataclasses
 from collections import ChainMap
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -462,6 +464,14 @@ class Semantic:
         self._scope_cache: dict[int, dict[str, str]] = {}
         self._bound_anywhere: dict[str, str | None] = {}  # ``_BoundAnywhere``'s answers
         self._qualified: dict[ast.AST, str | None] = {}
+
+    def importing(self, module: str) -> Semantic:
+        """This layer as if the module also imported ``module`` (the port's torch_xla),
+        without binding a name: what is imported changes, no binding does, so every
+        answer found so far (qualified names, scopes, the node index) is shared."""
+        other = copy.copy(self)
+        other.imports = dataclasses.replace(self.imports, imported_modules={*self.imports.imported_modules, module})
+        return other
 
     def names_at(self, node: ast.AST | None) -> ScopeNames:
         """The names bound where code at ``node`` runs (module and enclosing scopes); for

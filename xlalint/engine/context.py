@@ -38,22 +38,30 @@ class Context:
     """What a rule may know about the module being checked."""
 
     def __init__(
-        self, source: str, path: str, tree: ast.Module, settings: Settings, nodes: list[ast.AST] | None = None
+        self,
+        source: str,
+        path: str,
+        tree: ast.Module,
+        settings: Settings,
+        nodes: list[ast.AST] | None = None,
+        semantic: Semantic | None = None,
     ):
         self.source = source
         self.path = path
         self.tree = tree
         self.settings = settings
-        self.semantic = Semantic(tree, nodes, settings.iterated_by_importers)
+        self.semantic = semantic or Semantic(tree, nodes, settings.iterated_by_importers)
 
-    def ported(self, nodes: list[ast.AST] | None = None) -> Context:
+    def ported(self) -> Context:
         """The context of this module once the port imports torch_xla (the fact that
         makes a file an XLA script; see ``engine.lint``'s findings after the port). The
         step analysis built here is shared, not built again: nothing it finds depends
         on what the module imports but ``timm`` (``step_apis``), and the port adds only
-        ``torch_xla`` (its names are bound as they were)."""
-        ported = Context(self.source, self.path, self.tree, self.settings, nodes)
-        ported.semantic.imports.imported_modules.add("torch_xla")
+        ``torch_xla`` (its names are bound as they were); so is what the semantic layer
+        found (``Semantic.importing``)."""
+        ported = Context(
+            self.source, self.path, self.tree, self.settings, semantic=self.semantic.importing("torch_xla")
+        )
         if "steps" in self.__dict__:  # built on first use (a cached_property)
             ported.__dict__["steps"] = self.steps
         return ported

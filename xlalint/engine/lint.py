@@ -224,7 +224,7 @@ def _lint_source(
             for group in (active, hidden)
         )
         if port_rule is not None and _ports(findings + port_findings):
-            ported = ctx.ported(nodes)
+            ported = ctx.ported()
             contexts.append(ported)
             findings += [
                 # Not porting (XLA104 not selected), a fix written for the ported code is not offered.
