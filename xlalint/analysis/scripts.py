@@ -31,23 +31,14 @@ TRAINERS = frozenset(
 
 
 def calls_to(semantic: Semantic, names: frozenset[str]) -> list[ast.Call]:
-    """The calls of any of the qualified ``names``, in source order."""
-    # The last part of a call's qualified name is the attribute (``xm.spawn``) or what
-    # the imported name is bound to (``from torch import save as tsave``): comparing it
-    # first leaves most calls unresolved.
+    """The calls of any of the qualified ``names``, in source order (an outer call
+    before the call it starts with)."""
+    # By the own name of what is called first (``calls_of``, indexed once per module):
+    # most calls are none of these, and need no qualified name.
     lasts = {name.rsplit(".", 1)[-1] for name in names}
-    bindings = semantic.imports.bindings
-    found = []
-    for call in semantic.calls:
-        func = call.func
-        if isinstance(func, ast.Attribute):
-            last = func.attr
-        elif isinstance(func, ast.Name):
-            last = bindings.get(func.id, func.id).rsplit(".", 1)[-1]
-        else:
-            continue
-        if last in lasts and semantic.call_name(call) in names:
-            found.append(call)
+    found = [call for call in semantic.calls_of(*lasts) if semantic.call_name(call) in names]
+    if len(lasts) > 1:
+        found.sort(key=lambda c: (c.lineno, c.col_offset, -(c.end_lineno or 0), -(c.end_col_offset or 0)))
     return found
 
 

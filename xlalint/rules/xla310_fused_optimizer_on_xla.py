@@ -8,6 +8,7 @@ with torch 2.8 and later, so an HF Trainer script dies at its first step on XLA.
 
 from __future__ import annotations
 
+from xlalint.analysis.scripts import calls_to
 from xlalint.analysis.semantic import keyword, string_value
 from xlalint.engine.rule import Invalid, Rule, Valid
 from xlalint.model import RemoveKeyword, SetKeyword
@@ -142,7 +143,7 @@ args = TrainingArguments(output_dir="out", per_device_train_batch_size=8, optim=
 
     def finish(self) -> None:
         semantic = self.ctx.semantic
-        for call in semantic.calls:
+        for call in calls_to(semantic, TRAINING_ARGUMENTS | FUSED_OPTIMIZERS):
             name = semantic.call_name(call)
             if any(k.arg is None for k in call.keywords):
                 continue  # `**kwargs`: the choice may be in them
