@@ -119,8 +119,21 @@ def descendants():
             pending.append(pid)
     return found
 
+def parent_lives():
+    # xlalint run is our parent and is not dying. A SIGKILLed process closes its files
+    # (the watchdog's pipe, which sets the watchdog killing the script) before the kernel
+    # reparents us and sends our death signal; in between it is flagged PF_EXITING.
+    if os.getppid() != parent:
+        return False
+    try:
+        with open(f"/proc/{parent}/stat", "rb") as file:
+            flags = int(file.read().rsplit(b")", 1)[1].split()[6])
+    except (OSError, IndexError, ValueError):
+        return False
+    return not flags & 0x4  # PF_EXITING
+
 def kill_everything(*_):
-    if os.getppid() == parent:
+    if parent_lives():
         return  # the signal came from the script, not from the kernel: xlalint run lives
     for _ in range(50):  # a process may fork while it is killed: look again
         found = descendants()
@@ -157,6 +170,10 @@ if script == 0:
     finally:
         os._exit(127)
 status = os.waitpid(script, 0)[1]
+# The script may have ended because xlalint run died (the watchdog kills the script
+# as soon as the pipe closes, which can be before our death signal comes): then what
+# the script started is killed here, before we go, or it would outlive us.
+kill_everything()
 if os.WIFSIGNALED(status):
     number = os.WTERMSIG(status)
     resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
