@@ -72,3 +72,25 @@ def test_a_copy_made_inside_the_working_directory_does_not_copy_itself(tmp_path)
     copy = make_working_copy(tmp_path, tmp_path / "run" / "original-cwd")
     assert sorted(p.name for p in copy.path.iterdir()) == ["data.txt", "run"]
     assert list((copy.path / "run").iterdir()) == []
+
+
+# A project's own .venv (7 GB, 37,000 entries here) was copied up to the budgets for
+# every run: seconds per run, and the copy budget spent on packages, not data.
+def test_environments_and_git_are_linked_whole_and_the_report_names_them(tmp_path):
+    source = tmp_path / "work"
+    (source / ".venv" / "lib").mkdir(parents=True)
+    (source / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (source / "envs" / "conda" / "conda-meta").mkdir(parents=True)
+    (source / ".git" / "objects").mkdir(parents=True)
+    (source / "data").mkdir()
+    (source / "data" / "pyvenv.cfg.txt").write_text("not an environment")
+    copy = make_working_copy(source, tmp_path / "copy")
+    root = copy.path
+    assert copy.linked_tools == (".git", ".venv", "envs/conda")
+    assert all((root / name).is_symlink() for name in copy.linked_tools)
+    assert (root / ".venv" / "pyvenv.cfg").read_text() == "home = /usr/bin\n"
+    assert not (root / "data").is_symlink() and not (root / "envs").is_symlink()
+    assert copy.linked_folders == 0 and copy.linked_files == 0
+    assert describe([copy], source).endswith(
+        "; environments and git stores were linked, not copied (.git, .venv, envs/conda)"
+    )

@@ -19,7 +19,11 @@ was, in a copy of its own that nothing it writes leads out of:
   the copy);
 - a tree of more than ``MAX_ENTRIES`` entries is copied down to that many, and what
   is deeper is linked whole (a link to the folder: files made inside it are the
-  user's); the report says so.
+  user's); the report says so;
+- a virtual environment (a folder holding ``pyvenv.cfg`` or ``conda-meta``) and git's
+  ``.git`` are linked whole from the start: a script reads its packages, it does not
+  write them, and a project's ``.venv`` (gigabytes, tens of thousands of files) cost
+  seconds of copying per run and the whole copy budget; the report names them.
 
 Paths the script builds from its own ``__file__`` point into the user's folder, not
 the copy.
@@ -55,6 +59,8 @@ class WorkingCopy:
     #: Files linked to the user's (the copy budget ran out) and their size in bytes.
     linked_files: int = 0
     linked_bytes: int = 0
+    #: Environments and git stores linked whole (see ``is_tool_folder``), by name.
+    linked_tools: tuple[str, ...] = ()
 
 
 class _Copier:
@@ -102,6 +108,17 @@ def _clone(source: str, target: Path) -> bool:
     return True
 
 
+#: A file or folder whose presence makes a folder a Python environment.
+ENVIRONMENT_MARKERS = ("pyvenv.cfg", "conda-meta")
+
+
+def is_tool_folder(folder: os.DirEntry) -> bool:
+    """``folder`` is git's store or a Python environment: linked whole, not copied."""
+    if folder.name == ".git":
+        return True
+    return any(os.path.lexists(os.path.join(folder.path, marker)) for marker in ENVIRONMENT_MARKERS)
+
+
 def make_working_copy(
     source: Path, target: Path, max_entries: int = MAX_ENTRIES, max_copy_bytes: int = MAX_COPY_BYTES
 ) -> WorkingCopy:
@@ -109,7 +126,7 @@ def make_working_copy(
     target.mkdir(parents=True)
     made_here = os.stat(target)
     copier = _Copier(max_copy_bytes)
-    entries, linked_folders = 0, 0
+    entries, linked_folders, linked_tools = 0, 0, []
     pending = deque([(source, target)])
     while pending:
         folder, copy = pending.popleft()
@@ -125,6 +142,9 @@ def make_working_copy(
                     continue  # the copy itself (the working directory holds the temporary folder)
                 if child.is_symlink():
                     made.symlink_to(_link_in_copy(child.path, source, target))
+                elif child.is_dir(follow_symlinks=False) and is_tool_folder(child):
+                    linked_tools.append(os.path.relpath(child.path, source))
+                    made.symlink_to(child.path)
                 elif child.is_dir(follow_symlinks=False) and entries <= max_entries:
                     made.mkdir()
                     pending.append((Path(child.path), made))
@@ -138,7 +158,7 @@ def make_working_copy(
                 with contextlib.suppress(OSError):
                     made.unlink()  # half made (unreadable, or the disk is full): left out
                 continue
-    return WorkingCopy(target, linked_folders, copier.linked_files, copier.linked_bytes)
+    return WorkingCopy(target, linked_folders, copier.linked_files, copier.linked_bytes, tuple(sorted(linked_tools)))
 
 
 def _link_in_copy(link: str, source: Path, target: Path) -> str:
@@ -163,6 +183,10 @@ def describe(copies: list[WorkingCopy], source: Path) -> str:
             f"; past {MAX_COPY_BYTES >> 20} MiB of copies, {linked_files} files ({size:.1f} GiB) were linked, "
             "not copied (a run writing into them changes your files)"
         )
+    tools = max((copy.linked_tools for copy in copies), key=len, default=())
+    if tools:
+        shown = ", ".join(tools[:3]) + (f" and {len(tools) - 3} more" if len(tools) > 3 else "")
+        text += f"; environments and git stores were linked, not copied ({shown})"
     linked = max((copy.linked_folders for copy in copies), default=0)
     if linked:
         text += f"; past {MAX_ENTRIES} entries, {linked} folders were linked whole (files made in them are shared)"
